@@ -1,0 +1,119 @@
+package kernels
+
+import (
+	"context"
+	"fmt"
+)
+
+// Backend is one compute device: its memory, and programs of ops that run on
+// it in the order they are given. A Backend is used by one goroutine at a
+// time (the model that owns it); a backend that needs a locked OS thread
+// (CUDA) hides its worker behind these calls.
+//
+// Memory calls are synchronous. Program.Run may return before the device has
+// finished (a GPU enqueues it); Read and Sync wait for everything enqueued
+// before them, so host code sees results in program order.
+type Backend interface {
+	// Name identifies the device in messages and plans ("cpu", "cuda0").
+	Name() string
+
+	// Alloc returns size bytes of device memory, zeroed, counted under label.
+	// Running out of memory is an error wrapping ErrOutOfMemory.
+	Alloc(label Label, size int64) (Buffer, error)
+	// Upload returns a read-only buffer holding data (weights). The CPU
+	// backend uses data in place (it is the file's mmap, which must outlive
+	// the buffer); a GPU copies it.
+	Upload(label Label, data []byte) (Buffer, error)
+	// Free releases a buffer made by this backend; its tensors are dead.
+	Free(b Buffer) error
+	// Usage is the bytes currently held, by label: what the memory planner's
+	// numbers are checked against.
+	Usage() Usage
+
+	// Write copies src into dst (host to device); len(src) == dst.Bytes()
+	// and dst must be packed.
+	Write(dst Tensor, src []byte) error
+	// Read copies src into dst (device to host) after all earlier work;
+	// len(dst) == src.Bytes() and src must be packed.
+	Read(dst []byte, src Tensor) error
+	// Copy copies src to dst on this device, ordered after earlier work;
+	// same type and shape, strides may differ.
+	Copy(dst, src Tensor) error
+	// Sync waits until all enqueued work is done and reports its first error.
+	Sync() error
+
+	// Supports reports whether the backend can run op with these operand
+	// types (ggml's supports_op); Compile fails on an op it does not support.
+	Supports(op Op) bool
+	// Compile checks ops (shapes, types, bounds) and prepares them to run in
+	// order as one program. The program keeps references to the tensors;
+	// refreshing their contents with Write between runs is how inputs change.
+	Compile(ops []Op) (Program, error)
+
+	// Close frees everything the backend holds.
+	Close() error
+}
+
+// Program is a compiled op list. Run executes it once; a GPU backend may
+// capture it on first run and replay it afterwards.
+type Program interface {
+	// Run executes the ops in order; it stops between ops when ctx is done.
+	Run(ctx context.Context) error
+	// Close releases what the program holds (a captured graph).
+	Close() error
+}
+
+// Category says what an allocation is for, in the memory planner's terms.
+type Category uint8
+
+// The categories the planner budgets separately.
+const (
+	Weights   Category = iota // repeating-block weights and norms
+	Embedding                 // the token embedding table
+	Head                      // the output head and its norm
+	KV                        // the attention K/V cache
+	Scratch                   // activations, logits, token/position inputs
+	Staging                   // buffers for copies between devices
+	numCategories
+)
+
+var categoryNames = [numCategories]string{"weights", "embedding", "head", "kv", "scratch", "staging"}
+
+func (c Category) String() string {
+	if c < numCategories {
+		return categoryNames[c]
+	}
+	return fmt.Sprintf("category(%d)", uint8(c))
+}
+
+// Label tags an allocation with its owner (a model's role: "target",
+// "draft") and category, so usage can be compared line by line with a plan.
+type Label struct {
+	Owner string
+	Cat   Category
+}
+
+func (l Label) String() string { return l.Owner + "/" + l.Cat.String() }
+
+// Usage is bytes held per label.
+type Usage map[Label]int64
+
+// Total is the sum over all labels.
+func (u Usage) Total() int64 {
+	var n int64
+	for _, v := range u {
+		n += v
+	}
+	return n
+}
+
+// Of sums the bytes held by owner (all categories).
+func (u Usage) Of(owner string) int64 {
+	var n int64
+	for l, v := range u {
+		if l.Owner == owner {
+			n += v
+		}
+	}
+	return n
+}

@@ -1,0 +1,334 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// Op is one step of a program: one of the structs below. Shapes are
+// [rows, cols]; B is the number of tokens in the batch. Activations are F32,
+// token ids and positions I32. Unless an op says otherwise its Dst may be
+// one of its inputs (in place) but must not partly overlap one.
+type Op interface {
+	// Name is the op's name in messages ("mat_mul").
+	Name() string
+	check() error
+}
+
+// Check validates an op's operands: shapes agree, types are ones the op is
+// defined for, and every view lies inside its buffer. Backends call it from
+// Compile, so the shape rules live in one place.
+func Check(op Op) error {
+	if err := op.check(); err != nil {
+		return fmt.Errorf("kernels: %s: %w", op.Name(), err)
+	}
+	return nil
+}
+
+// GetRows gathers rows, converting to F32: Dst[i] = Src[Idx[i]]. This is the
+// token-embedding lookup (Src a weight matrix of any type) and the selection
+// of the rows whose logits are wanted (Src F32).
+//
+//	Src [n, cols]  Idx I32 [1, B]  Dst F32 [B, cols]
+type GetRows struct{ Dst, Src, Idx Tensor }
+
+// SetRows scatters rows, converting from F32: Dst[Idx[i]] = Src[i]. This is
+// the KV-cache write at the batch's positions.
+//
+//	Src F32 [B, cols]  Idx I32 [1, B]  Dst F32|F16 [n, cols]
+type SetRows struct{ Dst, Src, Idx Tensor }
+
+// MatMul multiplies activations by a weight matrix stored row by row, as
+// GGUF stores it: Dst[b][o] = sum_i X[b][i] * W[o][i]. W may be any weight
+// type the backend supports; the products are computed on its blocks.
+//
+//	W [n_out, n_in]  X F32 [B, n_in]  Dst F32 [B, n_out] (must not overlap X)
+type MatMul struct{ Dst, W, X Tensor }
+
+// RMSNorm normalises each row and scales it by W:
+// Dst[b] = X[b] / sqrt(mean(X[b]^2) + Eps) * W.
+//
+//	X F32 [B, n]  W F32 [1, n]  Dst F32 [B, n]
+type RMSNorm struct {
+	Dst, X, W Tensor
+	Eps       float32
+}
+
+// Add is Dst = A + B, elementwise; B may be one row broadcast over A's rows
+// (a bias).
+//
+//	A F32 [B, n]  B F32 [B, n] | [1, n]  Dst F32 [B, n]
+type Add struct{ Dst, A, B Tensor }
+
+// Mul is Dst = A * B, elementwise, with the same broadcast as Add.
+type Mul struct{ Dst, A, B Tensor }
+
+// SwiGLU is the gated FFN activation Dst = silu(Gate) * Up,
+// silu(x) = x / (1 + e^-x).
+//
+//	Gate, Up, Dst F32 [B, n_ff]
+type SwiGLU struct{ Dst, Gate, Up Tensor }
+
+// Rope rotates each head of X by its token's position. Pair j of a head
+// (j < Dims/2) turns by angle Pos[b] * Scale * Base^(-2j/Dims) / Factors[j].
+// Neox pairs element j with j+Dims/2 (qwen2, qwen3); otherwise pairs are
+// adjacent, (2j, 2j+1) (llama, whose GGUF Q/K rows are permuted for it).
+// Elements past Dims are left alone.
+//
+//	X F32 [B, n_heads*HeadDim]  Pos I32 [1, B]  Dst F32 like X
+//	Factors F32 [1, Dims/2] (optional: llama3 rope_freqs)
+type Rope struct {
+	Dst, X, Pos Tensor
+	HeadDim     int     // elements per head
+	Dims        int     // rotated elements per head, even, <= HeadDim
+	Base        float32 // theta, e.g. 1e4 or 1e6
+	Scale       float32 // position multiplier (linear RoPE scaling); 1 for none
+	Neox        bool
+	Factors     Tensor
+}
+
+// Attention is causal scaled-dot-product attention over a KV cache with
+// grouped KV heads. Query row b (at position Pos[b]) attends cache rows
+// 0..Pos[b] inclusive, so one op serves decode (B = 1), prefill and
+// verification batches; the batch's own K/V must be written (SetRows) first.
+// Query head h reads KV head h / (NHead/NKVHead).
+//
+//	Q F32 [B, NHead*HeadDim]  K, V F32|F16 [n_ctx, NKVHead*HeadDim]
+//	Pos I32 [1, B]  Dst F32 [B, NHead*HeadDim] (must not overlap Q)
+type Attention struct {
+	Dst, Q, K, V, Pos Tensor
+	NHead, NKVHead    int
+	HeadDim           int
+	Scale             float32 // usually 1/sqrt(HeadDim)
+}
+
+// Softmax normalises each row: Dst[b] = exp(X[b] - max) / sum.
+//
+//	X, Dst F32 [B, n]
+type Softmax struct{ Dst, X Tensor }
+
+// Argmax is the index of each row's largest value, the lowest index on ties.
+//
+//	X F32 [B, n]  Dst I32 [1, B]
+type Argmax struct{ Dst, X Tensor }
+
+// TopK is each row's K largest values in descending order with their
+// indices; on ties the lower index comes first.
+//
+//	X F32 [B, n]  Ids I32 [B, K]  Vals F32 [B, K]
+type TopK struct{ Ids, Vals, X Tensor }
+
+// Copy is Dst = Src with conversion between F32 and F16; equal shapes,
+// strides may differ (e.g. a block's input copied into a column slice of a
+// capture buffer).
+type Copy struct{ Dst, Src Tensor }
+
+func (GetRows) Name() string   { return "get_rows" }
+func (SetRows) Name() string   { return "set_rows" }
+func (MatMul) Name() string    { return "mat_mul" }
+func (RMSNorm) Name() string   { return "rms_norm" }
+func (Add) Name() string       { return "add" }
+func (Mul) Name() string       { return "mul" }
+func (SwiGLU) Name() string    { return "swiglu" }
+func (Rope) Name() string      { return "rope" }
+func (Attention) Name() string { return "attention" }
+func (Softmax) Name() string   { return "softmax" }
+func (Argmax) Name() string    { return "argmax" }
+func (TopK) Name() string      { return "top_k" }
+func (Copy) Name() string      { return "copy" }
+
+func (o GetRows) check() error {
+	if err := views(o.Dst, o.Src, o.Idx); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.Idx, quant.I32),
+		shape(o.Idx, 1, o.Dst.Rows), shape(o.Dst, o.Dst.Rows, o.Src.Cols))
+}
+
+func (o SetRows) check() error {
+	if err := views(o.Dst, o.Src, o.Idx); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32, quant.F16), isType(o.Src, quant.F32), isType(o.Idx, quant.I32),
+		shape(o.Idx, 1, o.Src.Rows), shape(o.Src, o.Src.Rows, o.Dst.Cols))
+}
+
+func (o MatMul) check() error {
+	if err := views(o.Dst, o.W, o.X); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.X, quant.F32),
+		shape(o.X, o.X.Rows, o.W.Cols), shape(o.Dst, o.X.Rows, o.W.Rows),
+		disjoint(o.Dst, o.X))
+}
+
+func (o RMSNorm) check() error {
+	if err := views(o.Dst, o.X, o.W); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.X, quant.F32), isType(o.W, quant.F32),
+		shape(o.W, 1, o.X.Cols), shape(o.Dst, o.X.Rows, o.X.Cols),
+		positive("eps", float64(o.Eps), true))
+}
+
+func (o Add) check() error { return checkBinary(o.Dst, o.A, o.B) }
+func (o Mul) check() error { return checkBinary(o.Dst, o.A, o.B) }
+
+func checkBinary(dst, a, b Tensor) error {
+	if err := views(dst, a, b); err != nil {
+		return err
+	}
+	rows := a.Rows
+	if b.Rows == 1 {
+		rows = 1
+	}
+	return first(
+		isType(dst, quant.F32), isType(a, quant.F32), isType(b, quant.F32),
+		shape(b, rows, a.Cols), shape(dst, a.Rows, a.Cols))
+}
+
+func (o SwiGLU) check() error {
+	if err := views(o.Dst, o.Gate, o.Up); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.Gate, quant.F32), isType(o.Up, quant.F32),
+		shape(o.Up, o.Gate.Rows, o.Gate.Cols), shape(o.Dst, o.Gate.Rows, o.Gate.Cols))
+}
+
+func (o Rope) check() error {
+	if err := views(o.Dst, o.X, o.Pos); err != nil {
+		return err
+	}
+	if o.HeadDim <= 0 || o.X.Cols%o.HeadDim != 0 {
+		return fmt.Errorf("%w: head size %d does not divide %v", ErrShape, o.HeadDim, o.X)
+	}
+	if o.Dims <= 0 || o.Dims%2 != 0 || o.Dims > o.HeadDim {
+		return fmt.Errorf("%w: %d rotated dims of a %d-wide head", ErrShape, o.Dims, o.HeadDim)
+	}
+	errs := []error{
+		isType(o.Dst, quant.F32), isType(o.X, quant.F32), isType(o.Pos, quant.I32),
+		shape(o.Pos, 1, o.X.Rows), shape(o.Dst, o.X.Rows, o.X.Cols),
+		positive("base", float64(o.Base), false), positive("scale", float64(o.Scale), false),
+	}
+	if o.Factors.Valid() {
+		errs = append(errs, checkView(o.Factors), isType(o.Factors, quant.F32), shape(o.Factors, 1, o.Dims/2))
+	}
+	return first(errs...)
+}
+
+func (o Attention) check() error {
+	if err := views(o.Dst, o.Q, o.K, o.V, o.Pos); err != nil {
+		return err
+	}
+	if o.HeadDim <= 0 || o.NHead <= 0 || o.NKVHead <= 0 || o.NHead%o.NKVHead != 0 {
+		return fmt.Errorf("%w: %d query heads, %d KV heads of %d", ErrShape, o.NHead, o.NKVHead, o.HeadDim)
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.Q, quant.F32), isType(o.Pos, quant.I32),
+		isType(o.K, quant.F32, quant.F16), isType(o.V, o.K.Type),
+		shape(o.Q, o.Q.Rows, o.NHead*o.HeadDim), shape(o.Dst, o.Q.Rows, o.Q.Cols),
+		shape(o.K, o.K.Rows, o.NKVHead*o.HeadDim), shape(o.V, o.K.Rows, o.K.Cols),
+		shape(o.Pos, 1, o.Q.Rows), positive("scale", float64(o.Scale), false),
+		disjoint(o.Dst, o.Q))
+}
+
+func (o Softmax) check() error {
+	if err := views(o.Dst, o.X); err != nil {
+		return err
+	}
+	return first(isType(o.Dst, quant.F32), isType(o.X, quant.F32), shape(o.Dst, o.X.Rows, o.X.Cols))
+}
+
+func (o Argmax) check() error {
+	if err := views(o.Dst, o.X); err != nil {
+		return err
+	}
+	return first(isType(o.Dst, quant.I32), isType(o.X, quant.F32), shape(o.Dst, 1, o.X.Rows))
+}
+
+func (o TopK) check() error {
+	if err := views(o.Ids, o.Vals, o.X); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Ids, quant.I32), isType(o.Vals, quant.F32), isType(o.X, quant.F32),
+		shape(o.Ids, o.X.Rows, o.Ids.Cols), shape(o.Vals, o.X.Rows, o.Ids.Cols),
+		atMost("k", o.Ids.Cols, o.X.Cols), disjoint(o.Ids, o.X), disjoint(o.Vals, o.X))
+}
+
+func (o Copy) check() error {
+	if err := views(o.Dst, o.Src); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32, quant.F16), isType(o.Src, quant.F32, quant.F16),
+		shape(o.Dst, o.Src.Rows, o.Src.Cols))
+}
+
+// views checks each operand's geometry.
+func views(ts ...Tensor) error {
+	for _, t := range ts {
+		if err := checkView(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// first is the first non-nil error.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isType(t Tensor, want ...quant.Type) error {
+	for _, w := range want {
+		if t.Type == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %v, want one of %v", ErrType, t, want)
+}
+
+func shape(t Tensor, rows, cols int) error {
+	if t.Rows != rows || t.Cols != cols {
+		return fmt.Errorf("%w: %v, want [%d,%d]", ErrShape, t, rows, cols)
+	}
+	return nil
+}
+
+func positive(name string, v float64, zeroOK bool) error {
+	if v > 0 || (zeroOK && v == 0) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %g", ErrShape, name, v)
+}
+
+func atMost(name string, v, limit int) error {
+	if v > limit {
+		return fmt.Errorf("%w: %s %d above %d", ErrShape, name, v, limit)
+	}
+	return nil
+}
+
+// disjoint rejects operands that share bytes of one buffer where the op
+// reads one while writing the other.
+func disjoint(a, b Tensor) error {
+	if a.Buf != b.Buf {
+		return nil
+	}
+	if a.Off < b.Off+b.Bytes() && b.Off < a.Off+a.Bytes() {
+		return fmt.Errorf("%w: %v and %v", ErrOverlap, a, b)
+	}
+	return nil
+}
