@@ -217,7 +217,7 @@ func (o Rope) check() error {
 		positive("base", float64(o.Base), false), positive("scale", float64(o.Scale), false),
 	}
 	if o.Factors.Valid() {
-		errs = append(errs, checkView(o.Factors), isType(o.Factors, quant.F32), shape(o.Factors, 1, o.Dims/2))
+		errs = append(errs, CheckView(o.Factors), isType(o.Factors, quant.F32), shape(o.Factors, 1, o.Dims/2))
 	}
 	return first(errs...)
 }
@@ -274,7 +274,7 @@ func (o Copy) check() error {
 // views checks each operand's geometry.
 func views(ts ...Tensor) error {
 	for _, t := range ts {
-		if err := checkView(t); err != nil {
+		if err := CheckView(t); err != nil {
 			return err
 		}
 	}

@@ -107,8 +107,9 @@ func (t Tensor) String() string {
 	return fmt.Sprintf("%v[%d,%d]", t.Type, t.Rows, t.Cols)
 }
 
-// checkView validates t's geometry against its buffer.
-func checkView(t Tensor) error {
+// CheckView validates t's geometry against its buffer: a positive shape of
+// whole blocks, rows inside the buffer, offsets aligned for the type.
+func CheckView(t Tensor) error {
 	switch {
 	case t.Buf == nil:
 		return fmt.Errorf("%w: no buffer", ErrShape)
