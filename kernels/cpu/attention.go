@@ -18,10 +18,10 @@ type attention struct {
 }
 
 type attnScratch struct {
-	scores []float32   // [n_ctx]
-	row    []float32   // [headDim]: a dequantized K or V head
-	acc    []float32   // [headDim]
-	qv     quant.Vec   // the query head prepared for F16 keys
+	scores []float32 // [n_ctx]
+	row    []float32 // [headDim]: a dequantized K or V head
+	acc    []float32 // [headDim]
+	qv     quant.Vec // the query head prepared for F16 keys
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
