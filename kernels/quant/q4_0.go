@@ -1,0 +1,36 @@
+package quant
+
+// Q4_0: 32 elements in 18 bytes.
+//
+//	d  f16       scale
+//	qs [16]byte  element j in the low nibble of qs[j], j+16 in the high one
+//
+// x = d * (q - 8). Products take Q8_0 activations.
+const q4_0Bytes = 18
+
+func dequantQ4_0(src []byte, dst []float32) {
+	for i := range len(dst) / 32 {
+		b := src[i*q4_0Bytes : (i+1)*q4_0Bytes]
+		d := loadF16(b)
+		y := dst[i*32 : i*32+32]
+		for j, q := range b[2:18] {
+			y[j] = d * float32(int(q&15)-8)
+			y[j+16] = d * float32(int(q>>4)-8)
+		}
+	}
+}
+
+func dotQ4_0(x, y []byte) float32 {
+	var sum float32
+	for i := range len(x) / q4_0Bytes {
+		bx := x[i*q4_0Bytes : (i+1)*q4_0Bytes]
+		by := y[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		qy := by[2:34]
+		var s int32
+		for j, q := range bx[2:18] {
+			s += (int32(q&15)-8)*int32(int8(qy[j])) + (int32(q>>4)-8)*int32(int8(qy[j+16]))
+		}
+		sum += float32(s) * (loadF16(bx) * loadF16(by))
+	}
+	return sum
+}

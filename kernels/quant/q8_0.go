@@ -1,0 +1,65 @@
+package quant
+
+import "math"
+
+// Q8_0: 32 elements in 34 bytes.
+//
+//	d  f16      scale
+//	qs [32]int8 x[j] = d * qs[j]
+//
+// Q8_0 is also the activation type for the 32-element weight types.
+const q8_0Bytes = 34
+
+func dequantQ8_0(src []byte, dst []float32) {
+	for i := range len(dst) / 32 {
+		b := src[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		d := loadF16(b)
+		y := dst[i*32 : i*32+32]
+		for j, q := range b[2:34] {
+			y[j] = d * float32(int8(q))
+		}
+	}
+}
+
+// quantizeQ8_0 rounds as ggml's x86 path does: d = amax/127 stored as f16,
+// x*(127/amax) rounded to nearest even (not via the stored, rounded d).
+func quantizeQ8_0(src []float32, dst []byte) {
+	for i := range len(src) / 32 {
+		x := src[i*32 : i*32+32]
+		b := dst[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		amax := absMax(x)
+		storeF16(b, amax/127)
+		var id float32
+		if amax != 0 {
+			id = 127 / amax
+		}
+		for j, v := range x {
+			b[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
+		}
+	}
+}
+
+// dotQ8_0 is the product of Q8_0 weights x with Q8_0 activations y.
+func dotQ8_0(x, y []byte) float32 {
+	var sum float32
+	for i := range len(x) / q8_0Bytes {
+		bx := x[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		by := y[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		qy := by[2:34]
+		var s int32
+		for j, q := range bx[2:34] {
+			s += int32(int8(q)) * int32(int8(qy[j]))
+		}
+		sum += float32(s) * (loadF16(bx) * loadF16(by))
+	}
+	return sum
+}
+
+// absMax is max |x[i]|.
+func absMax(x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	return m
+}
