@@ -1,0 +1,157 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// spm is SentencePiece's BPE variant: the text (spaces spelled ▁) starts as
+// one symbol per character, and the adjacent pair whose concatenation is the
+// vocabulary piece with the highest score is merged until none is left.
+// Characters no piece covers fall back to their bytes (<0xNN>), or to UNK.
+type spm struct {
+	pieces  map[string]int32 // mergeable pieces (normal and user-defined) -> id
+	scores  []float32
+	byteID  [256]int32 // <0xNN> tokens; NoToken where absent
+	unk     int32
+	spacify *strings.Replacer
+}
+
+func newSPM(v *Vocab, ids map[string]int32) (*spm, error) {
+	m := &spm{
+		pieces:  make(map[string]int32, len(v.Tokens)),
+		scores:  v.Scores,
+		unk:     v.UNK,
+		spacify: strings.NewReplacer(" ", "▁"),
+	}
+	if len(m.scores) == 0 {
+		m.scores = make([]float32, len(v.Tokens))
+	}
+	for id, tok := range v.Tokens {
+		switch v.typeOf(int32(id)) {
+		case TypeNormal, TypeUserDefined:
+			m.pieces[tok] = int32(id)
+		}
+	}
+	for b := range m.byteID {
+		m.byteID[b] = NoToken
+		if id, ok := ids[fmt.Sprintf("<0x%02X>", b)]; ok {
+			m.byteID[b] = id
+		}
+	}
+	return m, nil
+}
+
+type spmSymbol struct {
+	start, n   int32 // the symbol's bytes in the text; n == 0 once merged away
+	prev, next int32
+}
+
+// spmCandidate is a possible merge of the symbol at left with its neighbour
+// when the two spanned n bytes.
+type spmCandidate struct {
+	score   float32
+	left, n int32
+}
+
+func (a spmCandidate) better(b spmCandidate) bool {
+	return a.score > b.score || (a.score == b.score && a.left < b.left)
+}
+
+// encode appends the tokens of text, with spaces already in it (the caller
+// adds the prefix space); it returns an error only for a character with
+// neither a byte token nor UNK.
+func (m *spm) encode(dst []int32, text string) ([]int32, error) {
+	text = m.spacify.Replace(text)
+	var syms []spmSymbol
+	for i := 0; i < len(text); {
+		_, w := utf8.DecodeRuneInString(text[i:])
+		syms = append(syms, spmSymbol{start: int32(i), n: int32(w), prev: int32(len(syms) - 1), next: int32(len(syms) + 1)})
+		i += w
+	}
+	if len(syms) == 0 {
+		return dst, nil
+	}
+	syms[len(syms)-1].next = -1
+
+	var h []spmCandidate
+	push := func(left int32) {
+		if left < 0 || syms[left].next < 0 {
+			return
+		}
+		l, r := syms[left], syms[syms[left].next]
+		id, ok := m.pieces[text[l.start:r.start+r.n]]
+		if !ok {
+			return
+		}
+		c := spmCandidate{score: m.scores[id], left: left, n: l.n + r.n}
+		h = append(h, c)
+		for i := len(h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !h[i].better(h[p]) {
+				break
+			}
+			h[i], h[p] = h[p], h[i]
+			i = p
+		}
+	}
+	pop := func() spmCandidate {
+		top := h[0]
+		h[0] = h[len(h)-1]
+		h = h[:len(h)-1]
+		for i := 0; ; {
+			l, r, b := 2*i+1, 2*i+2, i
+			if l < len(h) && h[l].better(h[b]) {
+				b = l
+			}
+			if r < len(h) && h[r].better(h[b]) {
+				b = r
+			}
+			if b == i {
+				break
+			}
+			h[i], h[b] = h[b], h[i]
+			i = b
+		}
+		return top
+	}
+	for i := range syms {
+		push(int32(i))
+	}
+	for len(h) > 0 {
+		c := pop()
+		left := &syms[c.left]
+		if left.n == 0 || left.next < 0 || left.n+syms[left.next].n != c.n {
+			continue // stale: a side changed since
+		}
+		right := &syms[left.next]
+		left.n += right.n
+		right.n = 0
+		left.next = right.next
+		if left.next >= 0 {
+			syms[left.next].prev = c.left
+		}
+		push(left.prev)
+		push(c.left)
+	}
+	for i := int32(0); i >= 0; i = syms[i].next {
+		s := syms[i]
+		piece := text[s.start : s.start+s.n]
+		if id, ok := m.pieces[piece]; ok {
+			dst = append(dst, id)
+			continue
+		}
+		for j := 0; j < len(piece); j++ {
+			id := m.byteID[piece[j]]
+			if id == NoToken {
+				id = m.unk
+			}
+			if id == NoToken {
+				return dst, fmt.Errorf("tokenizer: no token for byte %#02x and no unknown token", piece[j])
+			}
+			dst = append(dst, id)
+		}
+	}
+	return dst, nil
+}
