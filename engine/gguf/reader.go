@@ -292,12 +292,22 @@ func readHeader(path string) (*header, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{r: bufio.NewReaderSize(f, 1<<16), size: st.Size()}
+	h, err := parseHeader(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	h.part.path = path
+	return h, nil
+}
+
+// parseHeader parses a GGUF header from r, a file of size bytes.
+func parseHeader(r io.Reader, size int64) (*header, error) {
+	d := &decoder{r: bufio.NewReaderSize(r, 1<<16), size: size}
 	h, err := d.header()
 	if err != nil {
 		return nil, fmt.Errorf("at byte %d: %w", d.pos, err)
 	}
-	h.part.path, h.part.size = path, st.Size()
+	h.part.size = size
 	return h, nil
 }
 

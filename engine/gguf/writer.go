@@ -12,11 +12,11 @@ import (
 )
 
 // Writer builds a GGUF v3 file: metadata in the order added, then the tensor
-// index, then the data. Tests, fuzz seeds and the synthetic-model tool use it.
+// index, then the data, aligned to general.alignment (32 when absent). Tests,
+// fuzz seeds and the synthetic-model tool use it.
 type Writer struct {
-	Alignment int64 // 0 means 32
-	kv        []KV
-	tensors   []pendingTensor
+	kv      []KV
+	tensors []pendingTensor
 }
 
 type pendingTensor struct {
@@ -73,8 +73,10 @@ func (w *Writer) AddTensorFunc(name string, typ quant.Type, dims []int64, fill f
 }
 
 func (w *Writer) alignment() int64 {
-	if w.Alignment > 0 {
-		return w.Alignment
+	for _, kv := range w.kv {
+		if a, ok := kv.Value.(uint32); ok && kv.Key == "general.alignment" && a > 0 {
+			return int64(a)
+		}
 	}
 	return defaultAlignment
 }
