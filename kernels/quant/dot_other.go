@@ -1,4 +1,7 @@
+//go:build !amd64 || purego
+
 package quant
 
-// fastKernel has no SIMD kernels yet; the scalar reference serves.
+// fastKernel has no SIMD kernels on this architecture (or under the purego
+// tag, which tests the pure-Go build); the scalar reference serves.
 func fastKernel(Type) (kernel, bool) { return kernel{}, false }

@@ -1,0 +1,117 @@
+//go:build !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// The AVX2 kernels live in *_amd64.s, one file per weight type family. Each
+// is a hand-scheduled version of the scalar kernel of the same type (the
+// integer products are exact, so both agree up to float32 summation order)
+// and is tested against the same float64 reference. The Go wrappers below
+// slice their operands to the exact sizes first, so a wrong length panics
+// in Go rather than reading past a buffer (DotFunc checks lengths before
+// that can happen).
+
+// hasAVX2 is set once at start from the CPU's features: the kernels need
+// AVX2 integer ops, FMA and F16C (VCVTPH2PS).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+func fastKernel(w Type) (kernel, bool) {
+	if !hasAVX2 {
+		return kernel{}, false
+	}
+	switch w {
+	case F32:
+		return kernel{act: F32, float: dotF32Fast}, true
+	case F16:
+		return kernel{act: F32, float: dotF16Fast}, true
+	case BF16:
+		return kernel{act: F32, float: dotBF16Fast}, true
+	case Q8_0:
+		return kernel{act: Q8_0, quant: dotQ8_0Fast}, true
+	case Q5_0:
+		return kernel{act: Q8_0, quant: dotQ5_0Fast}, true
+	case Q4_K:
+		return kernel{act: Q8_K, quant: dotQ4_KFast}, true
+	case Q6_K:
+		return kernel{act: Q8_K, quant: dotQ6_KFast}, true
+	}
+	return kernel{}, false
+}
+
+//go:noescape
+func dotF32AVX2(x []byte, y []float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(x []byte, y []float32, n int) float32
+
+//go:noescape
+func dotBF16AVX2(x []byte, y []float32, n int) float32
+
+//go:noescape
+func dotQ8_0AVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotQ5_0AVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotQ4_KAVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotQ6_KAVX2(x, y []byte, nb int) float32
+
+// The float kernels take 8 elements at a time; the rest go through the
+// scalar kernel.
+
+func dotF32Fast(x []byte, y []float32) float32 {
+	n := len(y) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotF32AVX2(x[:4*n], y[:n], n)
+	}
+	return s + dotF32(x[4*n:], y[n:])
+}
+
+func dotF16Fast(x []byte, y []float32) float32 {
+	n := len(y) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotF16AVX2(x[:2*n], y[:n], n)
+	}
+	return s + dotF16(x[2*n:], y[n:])
+}
+
+func dotBF16Fast(x []byte, y []float32) float32 {
+	n := len(y) &^ 7
+	var s float32
+	if n > 0 {
+		s = dotBF16AVX2(x[:2*n], y[:n], n)
+	}
+	return s + dotBF16(x[2*n:], y[n:])
+}
+
+// quantFast runs an AVX2 block kernel over the whole blocks of x, with y
+// holding as many activation blocks of ySize bytes.
+func quantFast(f func(x, y []byte, nb int) float32, x, y []byte, xSize, ySize int) float32 {
+	nb := len(x) / xSize
+	if nb == 0 {
+		return 0
+	}
+	return f(x[:nb*xSize], y[:nb*ySize], nb)
+}
+
+func dotQ8_0Fast(x, y []byte) float32 {
+	return quantFast(dotQ8_0AVX2, x, y, q8_0Bytes, q8_0Bytes)
+}
+
+func dotQ5_0Fast(x, y []byte) float32 {
+	return quantFast(dotQ5_0AVX2, x, y, q5_0Bytes, q8_0Bytes)
+}
+
+func dotQ4_KFast(x, y []byte) float32 {
+	return quantFast(dotQ4_KAVX2, x, y, q4_KBytes, q8_KBytes)
+}
+
+func dotQ6_KFast(x, y []byte) float32 {
+	return quantFast(dotQ6_KAVX2, x, y, q6_KBytes, q8_KBytes)
+}

@@ -1,0 +1,148 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "simd_amd64.h"
+
+// Products of float weight rows (F32, F16, BF16) with float32 activations,
+// n a multiple of 8. Four 8-lane accumulators hide the FMA latency; each
+// loop turn takes 32 elements, then 8 at a time.
+
+// ADD4 folds the accumulators Y5..Y7 into Y0.
+#define ADD4 \
+	VADDPS Y5, Y0, Y0; \
+	VADDPS Y7, Y6, Y6; \
+	VADDPS Y6, Y0, Y0
+
+// func dotF32AVX2(x []byte, y []float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-60
+	MOVQ   x_base+0(FP), SI
+	MOVQ   y_base+24(FP), DI
+	MOVQ   n+48(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f32loop32:
+	CMPQ        CX, $32
+	JL          f32loop8
+	VMOVUPS     (SI), Y1
+	VMOVUPS     32(SI), Y2
+	VMOVUPS     64(SI), Y3
+	VMOVUPS     96(SI), Y4
+	VFMADD231PS (DI), Y1, Y0
+	VFMADD231PS 32(DI), Y2, Y5
+	VFMADD231PS 64(DI), Y3, Y6
+	VFMADD231PS 96(DI), Y4, Y7
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         f32loop32
+
+f32loop8:
+	TESTQ       CX, CX
+	JZ          f32done
+	VMOVUPS     (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         f32loop8
+
+f32done:
+	ADD4
+	HSUM8
+	VZEROUPPER
+	MOVSS X0, ret+56(FP)
+	RET
+
+// func dotF16AVX2(x []byte, y []float32, n int) float32
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-60
+	MOVQ   x_base+0(FP), SI
+	MOVQ   y_base+24(FP), DI
+	MOVQ   n+48(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+f16loop32:
+	CMPQ        CX, $32
+	JL          f16loop8
+	VCVTPH2PS   (SI), Y1
+	VCVTPH2PS   16(SI), Y2
+	VCVTPH2PS   32(SI), Y3
+	VCVTPH2PS   48(SI), Y4
+	VFMADD231PS (DI), Y1, Y0
+	VFMADD231PS 32(DI), Y2, Y5
+	VFMADD231PS 64(DI), Y3, Y6
+	VFMADD231PS 96(DI), Y4, Y7
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         f16loop32
+
+f16loop8:
+	TESTQ       CX, CX
+	JZ          f16done
+	VCVTPH2PS   (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         f16loop8
+
+f16done:
+	ADD4
+	HSUM8
+	VZEROUPPER
+	MOVSS X0, ret+56(FP)
+	RET
+
+// func dotBF16AVX2(x []byte, y []float32, n int) float32
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-60
+	MOVQ   x_base+0(FP), SI
+	MOVQ   y_base+24(FP), DI
+	MOVQ   n+48(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+bf16loop32:
+	CMPQ        CX, $32
+	JL          bf16loop8
+	VPMOVZXWD   (SI), Y1
+	VPMOVZXWD   16(SI), Y2
+	VPMOVZXWD   32(SI), Y3
+	VPMOVZXWD   48(SI), Y4
+	VPSLLD      $16, Y1, Y1
+	VPSLLD      $16, Y2, Y2
+	VPSLLD      $16, Y3, Y3
+	VPSLLD      $16, Y4, Y4
+	VFMADD231PS (DI), Y1, Y0
+	VFMADD231PS 32(DI), Y2, Y5
+	VFMADD231PS 64(DI), Y3, Y6
+	VFMADD231PS 96(DI), Y4, Y7
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         bf16loop32
+
+bf16loop8:
+	TESTQ       CX, CX
+	JZ          bf16done
+	VPMOVZXWD   (SI), Y1
+	VPSLLD      $16, Y1, Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         bf16loop8
+
+bf16done:
+	ADD4
+	HSUM8
+	VZEROUPPER
+	MOVSS X0, ret+56(FP)
+	RET

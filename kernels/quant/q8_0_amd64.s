@@ -1,0 +1,47 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "simd_amd64.h"
+
+// func dotQ8_0AVX2(x, y []byte, nb int) float32
+//
+// Q8_0 weights x with Q8_0 activations y, nb blocks of 34 bytes each; two
+// blocks per turn into two accumulators.
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-60
+	MOVQ   x_base+0(FP), SI
+	MOVQ   y_base+24(FP), DI
+	MOVQ   nb+48(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y8, Y8, Y8
+	ONES16
+
+pair:
+	CMPQ        CX, $2
+	JL          tail
+	VMOVDQU     2(SI), Y2
+	I8DOT(2(DI), Y2, Y3)
+	F16PROD((SI), (DI), X4, Y4, X5, Y5)
+	VFMADD231PS Y2, Y4, Y0
+	VMOVDQU     36(SI), Y6
+	I8DOT(36(DI), Y6, Y7)
+	F16PROD(34(SI), 34(DI), X9, Y9, X10, Y10)
+	VFMADD231PS Y6, Y9, Y8
+	ADDQ        $68, SI
+	ADDQ        $68, DI
+	SUBQ        $2, CX
+	JMP         pair
+
+tail:
+	TESTQ       CX, CX
+	JZ          done
+	VMOVDQU     2(SI), Y2
+	I8DOT(2(DI), Y2, Y3)
+	F16PROD((SI), (DI), X4, Y4, X5, Y5)
+	VFMADD231PS Y2, Y4, Y0
+
+done:
+	VADDPS Y8, Y0, Y0
+	HSUM8
+	VZEROUPPER
+	MOVSS  X0, ret+56(FP)
+	RET
