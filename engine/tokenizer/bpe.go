@@ -8,7 +8,8 @@ import (
 // bpe is byte-level BPE: a piece's bytes start as single-byte tokens, and the
 // adjacent pair with the best merge rank is merged until none is left.
 type bpe struct {
-	byteID       [256]int32        // token of each byte's byte-level rune
+	byteID       [256]int32        // token of each byte's byte-level rune; NoToken if none
+	unk          int32             // stands for bytes without a token; NoToken drops them
 	merges       map[uint64]merged // (left id << 32 | right id) -> result
 	raw          map[string]int32  // raw bytes of each normal token -> id
 	ignoreMerges bool              // take a piece that is itself a token whole (Llama 3)
@@ -24,15 +25,15 @@ func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint6
 func newBPE(v *Vocab, ids map[string]int32, bl *byteLevel) (*bpe, error) {
 	m := &bpe{
 		merges:       make(map[uint64]merged, len(v.Merges)),
+		unk:          v.UNK,
 		raw:          make(map[string]int32, len(v.Tokens)),
 		ignoreMerges: v.Pre == "llama-bpe" || v.Pre == "llama3" || v.Pre == "llama-v3",
 	}
 	for b := range m.byteID {
-		id, ok := ids[string(bl.toRune[b])]
-		if !ok {
-			return nil, fmt.Errorf("tokenizer: byte-level vocabulary lacks a token for byte %#02x", b)
+		m.byteID[b] = NoToken
+		if id, ok := ids[string(bl.toRune[b])]; ok {
+			m.byteID[b] = id
 		}
-		m.byteID[b] = id
 	}
 	for rank, line := range v.Merges {
 		// Tokens never hold a plain space (it is spelled Ġ), so the first
@@ -67,6 +68,9 @@ type bpeScratch struct {
 	heap mergeHeap
 }
 
+// mergedAway marks a symbol absorbed by its left neighbour.
+const mergedAway int32 = -2
+
 type bpeSymbol struct {
 	id         int32
 	prev, next int32 // neighbours in the list, -1 at the ends
@@ -75,7 +79,7 @@ type bpeSymbol struct {
 // encode appends the tokens of one pre-tokenized piece.
 func (m *bpe) encode(dst []int32, piece string, sc *bpeScratch) []int32 {
 	if len(piece) == 1 {
-		return append(dst, m.byteID[piece[0]])
+		return m.appendID(dst, m.byteID[piece[0]])
 	}
 	if m.ignoreMerges {
 		if id, ok := m.raw[piece]; ok {
@@ -98,7 +102,7 @@ func (m *bpe) encode(dst []int32, piece string, sc *bpeScratch) []int32 {
 	for len(h) > 0 {
 		c := h.pop()
 		left := &syms[c.left]
-		if left.id < 0 || left.next < 0 {
+		if left.id == mergedAway || left.next < 0 {
 			continue
 		}
 		right := &syms[left.next]
@@ -107,7 +111,7 @@ func (m *bpe) encode(dst []int32, piece string, sc *bpeScratch) []int32 {
 			continue
 		}
 		left.id = c.id
-		right.id = -1
+		right.id = mergedAway
 		left.next = right.next
 		if left.next >= 0 {
 			syms[left.next].prev = c.left
@@ -123,9 +127,22 @@ func (m *bpe) encode(dst []int32, piece string, sc *bpeScratch) []int32 {
 	}
 	sc.heap = h
 	for i := int32(0); i >= 0; i = syms[i].next {
-		dst = append(dst, syms[i].id)
+		dst = m.appendID(dst, syms[i].id)
 	}
 	return dst
+}
+
+// appendID appends id, or for a byte the vocabulary lacks (Falcon's lacks a
+// few control bytes) UNK if there is one and nothing otherwise, as the
+// reference does.
+func (m *bpe) appendID(dst []int32, id int32) []int32 {
+	if id == NoToken {
+		id = m.unk
+	}
+	if id == NoToken {
+		return dst
+	}
+	return append(dst, id)
 }
 
 // candidate is a possible merge of the symbol at left with its right
