@@ -1,0 +1,263 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/tandem-run/tandem/kernels"
+)
+
+// Options selects and limits a device.
+type Options struct {
+	// Ordinal is the CUDA device number (0 for the first GPU).
+	Ordinal int
+	// Name is the backend's name in messages and plans; "cuda<Ordinal>"
+	// when empty. Virtual devices on one GPU need distinct names.
+	Name string
+	// MemoryLimit caps the bytes this backend may allocate (0: no cap). It
+	// makes one GPU act as several smaller virtual devices.
+	MemoryLimit int64
+}
+
+// DeviceInfo describes a GPU as the driver reports it.
+type DeviceInfo struct {
+	Ordinal         int
+	Name            string
+	ComputeMajor    int
+	ComputeMinor    int
+	Multiprocessors int
+	TotalMemory     int64
+	L2Bytes         int
+	DriverVersion   int // 1000*major + 10*minor, e.g. 13000
+}
+
+// Devices lists the GPUs the driver sees. It needs no context, so it is
+// cheap; with no driver it returns ErrNoDriver.
+func Devices() ([]DeviceInfo, error) {
+	d, err := openDriver()
+	if err != nil {
+		return nil, err
+	}
+	n, err := d.deviceCount()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]DeviceInfo, 0, n)
+	for i := 0; i < n; i++ {
+		info, err := d.describe(i)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+func (d *driver) describe(ordinal int) (DeviceInfo, error) {
+	info := DeviceInfo{Ordinal: ordinal}
+	dev, err := d.device(ordinal)
+	if err != nil {
+		return info, err
+	}
+	if info.Name, err = d.deviceName(dev); err != nil {
+		return info, err
+	}
+	if info.TotalMemory, err = d.totalMem(dev); err != nil {
+		return info, err
+	}
+	if info.DriverVersion, err = d.version(); err != nil {
+		return info, err
+	}
+	for _, a := range []struct {
+		attr int
+		dst  *int
+	}{
+		{attrComputeMajor, &info.ComputeMajor},
+		{attrComputeMinor, &info.ComputeMinor},
+		{attrMultiprocessorCount, &info.Multiprocessors},
+		{attrL2CacheSize, &info.L2Bytes},
+	} {
+		if *a.dst, err = d.attribute(dev, a.attr); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// Backend is one CUDA device (or a capped share of one: a virtual device)
+// as a kernels.Backend. All driver work runs on its worker thread, in
+// order, on one stream.
+type Backend struct {
+	name  string
+	info  DeviceInfo
+	limit int64
+
+	drv     *driver
+	w       *worker
+	dev     cuDevice
+	ctx     cuContext
+	stream  cuStream
+	modules []cuModule
+	funcs   map[string]cuFunction
+	args    *launchArgs // touched only on the device thread
+
+	mu     sync.Mutex // guards the fields below
+	usage  kernels.Usage
+	held   int64
+	live   map[*buffer]struct{}
+	closed bool
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// maxParams bounds a kernel's parameter count.
+const maxParams = 24
+
+// launchArgs is the parameter block cuLaunchKernel reads: ptrs[i] points at
+// vals[i]. It lives on the heap (never moves) and is pinned for the
+// driver's sake.
+type launchArgs struct {
+	vals [maxParams]uint64
+	ptrs [maxParams]uintptr
+	pin  runtime.Pinner
+}
+
+// Open starts a worker thread for the device, makes its primary context
+// current there, creates a stream and loads the kernels. Without a driver
+// or a device it returns an error (ErrNoDriver, ErrInvalidDevice, ...).
+func Open(o Options) (*Backend, error) {
+	d, err := openDriver()
+	if err != nil {
+		return nil, err
+	}
+	n, err := d.deviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if o.Ordinal < 0 || o.Ordinal >= n {
+		return nil, fmt.Errorf("cuda: device %d of %d: %w", o.Ordinal, n, ErrInvalidDevice)
+	}
+	info, err := d.describe(o.Ordinal)
+	if err != nil {
+		return nil, err
+	}
+	be := &Backend{
+		name: o.Name, info: info, limit: o.MemoryLimit, drv: d,
+		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
+		args: new(launchArgs),
+	}
+	if be.name == "" {
+		be.name = fmt.Sprintf("cuda%d", o.Ordinal)
+	}
+	be.args.pin.Pin(&be.args.vals)
+	for i := range be.args.ptrs {
+		be.args.ptrs[i] = uintptr(unsafe.Pointer(&be.args.vals[i]))
+	}
+	be.w, err = startWorker(func() error { return be.setup(o.Ordinal) })
+	if err != nil {
+		be.args.pin.Unpin()
+		return nil, err
+	}
+	return be, nil
+}
+
+// setup runs on the device thread; on error it undoes what it did.
+func (be *Backend) setup(ordinal int) (err error) {
+	d := be.drv
+	if be.dev, err = d.device(ordinal); err != nil {
+		return err
+	}
+	if be.ctx, err = d.retainPrimary(be.dev); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			be.teardown()
+		}
+	}()
+	if err = d.setCurrent(be.ctx); err != nil {
+		return err
+	}
+	if be.stream, err = d.streamCreate(); err != nil {
+		return err
+	}
+	return be.loadModules()
+}
+
+// teardown releases the context's resources; device thread only.
+func (be *Backend) teardown() error {
+	d := be.drv
+	var errs []error
+	for _, m := range be.modules {
+		errs = append(errs, d.moduleUnload(m))
+	}
+	be.modules = nil
+	if be.stream != 0 {
+		errs = append(errs, d.streamDestroy(be.stream))
+		be.stream = 0
+	}
+	if be.ctx != 0 {
+		errs = append(errs, d.releasePrimary(be.dev))
+		be.ctx = 0
+	}
+	return errors.Join(errs...)
+}
+
+// Name is the backend's name ("cuda0").
+func (be *Backend) Name() string { return be.name }
+
+// Info describes the GPU under this backend.
+func (be *Backend) Info() DeviceInfo { return be.info }
+
+// MemoryInfo is the driver's free and total memory of the whole GPU (all
+// processes, all virtual devices on it).
+func (be *Backend) MemoryInfo() (free, total int64, err error) {
+	err = be.w.do(func() error {
+		free, total, err = be.drv.memInfo()
+		return err
+	})
+	return free, total, err
+}
+
+// Sync waits for all enqueued work and reports its first error.
+func (be *Backend) Sync() error {
+	return be.w.do(func() error { return be.drv.streamSync(be.stream) })
+}
+
+// Close frees every buffer and releases the device. Programs compiled on
+// the backend must be closed first; their scratch is freed here anyway.
+func (be *Backend) Close() error {
+	be.mu.Lock()
+	if be.closed {
+		be.mu.Unlock()
+		return nil
+	}
+	be.closed = true
+	live := be.live
+	be.live = map[*buffer]struct{}{}
+	be.mu.Unlock()
+	err := be.w.stop(func() error {
+		errs := []error{be.drv.streamSync(be.stream)}
+		for b := range live {
+			if b.ptr != 0 {
+				errs = append(errs, be.drv.memFree(b.ptr))
+			}
+		}
+		errs = append(errs, be.teardown())
+		return errors.Join(errs...)
+	})
+	be.args.pin.Unpin()
+	return err
+}
+
+// launch starts kernel f with the given parameter values; device thread only.
+func (be *Backend) launch(f cuFunction, grid, block [3]uint32, shared uint32, vals []uint64) error {
+	if len(vals) > maxParams {
+		return fmt.Errorf("cuda: %d kernel parameters, at most %d", len(vals), maxParams)
+	}
+	copy(be.args.vals[:], vals)
+	return be.drv.launch(f, grid, block, shared, be.stream, unsafe.Pointer(&be.args.ptrs[0]))
+}

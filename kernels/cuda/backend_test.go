@@ -1,0 +1,212 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"testing"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// Without a GPU (CI), Open must fail with an error naming the cause, not
+// crash; with one it must open.
+func TestOpen(t *testing.T) {
+	be, err := Open(Options{})
+	if err != nil {
+		if !errors.Is(err, ErrNoDriver) && !errors.Is(err, ErrNoDevice) && !errors.Is(err, ErrInvalidDevice) {
+			t.Fatalf("Open: %v (want ErrNoDriver, ErrNoDevice or ErrInvalidDevice)", err)
+		}
+		t.Logf("no device, as expected here: %v", err)
+		return
+	}
+	defer be.Close()
+	info := be.Info()
+	if info.Name == "" || info.Multiprocessors == 0 || info.TotalMemory == 0 {
+		t.Errorf("device info incomplete: %+v", info)
+	}
+	t.Logf("%s: %+v", be.Name(), info)
+	if _, err := Open(Options{Ordinal: 1 << 20}); !errors.Is(err, ErrInvalidDevice) {
+		t.Errorf("Open of a missing ordinal: %v, want ErrInvalidDevice", err)
+	}
+}
+
+// Every kernel the compiler can ask for is in the embedded PTX (checked
+// from the PTX text, so this runs without a GPU).
+func TestEmbeddedKernels(t *testing.T) {
+	have := map[string]bool{}
+	entries, err := fs.ReadDir(ptxFiles, "ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if path.Ext(e.Name()) != ".ptx" {
+			continue
+		}
+		src, err := ptxFiles.ReadFile(path.Join("ptx", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range ptxEntries(src) {
+			have[name] = true
+		}
+	}
+	want := []string{"quantize_q8", "rms_norm", "softmax", "argmax", "top_k_chunk", "top_k_merge",
+		"get_rows_f32_any", "set_rows_f32", "set_rows_f16", "add_f32", "mul_f32", "swiglu_f32",
+		"copy_f32_f32", "copy_f32_f16", "copy_f16_f32", "copy_f16_f16", "rope_f32",
+		"attn_partial_f32", "attn_partial_f16", "attn_combine"}
+	for _, name := range weightKernels {
+		want = append(want, "mm_"+name, "get_rows_"+name)
+		for _, nb := range []int{1, 2, 4, 8} {
+			want = append(want, fmt.Sprintf("mv_%s_%d", name, nb))
+		}
+	}
+	for _, nb := range []int{1, 2, 4, 8} {
+		for _, name := range []string{"mvv_f16", "mvq_q8_0", "mvq_q4_k", "mvq_q6_k"} {
+			want = append(want, fmt.Sprintf("%s_%d", name, nb))
+		}
+	}
+	for _, name := range want {
+		if !have[name] {
+			t.Errorf("kernel %s missing from ptx/ (run go generate on a machine with nvcc)", name)
+		}
+	}
+}
+
+// Usage counts every byte by label; Free returns it; a capped (virtual)
+// device refuses what would pass its cap with ErrOutOfMemory.
+func TestAllocAccounting(t *testing.T) {
+	gpu := openGPU(t)
+	vd, err := Open(Options{Name: "cuda0-small", MemoryLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vd.Close()
+	weights := kernels.Label{Owner: "target", Cat: kernels.Weights}
+	kv := kernels.Label{Owner: "target", Cat: kernels.KV}
+	a, err := vd.Alloc(weights, 600<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := vd.Upload(kv, make([]byte, 300<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := vd.Usage(); u[weights] != 600<<10 || u[kv] != 300<<10 || u.Total() != 900<<10 {
+		t.Errorf("usage %v", u)
+	}
+	if _, err := vd.Alloc(kv, 200<<10); !errors.Is(err, kernels.ErrOutOfMemory) {
+		t.Errorf("alloc past the cap: %v, want ErrOutOfMemory", err)
+	}
+	if err := vd.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := vd.Free(a); err == nil {
+		t.Error("double free accepted")
+	}
+	if err := gpu.Free(b); !errors.Is(err, kernels.ErrForeignBuffer) {
+		t.Errorf("free on another backend: %v, want ErrForeignBuffer", err)
+	}
+	if u := vd.Usage(); u.Total() != 300<<10 {
+		t.Errorf("usage after free %v", u)
+	}
+	// The driver's own out-of-memory is an ErrOutOfMemory too.
+	if _, err := gpu.Alloc(weights, 1<<50); !errors.Is(err, kernels.ErrOutOfMemory) {
+		t.Errorf("alloc of 1 PiB: %v, want ErrOutOfMemory", err)
+	}
+}
+
+// Alloc zeroes; Write, Read and Copy round-trip, strided too; CopyFrom
+// moves a tensor between two virtual devices on one GPU.
+func TestMemoryRoundTrip(t *testing.T) {
+	gpu := openGPU(t)
+	other, err := Open(Options{Name: "cuda0-b", MemoryLimit: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
+	buf, err := gpu.Alloc(lbl, 4*64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := kernels.NewTensor(buf, quant.F32, 8, 8, 0)
+	got := make([]float32, 64)
+	if err := gpu.Read(kernels.F32Bytes(got), all); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 0 {
+			t.Fatalf("Alloc left element %d = %v", i, v)
+		}
+	}
+	src := make([]float32, 32)
+	for i := range src {
+		src[i] = float32(i) + 0.5
+	}
+	top := kernels.NewTensor(buf, quant.F32, 4, 8, 0)
+	if err := gpu.Write(top, kernels.F32Bytes(src)); err != nil {
+		t.Fatal(err)
+	}
+	// copy columns 0..4 of rows 0..4 into columns 4..8 of rows 4..8
+	if err := gpu.Copy(all.RowSlice(4, 4).ColSlice(4, 4), top.ColSlice(0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.Read(kernels.F32Bytes(got), all); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 4; r++ {
+		for c := 0; c < 4; c++ {
+			if g, w := got[(r+4)*8+4+c], src[r*8+c]; g != w {
+				t.Fatalf("strided copy: [%d][%d] = %v, want %v", r+4, c+4, g, w)
+			}
+		}
+	}
+	ob, err := other.Alloc(lbl, 4*32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := kernels.NewTensor(ob, quant.F32, 4, 8, 0)
+	if err := other.CopyFrom(dst, gpu, top); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]float32, 32)
+	if err := other.Read(kernels.F32Bytes(back), dst); err != nil {
+		t.Fatal(err)
+	}
+	for i := range back {
+		if back[i] != src[i] {
+			t.Fatalf("CopyFrom: element %d = %v, want %v", i, back[i], src[i])
+		}
+	}
+	if err := gpu.Write(top, make([]byte, 3)); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("short write: %v, want ErrShape", err)
+	}
+}
+
+// A cancelled context stops Run before it enqueues anything.
+func TestRunCancelled(t *testing.T) {
+	gpu := openGPU(t)
+	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
+	buf, err := gpu.Alloc(lbl, 4*16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := kernels.NewTensor(buf, quant.F32, 1, 16, 0)
+	p, err := gpu.Compile([]kernels.Op{kernels.Add{Dst: x, A: x, B: x}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run on a cancelled context: %v", err)
+	}
+	if _, err := gpu.Compile([]kernels.Op{kernels.Add{Dst: x, A: x, B: x.Reshape(2, 8)}}); err == nil {
+		t.Error("Compile accepted mismatched shapes")
+	}
+}

@@ -1,0 +1,189 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+	"github.com/tandem-run/tandem/kernels/synth"
+)
+
+// The roofline: a large device-to-device copy, bytes read plus written.
+func BenchmarkCopyRoofline(b *testing.B) {
+	gpu := openGPU(b)
+	const n = 1 << 30
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
+	src, err := gpu.Alloc(lbl, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst, err := gpu.Alloc(lbl, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, d := kernels.NewTensor(src, quant.I8, 1, n, 0), kernels.NewTensor(dst, quant.I8, 1, n, 0)
+	b.SetBytes(2 * n)
+	for i := 0; i < b.N; i++ {
+		if err := gpu.Copy(d, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := gpu.Sync(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchProgram times replays of a compiled program (a captured graph after
+// the second run), b.N runs then one sync.
+func benchProgram(b *testing.B, gpu *Backend, ops []kernels.Op, bytes int64) {
+	p, err := gpu.Compile(ops)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	for i := 0; i < 3; i++ { // eager, capture, replay
+		if err := p.Run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := gpu.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := p.Run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := gpu.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ops))/1e3, "us/op")
+}
+
+// Decode-shaped matrix-vector products (Qwen3-1.7B and -8B widths, and the
+// 1.7B head). Each run reads a stack of distinct matrices much larger than
+// the 60 MB L2, so the bytes per second are the weight-reading speed,
+// launch gaps included, to set against the copy roofline.
+func BenchmarkMatVec(b *testing.B) {
+	gpu := openGPU(b)
+	rng := rand.New(rand.NewPCG(1, 1))
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
+	shapes := []struct{ rows, n int }{{2048, 2048}, {6144, 2048}, {2048, 6144}, {12288, 4096}, {151936, 2048}}
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.Q5_0, quant.BF16} {
+		for _, s := range shapes {
+			for _, batch := range []int{1, 4} {
+				if batch > 1 && s.rows > 20000 {
+					continue
+				}
+				b.Run(fmt.Sprintf("%v/%dx%d/b%d", typ, s.rows, s.n, batch), func(b *testing.B) {
+					rb, _ := typ.RowBytes(int64(s.n))
+					mat := rb * int64(s.rows)
+					count := int((1<<30)/mat) + 1 // about a GiB of weights per run
+					data := make([]byte, mat)
+					if err := synth.Fill(rng, typ, data, 0.02); err != nil {
+						b.Fatal(err)
+					}
+					x := make([]float32, batch*s.n)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					xb, err := gpu.Alloc(lbl, int64(4*len(x)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer gpu.Free(xb)
+					xt := kernels.NewTensor(xb, quant.F32, batch, s.n, 0)
+					if err := gpu.Write(xt, kernels.F32Bytes(x)); err != nil {
+						b.Fatal(err)
+					}
+					yb, err := gpu.Alloc(lbl, int64(4*batch*s.rows))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer gpu.Free(yb)
+					yt := kernels.NewTensor(yb, quant.F32, batch, s.rows, 0)
+					var ops []kernels.Op
+					for i := 0; i < count; i++ {
+						wb, err := gpu.Upload(lbl, data)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer gpu.Free(wb)
+						ops = append(ops, kernels.MatMul{Dst: yt, W: kernels.NewTensor(wb, typ, s.rows, s.n, 0), X: xt})
+					}
+					benchProgram(b, gpu, ops, mat*int64(count))
+				})
+			}
+		}
+	}
+}
+
+// Decode attention over a long cache (Qwen3-8B heads), bytes = the K/V
+// rows read.
+func BenchmarkAttention(b *testing.B) {
+	gpu := openGPU(b)
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
+	for _, ctxLen := range []int{512, 4096, 32768} {
+		b.Run(fmt.Sprintf("ctx%d", ctxLen), func(b *testing.B) {
+			const nHead, nKV, hd = 32, 8, 128
+			alloc := func(size int64) kernels.Buffer {
+				buf, err := gpu.Alloc(lbl, size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { gpu.Free(buf) })
+				return buf
+			}
+			k := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+			v := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+			q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
+			y := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
+			pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
+			if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(ctxLen - 1)})); err != nil {
+				b.Fatal(err)
+			}
+			op := kernels.Attention{Dst: y, Q: q, K: k, V: v, Pos: pos, NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.088}
+			benchProgram(b, gpu, []kernels.Op{op}, 2*int64(2*ctxLen*nKV*hd))
+		})
+	}
+}
+
+// The cost of one small op: eager launches through purego against graph
+// replay, 1000 tiny adds per run.
+func BenchmarkLaunch(b *testing.B) {
+	gpu := openGPU(b)
+	buf, err := gpu.Alloc(kernels.Label{Owner: "bench", Cat: kernels.Scratch}, 4*1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := kernels.NewTensor(buf, quant.F32, 1, 1024, 0)
+	ops := make([]kernels.Op, 1000)
+	for i := range ops {
+		ops[i] = kernels.Add{Dst: x, A: x, B: x}
+	}
+	b.Run("graph", func(b *testing.B) { benchProgram(b, gpu, ops, 0) })
+	b.Run("eager", func(b *testing.B) {
+		p, err := gpu.Compile(ops)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		pr := p.(*program)
+		pr.noGraph = true
+		for i := 0; i < b.N; i++ {
+			if err := p.Run(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := gpu.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/1e3, "us/op")
+	})
+}

@@ -1,0 +1,106 @@
+package cuda
+
+import (
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+func (c *compiler) rmsNorm(o kernels.RMSNorm) error {
+	x, y, w, err := c.addr3(o.X, o.Dst, o.W)
+	if err != nil {
+		return err
+	}
+	return c.add(o.Name(), "rms_norm", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{256, 1, 1}, 0,
+		argPtr(x), argI64(stride(o.X)), argPtr(w), argPtr(y), argI64(stride(o.Dst)), argInt(o.X.Cols), argF32(o.Eps))
+}
+
+func (c *compiler) softmax(o kernels.Softmax) error {
+	x, y, _, err := c.addr3(o.X, o.Dst, kernels.Tensor{})
+	if err != nil {
+		return err
+	}
+	return c.add(o.Name(), "softmax", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{1024, 1, 1}, 0,
+		argPtr(x), argI64(stride(o.X)), argPtr(y), argI64(stride(o.Dst)), argInt(o.X.Cols))
+}
+
+func (c *compiler) argmax(o kernels.Argmax) error {
+	x, y, _, err := c.addr3(o.X, o.Dst, kernels.Tensor{})
+	if err != nil {
+		return err
+	}
+	return c.add(o.Name(), "argmax", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{1024, 1, 1}, 0,
+		argPtr(x), argI64(stride(o.X)), argPtr(y), argInt(o.X.Cols))
+}
+
+// Top-k works in two passes: the k best of each chunk of topKChunk values
+// (held in shared memory), then the k best of all chunks' candidates.
+const (
+	topKChunk         = 4096
+	topKMaxCandidates = 6144 // 48 KiB of shared memory in the merge
+)
+
+func (c *compiler) topK(o kernels.TopK) error {
+	x, ids, vals, err := c.addr3(o.X, o.Ids, o.Vals)
+	if err != nil {
+		return err
+	}
+	rows, n, k := o.X.Rows, o.X.Cols, o.Ids.Cols
+	chunks := (n + topKChunk - 1) / topKChunk
+	ncand := chunks * k
+	chunk := topKChunk
+	if chunks == 1 {
+		chunk = (n + 31) &^ 31
+	}
+	cv := c.scratch(scratchTopK, int64(rows)*int64(ncand)*8)
+	ci := cv + devicePtr(int64(rows)*int64(ncand)*4)
+	if err := c.add(o.Name(), "top_k_chunk", [3]uint32{uint32(chunks), uint32(rows), 1}, [3]uint32{1024, 1, 1}, uint32(4*chunk),
+		argPtr(x), argI64(stride(o.X)), argPtr(cv), argPtr(ci), argInt(n), argInt(chunk), argInt(k)); err != nil {
+		return err
+	}
+	return c.add(o.Name(), "top_k_merge", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, uint32(8*ncand),
+		argPtr(cv), argPtr(ci), argInt(ncand), argPtr(ids), argI64(stride(o.Ids)), argPtr(vals), argI64(stride(o.Vals)), argInt(k))
+}
+
+func (c *compiler) getRows(o kernels.GetRows) error {
+	src, y, idx, err := c.addr3(o.Src, o.Dst, o.Idx)
+	if err != nil {
+		return err
+	}
+	n, b := o.Src.Cols, o.Dst.Rows
+	if o.Src.Type == quant.F32 && n%32 != 0 {
+		return c.add(o.Name(), "get_rows_f32_any", [3]uint32{ceilDiv(n, 256), uint32(b), 1}, [3]uint32{256, 1, 1}, 0,
+			argPtr(src), argI64(stride(o.Src)), argPtr(idx), argPtr(y), argI64(stride(o.Dst)), argInt(n), argInt(o.Src.Rows))
+	}
+	return c.add(o.Name(), "get_rows_"+weightKernels[o.Src.Type], [3]uint32{ceilDiv(n/32, 128), uint32(b), 1}, [3]uint32{128, 1, 1}, 0,
+		argPtr(src), argI64(o.Src.Stride), argPtr(idx), argPtr(y), argI64(stride(o.Dst)), argInt(n), argInt(o.Src.Rows))
+}
+
+func (c *compiler) setRows(o kernels.SetRows) error {
+	x, dst, idx, err := c.addr3(o.Src, o.Dst, o.Idx)
+	if err != nil {
+		return err
+	}
+	kernel := "set_rows_f32"
+	if o.Dst.Type == quant.F16 {
+		kernel = "set_rows_f16"
+	}
+	n := o.Src.Cols
+	return c.add(o.Name(), kernel, [3]uint32{ceilDiv(n, 256), uint32(o.Src.Rows), 1}, [3]uint32{256, 1, 1}, 0,
+		argPtr(x), argI64(stride(o.Src)), argPtr(idx), argPtr(dst), argI64(stride(o.Dst)), argInt(n), argInt(o.Dst.Rows))
+}
+
+// addr3 resolves up to three tensors' addresses (an absent one is 0).
+func (c *compiler) addr3(a, b, t kernels.Tensor) (pa, pb, pt devicePtr, err error) {
+	for _, x := range []struct {
+		t kernels.Tensor
+		p *devicePtr
+	}{{a, &pa}, {b, &pb}, {t, &pt}} {
+		if !x.t.Valid() {
+			continue
+		}
+		if *x.p, err = c.be.addr(x.t); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return pa, pb, pt, nil
+}

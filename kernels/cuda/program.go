@@ -1,0 +1,341 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// step is one kernel launch of a compiled program, its parameters fixed.
+type step struct {
+	op          string
+	kernel      string
+	fn          cuFunction
+	grid, block [3]uint32
+	shared      uint32
+	args        []uint64
+}
+
+// Scratch regions a program needs between its ops. Each kind is one region
+// sized for the largest use, reused by every op of that kind: ops run one
+// after another on one stream, so no two uses overlap in time.
+type scratchKind int
+
+const (
+	scratchQ8      scratchKind = iota // activations quantized to 8 bits
+	scratchAligned                    // activations copied to 16-byte alignment
+	scratchAttn                       // attention partials per key split
+	scratchTopK                       // top-k candidates per chunk
+	numScratch
+)
+
+// compiler turns ops into steps. It runs twice: first to size the scratch
+// regions (ptr is 0), then with them allocated.
+type compiler struct {
+	be       *Backend
+	steps    []step
+	need     [numScratch]int64
+	base     [numScratch]devicePtr
+	measured bool
+
+	// q8 is the tensor whose quantized copy the Q8 region holds, if any.
+	q8    kernels.Tensor
+	q8Set bool
+}
+
+// scratch returns the region of kind k, recording that n bytes are needed.
+func (c *compiler) scratch(k scratchKind, n int64) devicePtr {
+	n = (n + 255) &^ 255
+	if n > c.need[k] {
+		c.need[k] = n
+	}
+	return c.base[k]
+}
+
+// add appends a launch of kernel with its parameters.
+func (c *compiler) add(op, kernel string, grid, block [3]uint32, shared uint32, args ...uint64) error {
+	fn, err := c.be.function(kernel)
+	if err != nil {
+		return err
+	}
+	c.steps = append(c.steps, step{op: op, kernel: kernel, fn: fn, grid: grid, block: block, shared: shared, args: args})
+	return nil
+}
+
+// Kernel parameter encodings (little-endian slots of 8 bytes).
+func argPtr(p devicePtr) uint64 { return uint64(p) }
+func argInt(v int) uint64        { return uint64(uint32(int32(v))) }
+func argI64(v int64) uint64      { return uint64(v) }
+func argF32(v float32) uint64    { return uint64(math.Float32bits(v)) }
+
+// ceilDiv is a/b rounded up, as a grid dimension.
+func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
+
+// stride is t's row stride in elements (F32, F16, I32 tensors).
+func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
+
+// Supports reports whether Compile accepts op on this backend.
+func (be *Backend) Supports(op kernels.Op) bool {
+	return kernels.Check(op) == nil && supported(op) == nil
+}
+
+// Compile validates ops and builds a program of kernel launches.
+func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
+	for i, op := range ops {
+		if err := kernels.Check(op); err != nil {
+			return nil, fmt.Errorf("cuda: op %d: %w", i, err)
+		}
+		if err := supported(op); err != nil {
+			return nil, fmt.Errorf("cuda: op %d: %s: %w", i, op.Name(), err)
+		}
+	}
+	c := &compiler{be: be}
+	if err := c.compile(ops); err != nil {
+		return nil, err
+	}
+	p := &program{be: be}
+	owner := ownerOf(ops)
+	for k := range c.need {
+		if c.need[k] == 0 {
+			continue
+		}
+		b, err := be.alloc(kernels.Label{Owner: owner, Cat: kernels.Scratch}, c.need[k])
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.scratch = append(p.scratch, b)
+		c.base[k] = b.ptr
+	}
+	c.measured = true
+	if err := c.compile(ops); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.steps = c.steps
+	return p, nil
+}
+
+// ownerOf names the owner of a program's scratch after its first output.
+func ownerOf(ops []kernels.Op) string {
+	for _, op := range ops {
+		for _, t := range outputs(op) {
+			if t.Buf != nil {
+				return t.Buf.Label().Owner
+			}
+		}
+	}
+	return ""
+}
+
+func (c *compiler) compile(ops []kernels.Op) error {
+	c.steps = c.steps[:0]
+	c.q8Set = false
+	for i, op := range ops {
+		if err := c.op(op); err != nil {
+			return fmt.Errorf("cuda: op %d: %s: %w", i, op.Name(), err)
+		}
+		// An op that writes over the quantized tensor makes the copy stale.
+		for _, out := range outputs(op) {
+			if c.q8Set && overlaps(out, c.q8) {
+				c.q8Set = false
+			}
+		}
+	}
+	return nil
+}
+
+func (c *compiler) op(op kernels.Op) error {
+	switch o := op.(type) {
+	case kernels.MatMul:
+		return c.matMul(o)
+	case kernels.GetRows:
+		return c.getRows(o)
+	case kernels.SetRows:
+		return c.setRows(o)
+	case kernels.RMSNorm:
+		return c.rmsNorm(o)
+	case kernels.Add:
+		return c.binary("add_f32", o.Dst, o.A, o.B)
+	case kernels.Mul:
+		return c.binary("mul_f32", o.Dst, o.A, o.B)
+	case kernels.SwiGLU:
+		return c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
+	case kernels.Rope:
+		return c.rope(o)
+	case kernels.Attention:
+		return c.attention(o)
+	case kernels.Softmax:
+		return c.softmax(o)
+	case kernels.Argmax:
+		return c.argmax(o)
+	case kernels.TopK:
+		return c.topK(o)
+	case kernels.Copy:
+		return c.copyOp(o)
+	}
+	return fmt.Errorf("%w: %T", kernels.ErrUnsupported, op)
+}
+
+// outputs are the tensors an op writes.
+func outputs(op kernels.Op) []kernels.Tensor {
+	switch o := op.(type) {
+	case kernels.MatMul:
+		return []kernels.Tensor{o.Dst}
+	case kernels.GetRows:
+		return []kernels.Tensor{o.Dst}
+	case kernels.SetRows:
+		return []kernels.Tensor{o.Dst}
+	case kernels.RMSNorm:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Add:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Mul:
+		return []kernels.Tensor{o.Dst}
+	case kernels.SwiGLU:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Rope:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Attention:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Softmax:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Argmax:
+		return []kernels.Tensor{o.Dst}
+	case kernels.TopK:
+		return []kernels.Tensor{o.Ids, o.Vals}
+	case kernels.Copy:
+		return []kernels.Tensor{o.Dst}
+	}
+	return nil
+}
+
+// overlaps reports whether a and b share bytes of one buffer.
+func overlaps(a, b kernels.Tensor) bool {
+	return a.Buf == b.Buf && a.Off < b.Off+b.Bytes() && b.Off < a.Off+a.Bytes()
+}
+
+// supported rejects what the kernels cannot do (after kernels.Check).
+func supported(op kernels.Op) error {
+	switch o := op.(type) {
+	case kernels.MatMul:
+		if _, ok := weightKernels[o.W.Type]; !ok {
+			return fmt.Errorf("%w: weights %v", kernels.ErrUnsupported, o.W.Type)
+		}
+		if o.W.Cols%32 != 0 {
+			return fmt.Errorf("%w: %d columns, not a multiple of 32", kernels.ErrUnsupported, o.W.Cols)
+		}
+	case kernels.GetRows:
+		if _, ok := weightKernels[o.Src.Type]; !ok {
+			return fmt.Errorf("%w: rows of %v", kernels.ErrUnsupported, o.Src.Type)
+		}
+		if o.Src.Type != quant.F32 && o.Src.Cols%32 != 0 {
+			return fmt.Errorf("%w: %d columns, not a multiple of 32", kernels.ErrUnsupported, o.Src.Cols)
+		}
+	case kernels.Attention:
+		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
+			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
+		}
+	case kernels.TopK:
+		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
+			return fmt.Errorf("%w: top %d of %d", kernels.ErrUnsupported, o.Ids.Cols, o.X.Cols)
+		}
+	}
+	return nil
+}
+
+// program is a compiled op list. It runs eagerly the first time, then is
+// captured as a CUDA graph and replayed with one launch per run.
+type program struct {
+	be      *Backend
+	steps   []step
+	scratch []*buffer
+	runs    int
+	noGraph bool // capture failed once: stay eager
+	graph   cuGraph
+	exec    cuGraphExec
+}
+
+// Run enqueues the program; Read or Sync waits for it.
+func (p *program) Run(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.runs++
+	be := p.be
+	switch {
+	case p.exec != 0:
+		return be.w.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })
+	case p.runs >= 2 && !p.noGraph:
+		return be.w.post(func() error { return p.capture(ctx) })
+	}
+	return be.w.post(func() error { return p.eager(ctx) })
+}
+
+func (p *program) eager(ctx context.Context) error {
+	for i := range p.steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s := &p.steps[i]
+		if err := p.be.launch(s.fn, s.grid, s.block, s.shared, s.args); err != nil {
+			return fmt.Errorf("cuda: %s (%s): %w", s.op, s.kernel, err)
+		}
+	}
+	return nil
+}
+
+// capture records the steps into a graph and launches it; if the driver
+// refuses, the program stays eager.
+func (p *program) capture(ctx context.Context) error {
+	d, be := p.be.drv, p.be
+	if err := d.beginCapture(be.stream); err != nil {
+		p.noGraph = true
+		return p.eager(ctx)
+	}
+	runErr := p.eager(context.Background())
+	g, endErr := d.endCapture(be.stream)
+	if runErr != nil || endErr != nil {
+		if g != 0 {
+			d.graphDestroy(g)
+		}
+		p.noGraph = true
+		return p.eager(ctx)
+	}
+	exec, err := d.graphInstantiate(g)
+	if err != nil {
+		d.graphDestroy(g)
+		p.noGraph = true
+		return p.eager(ctx)
+	}
+	p.graph, p.exec = g, exec
+	return d.graphLaunch(exec, be.stream)
+}
+
+// Close frees the graph and the scratch.
+func (p *program) Close() error {
+	be := p.be
+	var errs []error
+	if p.exec != 0 || p.graph != 0 {
+		errs = append(errs, be.w.do(func() error {
+			var errs []error
+			if p.exec != 0 {
+				errs = append(errs, be.drv.graphExecDestroy(p.exec))
+			}
+			if p.graph != 0 {
+				errs = append(errs, be.drv.graphDestroy(p.graph))
+			}
+			return errors.Join(errs...)
+		}))
+		p.exec, p.graph = 0, 0
+	}
+	for _, b := range p.scratch {
+		errs = append(errs, be.Free(b))
+	}
+	p.scratch = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,106 @@
+// Causal attention over a KV cache, split over the keys: attn_partial
+// gives each (head, query, split) block a slice of keys 0..pos and leaves
+// an unnormalised partial (max, sum, acc[head_dim]); attn_combine merges the
+// splits. The number of splits is fixed when the program is compiled and
+// each block sizes its slice from the position it reads at run time, so a
+// captured graph stays valid as the context grows.
+#include "common.cuh"
+
+#define ATT_WARPS 4
+#define ATT_MAXD 8 // head_dim <= 256
+
+template <typename KT> __device__ __forceinline__ float kv_load(const KT* p);
+template <> __device__ __forceinline__ float kv_load<float>(const float* p) { return *p; }
+template <> __device__ __forceinline__ float kv_load<u16>(const u16* p) { return h2f(*p); }
+
+template <typename KT>
+__device__ void attn_partial_t(const float* __restrict__ q, long long qstride, const KT* __restrict__ k,
+                               long long kstride, const KT* __restrict__ v, long long vstride,
+                               const int* __restrict__ pos,
+                               float* __restrict__ part, int n_head, int n_kv_head, int head_dim,
+                               float scale, int n_ctx) {
+    __shared__ float sm[ATT_WARPS][2 + 32 * ATT_MAXD];
+    int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, nsplit = gridDim.z;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nd = head_dim >> 5;
+    int kvh = h / (n_head / n_kv_head);
+    int p = pos[b];
+    int nkeys = min(p + 1, n_ctx);
+    int chunk = (nkeys + nsplit - 1) / nsplit;
+    int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
+    float qr[ATT_MAXD], acc[ATT_MAXD];
+#pragma unroll
+    for (int i = 0; i < ATT_MAXD; i++) {
+        qr[i] = i < nd ? q[b * qstride + h * head_dim + lane + 32 * i] * scale : 0.f;
+        acc[i] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int t = t0 + w; t < t1; t += ATT_WARPS) {
+        const KT* kr = k + (size_t)t * kstride + kvh * head_dim;
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < ATT_MAXD; i++)
+            if (i < nd) s += qr[i] * kv_load(kr + lane + 32 * i);
+        s = warp_sum(s);
+        float mn = fmaxf(m, s);
+        float corr = __expf(m - mn), e = __expf(s - mn);
+        l = l * corr + e;
+        const KT* vr = v + (size_t)t * vstride + kvh * head_dim;
+#pragma unroll
+        for (int i = 0; i < ATT_MAXD; i++)
+            if (i < nd) acc[i] = acc[i] * corr + e * kv_load(vr + lane + 32 * i);
+        m = mn;
+    }
+    if (lane == 0) { sm[w][0] = m; sm[w][1] = l; }
+#pragma unroll
+    for (int i = 0; i < ATT_MAXD; i++)
+        if (i < nd) sm[w][2 + lane + 32 * i] = acc[i];
+    __syncthreads();
+    if (w != 0) return;
+    float M = -INFINITY;
+    for (int j = 0; j < ATT_WARPS; j++) M = fmaxf(M, sm[j][0]);
+    float L = 0.f;
+    float o[ATT_MAXD] = {};
+    for (int j = 0; j < ATT_WARPS; j++) {
+        if (sm[j][1] == 0.f) continue;
+        float f = __expf(sm[j][0] - M);
+        L += sm[j][1] * f;
+#pragma unroll
+        for (int i = 0; i < ATT_MAXD; i++)
+            if (i < nd) o[i] += sm[j][2 + lane + 32 * i] * f;
+    }
+    float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (head_dim + 2);
+    if (lane == 0) { out[0] = M; out[1] = L; }
+#pragma unroll
+    for (int i = 0; i < ATT_MAXD; i++)
+        if (i < nd) out[2 + lane + 32 * i] = o[i];
+}
+
+extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)
+    attn_partial_f32(const float* q, long long qstride, const float* k, long long kstride, const float* v, long long vstride,
+                     const int* pos, float* part, int n_head, int n_kv_head, int head_dim, float scale, int n_ctx) {
+    attn_partial_t<float>(q, qstride, k, kstride, v, vstride, pos, part, n_head, n_kv_head, head_dim, scale, n_ctx);
+}
+extern "C" __global__ void __launch_bounds__(32 * ATT_WARPS)
+    attn_partial_f16(const float* q, long long qstride, const u16* k, long long kstride, const u16* v, long long vstride,
+                     const int* pos, float* part, int n_head, int n_kv_head, int head_dim, float scale, int n_ctx) {
+    attn_partial_t<u16>(q, qstride, k, kstride, v, vstride, pos, part, n_head, n_kv_head, head_dim, scale, n_ctx);
+}
+
+// attn_combine: grid (n_head, B), head_dim threads.
+extern "C" __global__ void attn_combine(const float* __restrict__ part, float* __restrict__ y, long long ystride,
+                                        int n_head, int head_dim, int nsplit) {
+    int h = blockIdx.x, b = blockIdx.y, i = threadIdx.x;
+    const float* pp = part + ((size_t)b * n_head + h) * nsplit * (head_dim + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++)
+        if (pp[s * (head_dim + 2) + 1] > 0.f) M = fmaxf(M, pp[s * (head_dim + 2)]);
+    float L = 0.f, o = 0.f;
+    for (int s = 0; s < nsplit; s++) {
+        const float* ps = pp + s * (head_dim + 2);
+        if (ps[1] == 0.f) continue;
+        float f = __expf(ps[0] - M);
+        L += ps[1] * f;
+        o += ps[2 + i] * f;
+    }
+    y[b * ystride + h * head_dim + i] = L > 0.f ? o / L : 0.f;
+}

@@ -1,0 +1,257 @@
+// Shared device helpers: loads of ggml blocks at their natural (2-byte)
+// alignment, half/bf16 conversion, warp reductions, and dequantization of any
+// supported weight type, 32 elements at a time.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+
+// ggml type numbers (kernels/quant).
+enum {
+    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7,
+    T_Q8_0 = 8, T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13,
+    T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
+};
+
+__device__ __forceinline__ float h2f(u16 h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ u16 f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+__device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
+// ld32 reads 4 bytes that are only 2-byte aligned (ggml blocks are).
+__device__ __forceinline__ unsigned ld32(const u8* p) {
+    const u16* q = (const u16*)p;
+    return (unsigned)q[0] | ((unsigned)q[1] << 16);
+}
+__device__ __forceinline__ float ldh(const u8* p) { return h2f(ld16(p)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum reduces over a whole block (blockDim.x a multiple of 32, at
+// most 1024); every thread gets the sum. scratch holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    v = warp_sum(v);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = lane < nw ? scratch[lane] : 0.f;
+    return warp_sum(v);
+}
+
+__constant__ signed char kIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1, 13, 25, 38, 53, 69, 89, 113};
+
+// k4_scale unpacks sub-block j's 6-bit scale and min of a Q4_K/Q5_K block.
+__device__ __forceinline__ void k4_scale(const u8* s, int j, float* sc, float* m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// Layout of each type: elements per block and bytes per block.
+template <int T> struct blk;
+template <> struct blk<T_F32> { enum { QK = 1, BYTES = 4 }; };
+template <> struct blk<T_F16> { enum { QK = 1, BYTES = 2 }; };
+template <> struct blk<T_BF16> { enum { QK = 1, BYTES = 2 }; };
+template <> struct blk<T_Q4_0> { enum { QK = 32, BYTES = 18 }; };
+template <> struct blk<T_Q4_1> { enum { QK = 32, BYTES = 20 }; };
+template <> struct blk<T_Q5_0> { enum { QK = 32, BYTES = 22 }; };
+template <> struct blk<T_Q5_1> { enum { QK = 32, BYTES = 24 }; };
+template <> struct blk<T_Q8_0> { enum { QK = 32, BYTES = 34 }; };
+template <> struct blk<T_IQ4_NL> { enum { QK = 32, BYTES = 18 }; };
+template <> struct blk<T_Q2_K> { enum { QK = 256, BYTES = 84 }; };
+template <> struct blk<T_Q3_K> { enum { QK = 256, BYTES = 110 }; };
+template <> struct blk<T_Q4_K> { enum { QK = 256, BYTES = 144 }; };
+template <> struct blk<T_Q5_K> { enum { QK = 256, BYTES = 176 }; };
+template <> struct blk<T_Q6_K> { enum { QK = 256, BYTES = 210 }; };
+template <> struct blk<T_IQ4_XS> { enum { QK = 256, BYTES = 136 }; };
+
+// dequant32 writes elements [32g, 32g+32) of a row of type T to out.
+template <int T> __device__ void dequant32(const u8* row, int g, float* out);
+
+template <> __device__ __forceinline__ void dequant32<T_F32>(const u8* row, int g, float* out) {
+    const float* p = (const float*)(row + 128 * (size_t)g);
+#pragma unroll
+    for (int i = 0; i < 32; i++) out[i] = p[i];
+}
+template <> __device__ __forceinline__ void dequant32<T_F16>(const u8* row, int g, float* out) {
+    const u8* p = row + 64 * (size_t)g;
+#pragma unroll
+    for (int i = 0; i < 32; i++) out[i] = ldh(p + 2 * i);
+}
+template <> __device__ __forceinline__ void dequant32<T_BF16>(const u8* row, int g, float* out) {
+    const u8* p = row + 64 * (size_t)g;
+#pragma unroll
+    for (int i = 0; i < 32; i++) out[i] = bf2f(ld16(p + 2 * i));
+}
+template <> __device__ __forceinline__ void dequant32<T_Q4_0>(const u8* row, int g, float* out) {
+    const u8* b = row + 18 * (size_t)g;
+    float d = ldh(b);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[2 + i];
+        out[i] = ((q & 0xF) - 8) * d;
+        out[i + 16] = ((q >> 4) - 8) * d;
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q4_1>(const u8* row, int g, float* out) {
+    const u8* b = row + 20 * (size_t)g;
+    float d = ldh(b), m = ldh(b + 2);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[4 + i];
+        out[i] = (q & 0xF) * d + m;
+        out[i + 16] = (q >> 4) * d + m;
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q5_0>(const u8* row, int g, float* out) {
+    const u8* b = row + 22 * (size_t)g;
+    float d = ldh(b);
+    unsigned qh = ld32(b + 2);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[6 + i];
+        int h0 = ((qh >> i) << 4) & 0x10, h1 = (qh >> (i + 12)) & 0x10;
+        out[i] = (((q & 0xF) | h0) - 16) * d;
+        out[i + 16] = (((q >> 4) | h1) - 16) * d;
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q5_1>(const u8* row, int g, float* out) {
+    const u8* b = row + 24 * (size_t)g;
+    float d = ldh(b), m = ldh(b + 2);
+    unsigned qh = ld32(b + 4);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[8 + i];
+        int h0 = ((qh >> i) << 4) & 0x10, h1 = (qh >> (i + 12)) & 0x10;
+        out[i] = ((q & 0xF) | h0) * d + m;
+        out[i + 16] = ((q >> 4) | h1) * d + m;
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q8_0>(const u8* row, int g, float* out) {
+    const u8* b = row + 34 * (size_t)g;
+    float d = ldh(b);
+#pragma unroll
+    for (int i = 0; i < 32; i++) out[i] = (signed char)b[2 + i] * d;
+}
+template <> __device__ __forceinline__ void dequant32<T_IQ4_NL>(const u8* row, int g, float* out) {
+    const u8* b = row + 18 * (size_t)g;
+    float d = ldh(b);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        int q = b[2 + i];
+        out[i] = d * kIQ4NL[q & 0xF];
+        out[i + 16] = d * kIQ4NL[q >> 4];
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q2_K>(const u8* row, int g, float* out) {
+    const u8* b = row + 84 * (size_t)(g >> 3);
+    int j = g & 7, half = j >> 2, s = j & 3, shift = 2 * s;
+    float d = ldh(b + 80), dmin = ldh(b + 82);
+    const u8* q = b + 16 + 32 * half;
+    int is = 8 * half + 2 * s;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int sc = b[is + k];
+        float dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+#pragma unroll
+        for (int l = 0; l < 16; l++) out[16 * k + l] = dl * ((q[16 * k + l] >> shift) & 3) - ml;
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q3_K>(const u8* row, int g, float* out) {
+    const u8* b = row + 110 * (size_t)(g >> 3);
+    int j = g & 7, half = j >> 2, s = j & 3, shift = 2 * s;
+    float d = ldh(b + 108);
+    const u8* hm = b;
+    const u8* q = b + 32 + 32 * half;
+    const u8* sc = b + 96;
+    int m = 1 << (4 * half + s);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int is = 8 * half + 2 * s + k;
+        int lo = is < 8 ? (sc[is] & 0xF) : (sc[is - 8] >> 4);
+        int hi = (sc[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
+        float dl = d * ((lo | (hi << 4)) - 32);
+#pragma unroll
+        for (int l = 0; l < 16; l++) {
+            int i = 16 * k + l;
+            out[i] = dl * (((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4));
+        }
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_Q4_K>(const u8* row, int g, float* out) {
+    const u8* b = row + 144 * (size_t)(g >> 3);
+    int j = g & 7;
+    float d = ldh(b), dmin = ldh(b + 2), sc, m;
+    k4_scale(b + 4, j, &sc, &m);
+    float dl = d * sc, ml = dmin * m;
+    const u8* q = b + 16 + 32 * (j >> 1);
+    int shift = 4 * (j & 1);
+#pragma unroll
+    for (int l = 0; l < 32; l++) out[l] = dl * ((q[l] >> shift) & 0xF) - ml;
+}
+template <> __device__ __forceinline__ void dequant32<T_Q5_K>(const u8* row, int g, float* out) {
+    const u8* b = row + 176 * (size_t)(g >> 3);
+    int j = g & 7;
+    float d = ldh(b), dmin = ldh(b + 2), sc, m;
+    k4_scale(b + 4, j, &sc, &m);
+    float dl = d * sc, ml = dmin * m;
+    const u8* qh = b + 16;
+    const u8* q = b + 48 + 32 * (j >> 1);
+    int shift = 4 * (j & 1), hb = 1 << j;
+#pragma unroll
+    for (int l = 0; l < 32; l++) out[l] = dl * (((q[l] >> shift) & 0xF) + ((qh[l] & hb) ? 16 : 0)) - ml;
+}
+template <> __device__ __forceinline__ void dequant32<T_Q6_K>(const u8* row, int g, float* out) {
+    const u8* b = row + 210 * (size_t)(g >> 3);
+    int j = g & 7, h = j >> 2, r = j & 3;
+    float d = ldh(b + 208);
+    const u8* ql = b + 64 * h + 32 * (r & 1);
+    const u8* qh = b + 128 + 32 * h;
+    const signed char* sc = (const signed char*)(b + 192) + 8 * h + 2 * r;
+    int lshift = 4 * (r >> 1), hshift = 2 * r;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        int q = ((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4);
+        out[l] = d * sc[l >> 4] * (q - 32);
+    }
+}
+template <> __device__ __forceinline__ void dequant32<T_IQ4_XS>(const u8* row, int g, float* out) {
+    const u8* b = row + 136 * (size_t)(g >> 3);
+    int ib = g & 7;
+    float d = ldh(b);
+    int sh = ld16(b + 2);
+    int ls = ((b[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+    float dl = d * (ls - 32);
+    const u8* q = b + 8 + 16 * ib;
+#pragma unroll
+    for (int l = 0; l < 16; l++) {
+        out[l] = dl * kIQ4NL[q[l] & 0xF];
+        out[l + 16] = dl * kIQ4NL[q[l] >> 4];
+    }
+}
+
+// FOR_EACH_WEIGHT_TYPE(M) applies M(T, name) to every weight type with a
+// dequant32; kernels that take any weight type are instantiated with it.
+#define FOR_EACH_WEIGHT_TYPE(M) \
+    M(T_F32, f32) M(T_F16, f16) M(T_BF16, bf16) M(T_Q4_0, q4_0) M(T_Q4_1, q4_1) \
+    M(T_Q5_0, q5_0) M(T_Q5_1, q5_1) M(T_Q8_0, q8_0) M(T_IQ4_NL, iq4_nl) \
+    M(T_Q2_K, q2_k) M(T_Q3_K, q3_k) M(T_Q4_K, q4_k) M(T_Q5_K, q5_k) \
+    M(T_Q6_K, q6_k) M(T_IQ4_XS, iq4_xs)

@@ -1,0 +1,196 @@
+// Row-wise ops: RMSNorm, softmax, argmax, and the gathers and scatters of
+// rows (embedding lookup, KV-cache writes). One block per row.
+#include "common.cuh"
+
+// rms_norm: y[b] = x[b] / sqrt(mean(x[b]^2) + eps) * w.
+extern "C" __global__ void rms_norm(const float* __restrict__ x, long long xstride, const float* __restrict__ w,
+                                    float* __restrict__ y, long long ystride, int n, float eps) {
+    __shared__ float scratch[32];
+    const float* xr = x + blockIdx.x * xstride;
+    float* yr = y + blockIdx.x * ystride;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+    s = block_sum(s, scratch);
+    float r = rsqrtf(s / n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * r * w[i];
+}
+
+// softmax over each row.
+extern "C" __global__ void softmax(const float* __restrict__ x, long long xstride, float* __restrict__ y,
+                                   long long ystride, int n) {
+    __shared__ float scratch[32];
+    const float* xr = x + blockIdx.x * xstride;
+    float* yr = y + blockIdx.x * ystride;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, xr[i]);
+    m = warp_max(m);
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) scratch[wid] = m;
+    __syncthreads();
+    m = lane < (blockDim.x >> 5) ? scratch[lane] : -INFINITY;
+    m = warp_max(m);
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += __expf(xr[i] - m);
+    s = block_sum(s, scratch);
+    float inv = 1.f / s;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __expf(xr[i] - m) * inv;
+}
+
+// better reports whether (v, i) ranks above (bv, bi): larger value, then
+// lower index. NaN ranks below everything.
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+    if (v != v) return false;
+    if (bv != bv) return true;
+    return v > bv || (v == bv && i < bi);
+}
+
+__device__ __forceinline__ void warp_best(float* v, int* i) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+        if (better(ov, oi, *v, *i)) { *v = ov; *i = oi; }
+    }
+}
+
+// block_best leaves the block's best (value, index) in every thread.
+__device__ __forceinline__ void block_best(float* v, int* i, float* sv, int* si) {
+    warp_best(v, i);
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) { sv[wid] = *v; si[wid] = *i; }
+    __syncthreads();
+    if (lane < (blockDim.x >> 5)) { *v = sv[lane]; *i = si[lane]; } else { *v = -INFINITY; *i = 0x7fffffff; }
+    warp_best(v, i);
+}
+
+extern "C" __global__ void argmax(const float* __restrict__ x, long long xstride, int* __restrict__ out, int n) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float* xr = x + blockIdx.x * xstride;
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (better(xr[i], i, bv, bi)) { bv = xr[i]; bi = i; }
+    block_best(&bv, &bi, sv, si);
+    if (threadIdx.x == 0) out[blockIdx.x] = bi < n ? bi : 0;
+}
+
+// top_k_chunk: the k best of each chunk of a row, by k rounds of a block
+// arg-max over the chunk held in shared memory (dynamic: chunk floats).
+// Candidates go to cv/ci [rows][nchunks][k]; a chunk shorter than k pads
+// with -inf at index n.
+extern "C" __global__ void top_k_chunk(const float* __restrict__ x, long long xstride, float* __restrict__ cv,
+                                       int* __restrict__ ci, int n, int chunk, int k) {
+    extern __shared__ float vals[];
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    int row = blockIdx.y, c = blockIdx.x, nchunks = gridDim.x;
+    int start = c * chunk, len = min(chunk, n - start);
+    const float* xr = x + row * xstride + start;
+    for (int i = threadIdx.x; i < chunk; i += blockDim.x) vals[i] = i < len ? xr[i] : __int_as_float(0x7fffffff);
+    __syncthreads();
+    float* ov = cv + ((size_t)row * nchunks + c) * k;
+    int* oi = ci + ((size_t)row * nchunks + c) * k;
+    for (int r = 0; r < k; r++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+        for (int i = threadIdx.x; i < len; i += blockDim.x)
+            if (better(vals[i], i, bv, bi)) { bv = vals[i]; bi = i; }
+        block_best(&bv, &bi, sv, si);
+        if (threadIdx.x == 0) {
+            if (bi < len) {
+                ov[r] = bv; oi[r] = start + bi;
+                vals[bi] = __int_as_float(0x7fffffff); // NaN: never chosen again
+            } else {
+                ov[r] = -INFINITY; oi[r] = n;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// top_k_merge: the k best of a row's candidates, ties to the lower index.
+extern "C" __global__ void top_k_merge(const float* __restrict__ cv, const int* __restrict__ ci, int ncand,
+                                       int* __restrict__ ids, long long idstride, float* __restrict__ vals,
+                                       long long vstride, int k) {
+    extern __shared__ float sm[];
+    float* v = sm;
+    int* id = (int*)(sm + ncand);
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    int row = blockIdx.x;
+    for (int i = threadIdx.x; i < ncand; i += blockDim.x) {
+        v[i] = cv[(size_t)row * ncand + i];
+        id[i] = ci[(size_t)row * ncand + i];
+    }
+    __syncthreads();
+    for (int r = 0; r < k; r++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff, bj = -1;
+        for (int j = threadIdx.x; j < ncand; j += blockDim.x)
+            if (better(v[j], id[j], bv, bi)) { bv = v[j]; bi = id[j]; bj = j; }
+        // carry the slot along with the winner: pack by a second reduction
+        float tv = bv;
+        int ti = bi;
+        block_best(&tv, &ti, sv, si);
+        __syncthreads();
+        if (bj >= 0 && bi == ti && bv == tv) { v[bj] = __int_as_float(0x7fffffff); }
+        if (threadIdx.x == 0) {
+            ids[row * idstride + r] = ti;
+            vals[row * vstride + r] = tv;
+        }
+        __syncthreads();
+    }
+}
+
+// get_rows: y[b] = dequant(src[idx[b]]), any weight type.
+template <int T>
+__device__ void get_rows_t(const u8* __restrict__ src, long long sstride, const int* __restrict__ idx,
+                           float* __restrict__ y, long long ystride, int n, int nrows) {
+    int b = blockIdx.y;
+    int r = idx[b];
+    float* yr = y + b * ystride;
+    if (r < 0 || r >= nrows) { // out-of-range ids read as zeros, never out of bounds
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) yr[i] = 0.f;
+        return;
+    }
+    const u8* row = src + (size_t)r * sstride;
+    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g < (n >> 5); g += gridDim.x * blockDim.x) {
+        float v[32];
+        dequant32<T>(row, g, v);
+#pragma unroll
+        for (int i = 0; i < 32; i++) yr[32 * g + i] = v[i];
+    }
+}
+#define GET_ROWS(T, name)                                                                           \
+    extern "C" __global__ void get_rows_##name(const u8* src, long long sstride, const int* idx,   \
+                                               float* y, long long ystride, int n, int nrows) {    \
+        get_rows_t<T>(src, sstride, idx, y, ystride, n, nrows);                                    \
+    }
+FOR_EACH_WEIGHT_TYPE(GET_ROWS)
+
+// get_rows for F32 rows of any width (not a multiple of 32).
+extern "C" __global__ void get_rows_f32_any(const float* __restrict__ src, long long sstride,
+                                            const int* __restrict__ idx, float* __restrict__ y,
+                                            long long ystride, int n, int nrows) {
+    int b = blockIdx.y, r = idx[b];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[b * ystride + i] = (r >= 0 && r < nrows) ? src[r * sstride + i] : 0.f;
+}
+
+// set_rows: dst[idx[b]] = x[b], to F32 or F16 rows (strides in elements).
+extern "C" __global__ void set_rows_f32(const float* __restrict__ x, long long xstride, const int* __restrict__ idx,
+                                        float* __restrict__ dst, long long dstride, int n, int nrows) {
+    int b = blockIdx.y, r = idx[b];
+    if (r < 0 || r >= nrows) return;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        dst[r * dstride + i] = x[b * xstride + i];
+}
+extern "C" __global__ void set_rows_f16(const float* __restrict__ x, long long xstride, const int* __restrict__ idx,
+                                        u16* __restrict__ dst, long long dstride, int n, int nrows) {
+    int b = blockIdx.y, r = idx[b];
+    if (r < 0 || r >= nrows) return;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        dst[r * dstride + i] = f2h(x[b * xstride + i]);
+}
