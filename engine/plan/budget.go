@@ -1,0 +1,82 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+	"github.com/tandem-run/tandem/engine/device"
+)
+
+// Usage is what one model holds on one device, in bytes, by category.
+// Scratch includes the receive buffers for activations crossing devices.
+type Usage struct {
+	Weights, Embedding, Head, KV, Scratch int64
+}
+
+// Total is the sum of the categories.
+func (u Usage) Total() int64 { return u.Weights + u.Embedding + u.Head + u.KV + u.Scratch }
+
+func (u *Usage) addTensor(c Class, n int64) {
+	switch c {
+	case ClassEmbedding:
+		u.Embedding += n
+	case ClassHead:
+		u.Head += n
+	default:
+		u.Weights += n
+	}
+}
+
+func (u *Usage) addBuffer(k BufferKind, n int64) {
+	if k == BufferKV {
+		u.KV += n
+	} else {
+		u.Scratch += n
+	}
+}
+
+// Budget is one device's share of a plan.
+type Budget struct {
+	Device   device.Device
+	Target   Usage
+	Draft    Usage
+	Overhead int64 // see Overhead
+	Capacity int64 // see device.Device.Capacity
+}
+
+func (b *Budget) usage(r Role) *Usage {
+	if r == Draft {
+		return &b.Draft
+	}
+	return &b.Target
+}
+
+// Role is "target", "draft" or "both": which models use the device.
+func (b Budget) Role() string {
+	t, d := b.Target.Total() > 0, b.Draft.Total() > 0
+	switch {
+	case t && d:
+		return "both"
+	case d:
+		return string(Draft)
+	}
+	return string(Target)
+}
+
+// Total is everything the device will hold.
+func (b Budget) Total() int64 { return b.Target.Total() + b.Draft.Total() + b.Overhead }
+
+// Spare is the capacity left; negative when the plan is over.
+func (b Budget) Spare() int64 { return b.Capacity - b.Total() }
+
+// Fits reports whether the device holds its share.
+func (b Budget) Fits() bool { return b.Spare() >= 0 }
+
+// Verdict is the one-line answer people read: "fits, 1.2 GiB spare" or
+// "over by 310 MiB".
+func (b Budget) Verdict() string {
+	if b.Fits() {
+		return fmt.Sprintf("fits, %s spare", humanize.IBytes(uint64(b.Spare())))
+	}
+	return fmt.Sprintf("over by %s", humanize.IBytes(uint64(-b.Spare())))
+}

@@ -1,0 +1,26 @@
+// Package plan is Tandem's memory planner: from GGUF headers (never their
+// weights), a device list and a placement per model, it decides where every
+// tensor shard, KV cache and scratch buffer lives, and adds up what each
+// device will hold before anything loads.
+//
+// The plan is the executor's allocation list, not an estimate of it: the
+// executor allocates exactly Plan.Target.Tensors' shards and Buffers (and the
+// draft's), so the per-device budget shown to the user is the sum of what
+// will be allocated, plus a per-device context overhead (overhead.go).
+//
+// What is counted, per device:
+//   - weights: layer split puts whole blocks on devices by ratio; tensor split
+//     cuts every block matrix on its natural axis (Q/K/V/gate/up by output
+//     rows, attention-output/down by input columns) and mirrors the norms;
+//   - the token embedding and the output head: the head is on one device,
+//     replicated (a full copy per device) or split by vocabulary rows;
+//   - the KV cache: ctx x kv_heads x head_dim per block, K and V, in the KV type;
+//   - scratch derived from shapes for a batch of B tokens: residual stream,
+//     Q/K/V, attention scores, FFN activations, logits (n_vocab x B, f32) on
+//     the head's devices, and receive buffers for activations crossing devices;
+//   - a draft model's own weights, KV and scratch on its devices, and for a
+//     draft that borrows the target's embedding and head (EAGLE-3), either the
+//     buffers to use them where the target keeps them or copies on its devices.
+//
+// Make is a pure function: the same Input always gives the same Plan.
+package plan

@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// Bounds on the numbers a plan accepts.
+const (
+	maxCtx   = 1 << 24
+	maxBatch = 1 << 20
+)
+
+// Input is everything a plan depends on. Only the GGUF headers are read
+// (metadata and tensor index), never tensor data.
+type Input struct {
+	Target *gguf.File
+	Draft  *gguf.File // nil: no draft
+	// Devices is the inventory the placements' indices refer to.
+	Devices         []device.Device
+	TargetPlacement Placement
+	DraftPlacement  Placement
+	Ctx             int // context size in tokens
+	// Batch is the most tokens one forward pass takes: the prefill ubatch
+	// and the verification batch.
+	Batch int
+	// KVType is the KV cache type: F16, Q8_0 or F32 (note F32 is the zero
+	// value of quant.Type).
+	KVType quant.Type
+}
+
+// Plan is where everything goes and what each device holds.
+type Plan struct {
+	Ctx, Batch int
+	KVType     quant.Type
+	Target     ModelPlan
+	Draft      *ModelPlan // nil without a draft
+	Devices    []Budget   // the devices in use, in index order
+	Fits       bool
+	// Borrow compares the two ways a draft can use the target tensors it
+	// borrows; nil when the draft has all it needs.
+	Borrow *BorrowReport
+	// Suggestions are changes that make a plan that does not fit fit; each
+	// was planned and fits.
+	Suggestions []Suggestion
+}
+
+// ModelPlan is one model's layout: the executor allocates its Tensors'
+// shards and its Buffers, and runs blocks, head and embedding where it says.
+type ModelPlan struct {
+	Role      Role
+	Path      string
+	Shape     Shape
+	Placement Placement // resolved: ratios normalised, modes explicit
+	// BlockDevice is the device of each block (layer split).
+	BlockDevice []int
+	// KVHeads and FFNRows are, per block, the KV heads and FFN rows of each
+	// placement device (tensor split); a device's query heads are its KV
+	// heads' groups. A device may get no heads when there are few.
+	KVHeads, FFNRows [][]Range
+	// HeadRun and EmbeddingRun are where the head's matmul and the token
+	// lookups run, with the vocabulary rows each device covers (several
+	// devices: the rows are split and results merge across devices).
+	HeadRun, EmbeddingRun []Holder
+	// Borrowed are the target tensors a draft uses; BorrowInPlace says they
+	// are used on the target's devices rather than copied (Tensors then has
+	// the copies, with File Target).
+	Borrowed      []string
+	BorrowInPlace bool
+	Tensors       []Tensor
+	Buffers       []Buffer
+}
+
+// Make plans a placement. An error means the input cannot be planned at
+// all (bad placement, unreadable header, a split the shapes do not allow);
+// a plan that is merely too big comes back with Fits false, per-device
+// verdicts and suggestions.
+func Make(in Input) (*Plan, error) {
+	p, err := build(in)
+	if err != nil {
+		return nil, err
+	}
+	if p.Draft != nil && len(p.Draft.Borrowed) > 0 {
+		p.Borrow = borrowReport(in, p)
+	}
+	if !p.Fits {
+		p.Suggestions = suggest(in, p)
+	}
+	return p, nil
+}
+
+// build makes the plan alone, without the alternatives.
+func build(in Input) (*Plan, error) {
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	tp, err := in.TargetPlacement.resolve(Target, in.Devices)
+	if err != nil {
+		return nil, err
+	}
+	tm, err := newModel(Target, in.Target, tp, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KVType: in.KVType}
+	if p.Target, err = tm.export(in); err != nil {
+		return nil, err
+	}
+	if in.Draft != nil {
+		dp, err := in.DraftPlacement.resolve(Draft, in.Devices)
+		if err != nil {
+			return nil, err
+		}
+		dm, err := newModel(Draft, in.Draft, dp, tm)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkFeatures(dm, tm); err != nil {
+			return nil, err
+		}
+		mp, err := dm.export(in)
+		if err != nil {
+			return nil, err
+		}
+		p.Draft = &mp
+	}
+	p.Devices = budgets(in.Devices, &p.Target, p.Draft)
+	p.Fits = true
+	for _, b := range p.Devices {
+		p.Fits = p.Fits && b.Fits()
+	}
+	return p, nil
+}
+
+func (in Input) check() error {
+	switch {
+	case in.Target == nil:
+		return errors.New("plan: no target model")
+	case in.Ctx < 1 || in.Ctx > maxCtx:
+		return fmt.Errorf("plan: context size %d (want 1 to %d)", in.Ctx, maxCtx)
+	case in.Batch < 1 || in.Batch > maxBatch:
+		return fmt.Errorf("plan: batch size %d (want 1 to %d)", in.Batch, maxBatch)
+	case in.Batch > in.Ctx:
+		return fmt.Errorf("plan: batch size %d is larger than the context (%d)", in.Batch, in.Ctx)
+	}
+	switch in.KVType {
+	case quant.F16, quant.Q8_0, quant.F32:
+	default:
+		return fmt.Errorf("plan: KV type %v (want F16, Q8_0 or F32)", in.KVType)
+	}
+	return nil
+}
+
+// checkFeatures checks that the target provides what an EAGLE-3 draft reads.
+func checkFeatures(d, t *model) error {
+	s := d.shape
+	if len(s.TargetLayers) == 0 {
+		return nil
+	}
+	if s.TargetHidden != t.shape.Embd {
+		return fmt.Errorf("plan: draft %s reads target hidden states of width %d, but the target's are %d", d.file.Path, s.TargetHidden, t.shape.Embd)
+	}
+	for _, l := range s.TargetLayers {
+		if l < 0 || l >= t.shape.Blocks {
+			return fmt.Errorf("plan: draft %s reads target block %d, but the target has %d blocks", d.file.Path, l, t.shape.Blocks)
+		}
+	}
+	return nil
+}
+
+// export turns the layout into the ModelPlan, with its KV and scratch buffers.
+func (m *model) export(in Input) (ModelPlan, error) {
+	kv, err := m.kvBuffers(int64(in.Ctx), in.KVType)
+	if err != nil {
+		return ModelPlan{}, err
+	}
+	return ModelPlan{
+		Role: m.role, Path: m.file.Path, Shape: m.shape, Placement: m.p,
+		BlockDevice: m.blockDev, KVHeads: m.kvHeads, FFNRows: m.ffnRows,
+		HeadRun: m.headRun, EmbeddingRun: m.embdRun,
+		Borrowed: m.borrowed, BorrowInPlace: m.inPlace,
+		Tensors: m.tensors,
+		Buffers: append(kv, m.scratch(int64(in.Ctx), int64(in.Batch))...),
+	}, nil
+}
+
+// budgets adds up, per device, the shards and buffers of both models.
+func budgets(devs []device.Device, models ...*ModelPlan) []Budget {
+	per := make(map[int]*Budget)
+	at := func(d int) *Budget {
+		if per[d] == nil {
+			dev, _ := findDevice(devs, d)
+			per[d] = &Budget{Device: dev, Capacity: int64(dev.Capacity()), Overhead: Overhead(dev)}
+		}
+		return per[d]
+	}
+	for _, m := range models {
+		if m == nil {
+			continue
+		}
+		for _, t := range m.Tensors {
+			for _, s := range t.Shards {
+				at(s.Device).usage(t.For).addTensor(t.Class, s.Bytes)
+			}
+		}
+		for _, b := range m.Buffers {
+			at(b.Device).usage(b.For).addBuffer(b.Kind, b.Bytes)
+		}
+		for _, d := range m.Placement.Devices {
+			at(d) // a device of the model costs its overhead even if it ends up empty
+		}
+	}
+	out := make([]Budget, 0, len(per))
+	for _, d := range sortedKeys(per) {
+		out = append(out, *per[d])
+	}
+	return out
+}
