@@ -68,17 +68,17 @@ func (m *model) kvBuffers(ctx int64, kvType quant.Type) ([]Buffer, error) {
 // local is what one device computes of a model's blocks: the widest of its
 // blocks in each respect (the buffers are reused block after block).
 type local struct {
-	blocks       bool
-	in           int64 // width of the normalised input to Q and FFN (wider for EAGLE-3)
-	heads, kv    int64 // query and KV heads
-	group        int64 // query heads per KV head
-	ffn          int64
-	gated        bool
-	receives     bool // activations arrive from another device
-	head         bool // runs the head's matmul
-	vocab        int64
-	norm         bool // holds output_norm
-	features     int64
+	blocks    bool
+	in        int64 // width of the normalised input to Q and FFN (wider for EAGLE-3)
+	heads, kv int64 // query and KV heads
+	group     int64 // query heads per KV head
+	ffn       int64
+	gated     bool
+	receives  bool // activations arrive from another device
+	head      bool // runs the head's matmul
+	vocab     int64
+	norm      bool // holds output_norm
+	features  int64
 }
 
 // scratch lists the f32 scratch buffers of a model, per device:

@@ -313,7 +313,9 @@ func TestBadInput(t *testing.T) {
 		{"zero ctx", func(in *Input) { in.Ctx = 0 }, "context size"},
 		{"batch over ctx", func(in *Input) { in.Batch = 8192 }, "larger than the context"},
 		{"kv type", func(in *Input) { in.KVType = quant.Q4_K }, "KV type"},
-		{"empty device", func(in *Input) { in.TargetPlacement.Devices, in.TargetPlacement.Ratios = []int{0, 1, 2}, []float64{1000, 1, 1} }, "gets none of the 36 blocks"},
+		{"empty device", func(in *Input) {
+			in.TargetPlacement.Devices, in.TargetPlacement.Ratios = []int{0, 1, 2}, []float64{1000, 1, 1}
+		}, "gets none of the 36 blocks"},
 		{"columns off blocks", func(in *Input) { in.Target, in.TargetPlacement.Split = oddF, SplitTensor }, "do not fall on its blocks of 256"},
 		{"q8_0 odd heads", func(in *Input) { in.Target, in.KVType = smallF, quant.Q8_0 }, "KV type Q8_0"},
 		{"draft reads missing block", func(in *Input) { in.Draft, in.DraftPlacement.Devices = eagleF, []int{2} }, "target block 40"},
