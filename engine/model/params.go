@@ -1,0 +1,157 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+)
+
+// Params are a model's hyper-parameters, read from its GGUF metadata.
+type Params struct {
+	Arch     string
+	Vocab    int     // token ids are [0, Vocab)
+	Embd     int     // width of the residual stream
+	Layers   int     // decoder blocks
+	Heads    int     // query heads
+	KVHeads  int     // key/value heads (GQA when < Heads)
+	HeadDim  int     // elements per head
+	FF       int     // feed-forward width
+	TrainCtx int     // context length the model was trained for
+	NormEps  float32 // RMSNorm epsilon
+
+	RopeBase  float32 // theta
+	RopeScale float32 // position multiplier (1 / linear scaling factor)
+	RopeDims  int     // rotated elements per head
+
+	arch arch
+}
+
+// arch is what tells the llama-family decoders apart. They share one forward
+// pass (forward.go); each difference is a switch here, named for the paper
+// feature rather than the model.
+type arch struct {
+	neox   bool // RoPE pairs (j, j+d/2) rather than (2j, 2j+1)
+	qkNorm bool // RMSNorm on each query and key head before RoPE (qwen3)
+	bias   bool // optional Q/K/V biases are loaded (qwen2)
+}
+
+// archFor maps general.architecture to its traits.
+func archFor(name string) (arch, bool) {
+	switch name {
+	case "llama":
+		// llama GGUFs store Q and K rows permuted so that interleaved pairs
+		// reproduce the half-split rotation of the original weights.
+		return arch{}, true
+	case "qwen2":
+		return arch{neox: true, bias: true}, true
+	case "qwen3":
+		return arch{neox: true, qkNorm: true}, true
+	}
+	return arch{}, false
+}
+
+// Architectures lists the general.architecture values Load accepts.
+func Architectures() []string { return []string{"llama", "qwen2", "qwen3"} }
+
+// ReadParams reads and checks the hyper-parameters of f without touching
+// its weights.
+func ReadParams(f *gguf.File) (Params, error) {
+	p := Params{Arch: f.Arch()}
+	a, ok := archFor(p.Arch)
+	if !ok {
+		return p, fmt.Errorf("model: architecture %q: %w (supported: %v)", p.Arch, ErrUnsupported, Architectures())
+	}
+	p.arch = a
+
+	need := func(key string, dst *int) error {
+		v, ok := f.ArchUint(key)
+		if !ok {
+			return fmt.Errorf("model: %s.%s: %w", p.Arch, key, ErrMissing)
+		}
+		if v == 0 || v > 1<<31 {
+			return fmt.Errorf("model: %s.%s = %d: %w", p.Arch, key, v, ErrBadParam)
+		}
+		*dst = int(v)
+		return nil
+	}
+	for _, kv := range []struct {
+		key string
+		dst *int
+	}{
+		{"embedding_length", &p.Embd},
+		{"block_count", &p.Layers},
+		{"attention.head_count", &p.Heads},
+		{"feed_forward_length", &p.FF},
+		{"context_length", &p.TrainCtx},
+	} {
+		if err := need(kv.key, kv.dst); err != nil {
+			return p, err
+		}
+	}
+	p.KVHeads = p.Heads
+	if _, ok := f.ArchUint("attention.head_count_kv"); ok {
+		if err := need("attention.head_count_kv", &p.KVHeads); err != nil {
+			return p, err
+		}
+	}
+	p.HeadDim = p.Embd / p.Heads
+	if _, ok := f.ArchUint("attention.key_length"); ok {
+		if err := need("attention.key_length", &p.HeadDim); err != nil {
+			return p, err
+		}
+	}
+	if v, ok := f.ArchUint("attention.value_length"); ok && int(v) != p.HeadDim {
+		return p, fmt.Errorf("model: value heads of %d with key heads of %d: %w", v, p.HeadDim, ErrUnsupported)
+	}
+	p.RopeDims = p.HeadDim
+	if _, ok := f.ArchUint("rope.dimension_count"); ok {
+		if err := need("rope.dimension_count", &p.RopeDims); err != nil {
+			return p, err
+		}
+	}
+
+	p.NormEps = 1e-5
+	if v, ok := f.ArchFloat("attention.layer_norm_rms_epsilon"); ok {
+		p.NormEps = float32(v)
+	}
+	p.RopeBase = 10000
+	if v, ok := f.ArchFloat("rope.freq_base"); ok {
+		p.RopeBase = float32(v)
+	}
+	p.RopeScale = 1
+	if typ, ok := f.String(p.Arch + ".rope.scaling.type"); ok && typ != "none" {
+		factor, _ := f.ArchFloat("rope.scaling.factor")
+		if typ != "linear" || factor <= 0 {
+			return p, fmt.Errorf("model: rope scaling %q (factor %g): %w", typ, factor, ErrUnsupported)
+		}
+		p.RopeScale = float32(1 / factor)
+	}
+
+	if tokens, ok := f.Get("tokenizer.ggml.tokens"); ok {
+		if a, ok := tokens.(gguf.Array); ok {
+			p.Vocab = a.Len()
+		}
+	}
+	if p.Vocab == 0 {
+		if v, ok := f.ArchUint("vocab_size"); ok {
+			p.Vocab = int(v)
+		}
+	}
+	if p.Vocab == 0 {
+		if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
+			p.Vocab = int(t.Dims[1])
+		}
+	}
+
+	switch {
+	case p.Vocab <= 0:
+		return p, fmt.Errorf("model: vocabulary size: %w", ErrMissing)
+	case p.Heads%p.KVHeads != 0:
+		return p, fmt.Errorf("model: %d heads over %d KV heads: %w", p.Heads, p.KVHeads, ErrBadParam)
+	case p.RopeDims%2 != 0 || p.RopeDims > p.HeadDim:
+		return p, fmt.Errorf("model: %d rotated dims of %d-wide heads: %w", p.RopeDims, p.HeadDim, ErrBadParam)
+	case p.NormEps < 0 || p.RopeBase <= 0:
+		return p, fmt.Errorf("model: eps %g, rope base %g: %w", p.NormEps, p.RopeBase, ErrBadParam)
+	}
+	return p, nil
+}
