@@ -1,0 +1,78 @@
+package spec
+
+// Accept reports whether drafted token x, drawn from q, is kept against the
+// target distribution p, given u uniform in [0, 1): it is kept with
+// probability min(1, p[x]/q[x]). A token the draft could not have drawn
+// (q[x] = 0) is kept only when the target would have chosen it for sure.
+func Accept(p, q []float32, x int32, u float64) bool {
+	px, qx := float64(p[x]), float64(q[x])
+	if qx <= 0 {
+		return px >= 1
+	}
+	return u*qx < px
+}
+
+// Residual draws from normalize(max(0, p - q)) with u uniform in [0, 1): the
+// distribution of the target's token given that the draft's was rejected.
+// When p - q has no positive mass (p == q, so a rejection cannot happen in
+// exact arithmetic) it draws from p.
+func Residual(p, q []float32, u float64) int32 {
+	var mass float64
+	for i := range p {
+		if d := float64(p[i]) - float64(q[i]); d > 0 {
+			mass += d
+		}
+	}
+	if mass <= 0 {
+		return Draw(p, u)
+	}
+	target := u * mass
+	last := int32(-1)
+	var acc float64
+	for i := range p {
+		d := float64(p[i]) - float64(q[i])
+		if d <= 0 {
+			continue
+		}
+		acc += d
+		last = int32(i)
+		if target < acc {
+			return last
+		}
+	}
+	return last // rounding left target at the very top
+}
+
+// Draw samples an index from the distribution p with u uniform in [0, 1).
+func Draw(p []float32, u float64) int32 {
+	var sum float64
+	for _, x := range p {
+		sum += float64(x)
+	}
+	target := u * sum
+	last := int32(0)
+	var acc float64
+	for i, x := range p {
+		if x <= 0 {
+			continue
+		}
+		acc += float64(x)
+		last = int32(i)
+		if target < acc {
+			return last
+		}
+	}
+	return last
+}
+
+// GreedyAccepted is the number of drafted tokens greedy verification keeps:
+// the length of the prefix where each drafted token equals the target's
+// argmax at its position. targetArgmax has one more entry than drafted (the
+// target's choice after the last drafted token).
+func GreedyAccepted(drafted, targetArgmax []int32) int {
+	n := 0
+	for n < len(drafted) && drafted[n] == targetArgmax[n] {
+		n++
+	}
+	return n
+}
