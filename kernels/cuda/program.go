@@ -78,9 +78,20 @@ func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 // stride is t's row stride in elements (F32, F16, I32 tensors).
 func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
 
-// Supports reports whether Compile accepts op on this backend.
+// Supports reports whether the backend runs op with its operand types
+// (the weight type of MatMul and GetRows; every other op is supported).
+// Shape limits (widths in whole 32-element groups, head sizes up to 256)
+// are Compile's to report.
 func (be *Backend) Supports(op kernels.Op) bool {
-	return kernels.Check(op) == nil && supported(op) == nil
+	switch o := op.(type) {
+	case kernels.MatMul:
+		_, ok := weightKernels[o.W.Type]
+		return ok
+	case kernels.GetRows:
+		_, ok := weightKernels[o.Src.Type]
+		return ok
+	}
+	return true
 }
 
 // Compile validates ops and builds a program of kernel launches.
