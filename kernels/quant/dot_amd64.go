@@ -29,12 +29,24 @@ func fastKernel(w Type) (kernel, bool) {
 		return kernel{act: F32, float: dotBF16Fast}, true
 	case Q8_0:
 		return kernel{act: Q8_0, quant: dotQ8_0Fast}, true
+	case Q4_0:
+		return kernel{act: Q8_0, quant: dotQ4_0Fast}, true
+	case Q4_1:
+		return kernel{act: Q8_1, quant: dotQ4_1Fast}, true
 	case Q5_0:
 		return kernel{act: Q8_0, quant: dotQ5_0Fast}, true
+	case Q5_1:
+		return kernel{act: Q8_1, quant: dotQ5_1Fast}, true
+	case IQ4_NL:
+		return kernel{act: Q8_0, quant: dotIQ4_NLFast}, true
 	case Q4_K:
 		return kernel{act: Q8_K, quant: dotQ4_KFast}, true
+	case Q5_K:
+		return kernel{act: Q8_K, quant: dotQ5_KFast}, true
 	case Q6_K:
 		return kernel{act: Q8_K, quant: dotQ6_KFast}, true
+	case IQ4_XS:
+		return kernel{act: Q8_K, quant: dotIQ4_XSFast}, true
 	}
 	return kernel{}, false
 }
@@ -52,13 +64,31 @@ func dotBF16AVX2(x []byte, y []float32, n int) float32
 func dotQ8_0AVX2(x, y []byte, nb int) float32
 
 //go:noescape
+func dotQ4_0AVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotQ4_1AVX2(x, y []byte, nb int) float32
+
+//go:noescape
 func dotQ5_0AVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotQ5_1AVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotIQ4_NLAVX2(x, y []byte, nb int) float32
 
 //go:noescape
 func dotQ4_KAVX2(x, y []byte, nb int) float32
 
 //go:noescape
+func dotQ5_KAVX2(x, y []byte, nb int) float32
+
+//go:noescape
 func dotQ6_KAVX2(x, y []byte, nb int) float32
+
+//go:noescape
+func dotIQ4_XSAVX2(x, y []byte, nb int) float32
 
 // The float kernels take 8 elements at a time; the rest go through the
 // scalar kernel.
@@ -104,14 +134,38 @@ func dotQ8_0Fast(x, y []byte) float32 {
 	return quantFast(dotQ8_0AVX2, x, y, q8_0Bytes, q8_0Bytes)
 }
 
+func dotQ4_0Fast(x, y []byte) float32 {
+	return quantFast(dotQ4_0AVX2, x, y, q4_0Bytes, q8_0Bytes)
+}
+
+func dotQ4_1Fast(x, y []byte) float32 {
+	return quantFast(dotQ4_1AVX2, x, y, q4_1Bytes, q8_1Bytes)
+}
+
 func dotQ5_0Fast(x, y []byte) float32 {
 	return quantFast(dotQ5_0AVX2, x, y, q5_0Bytes, q8_0Bytes)
+}
+
+func dotQ5_1Fast(x, y []byte) float32 {
+	return quantFast(dotQ5_1AVX2, x, y, q5_1Bytes, q8_1Bytes)
+}
+
+func dotIQ4_NLFast(x, y []byte) float32 {
+	return quantFast(dotIQ4_NLAVX2, x, y, iq4_nlBytes, q8_0Bytes)
 }
 
 func dotQ4_KFast(x, y []byte) float32 {
 	return quantFast(dotQ4_KAVX2, x, y, q4_KBytes, q8_KBytes)
 }
 
+func dotQ5_KFast(x, y []byte) float32 {
+	return quantFast(dotQ5_KAVX2, x, y, q5_KBytes, q8_KBytes)
+}
+
 func dotQ6_KFast(x, y []byte) float32 {
 	return quantFast(dotQ6_KAVX2, x, y, q6_KBytes, q8_KBytes)
+}
+
+func dotIQ4_XSFast(x, y []byte) float32 {
+	return quantFast(dotIQ4_XSAVX2, x, y, iq4_xsBytes, q8_KBytes)
 }

@@ -4,39 +4,39 @@
 #include "simd_amd64.h"
 
 // q4kWord mask k copies int16 word k across each 128-bit lane (VPSHUFB).
-DATA q4kWord<>+0(SB)/8, $0x0100010001000100
-DATA q4kWord<>+8(SB)/8, $0x0100010001000100
-DATA q4kWord<>+16(SB)/8, $0x0100010001000100
-DATA q4kWord<>+24(SB)/8, $0x0100010001000100
-DATA q4kWord<>+32(SB)/8, $0x0302030203020302
-DATA q4kWord<>+40(SB)/8, $0x0302030203020302
-DATA q4kWord<>+48(SB)/8, $0x0302030203020302
-DATA q4kWord<>+56(SB)/8, $0x0302030203020302
-DATA q4kWord<>+64(SB)/8, $0x0504050405040504
-DATA q4kWord<>+72(SB)/8, $0x0504050405040504
-DATA q4kWord<>+80(SB)/8, $0x0504050405040504
-DATA q4kWord<>+88(SB)/8, $0x0504050405040504
-DATA q4kWord<>+96(SB)/8, $0x0706070607060706
-DATA q4kWord<>+104(SB)/8, $0x0706070607060706
-DATA q4kWord<>+112(SB)/8, $0x0706070607060706
-DATA q4kWord<>+120(SB)/8, $0x0706070607060706
-DATA q4kWord<>+128(SB)/8, $0x0908090809080908
-DATA q4kWord<>+136(SB)/8, $0x0908090809080908
-DATA q4kWord<>+144(SB)/8, $0x0908090809080908
-DATA q4kWord<>+152(SB)/8, $0x0908090809080908
-DATA q4kWord<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q4kWord<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q4kWord<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q4kWord<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q4kWord<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q4kWord<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q4kWord<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q4kWord<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q4kWord<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q4kWord<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q4kWord<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q4kWord<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL q4kWord<>(SB), RODATA|NOPTR, $256
+DATA ·q4kWord+0(SB)/8, $0x0100010001000100
+DATA ·q4kWord+8(SB)/8, $0x0100010001000100
+DATA ·q4kWord+16(SB)/8, $0x0100010001000100
+DATA ·q4kWord+24(SB)/8, $0x0100010001000100
+DATA ·q4kWord+32(SB)/8, $0x0302030203020302
+DATA ·q4kWord+40(SB)/8, $0x0302030203020302
+DATA ·q4kWord+48(SB)/8, $0x0302030203020302
+DATA ·q4kWord+56(SB)/8, $0x0302030203020302
+DATA ·q4kWord+64(SB)/8, $0x0504050405040504
+DATA ·q4kWord+72(SB)/8, $0x0504050405040504
+DATA ·q4kWord+80(SB)/8, $0x0504050405040504
+DATA ·q4kWord+88(SB)/8, $0x0504050405040504
+DATA ·q4kWord+96(SB)/8, $0x0706070607060706
+DATA ·q4kWord+104(SB)/8, $0x0706070607060706
+DATA ·q4kWord+112(SB)/8, $0x0706070607060706
+DATA ·q4kWord+120(SB)/8, $0x0706070607060706
+DATA ·q4kWord+128(SB)/8, $0x0908090809080908
+DATA ·q4kWord+136(SB)/8, $0x0908090809080908
+DATA ·q4kWord+144(SB)/8, $0x0908090809080908
+DATA ·q4kWord+152(SB)/8, $0x0908090809080908
+DATA ·q4kWord+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q4kWord+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q4kWord+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q4kWord+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q4kWord+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q4kWord+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q4kWord+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q4kWord+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q4kWord+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·q4kWord+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·q4kWord+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·q4kWord+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL ·q4kWord(SB), RODATA|NOPTR, $256
 
 // Q4KSTEP multiplies 64 weights (32 quant bytes at qs: low nibbles are
 // sub-block 2j, high nibbles 2j+1) with the 64 activations at q8 and adds
@@ -72,48 +72,10 @@ TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-60
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	LEAQ         q4kWord<>(SB), R8
+	LEAQ         ·q4kWord(SB), R8
 
 block:
-	// Unpack the 12 scale bytes (u0 u1 u2 as little-endian uint32s) into
-	// scales 0-3, 4-7 and mins 0-3, 4-7 (see kScaleMin).
-	MOVL 4(SI), R9                     // u0
-	MOVL 8(SI), R10                    // u1
-	MOVL 12(SI), R11                   // u2
-	MOVL R11, R12
-	SHRL $4, R12
-	ANDL $0x0F0F0F0F, R12
-	MOVL R10, R13
-	SHRL $6, R13
-	ANDL $0x03030303, R13
-	SHLL $4, R13
-	ORL  R13, R12                      // mins 4-7
-	ANDL $0x3F3F3F3F, R10              // mins 0-3
-	ANDL $0x0F0F0F0F, R11
-	MOVL R9, R13
-	SHRL $6, R13
-	ANDL $0x03030303, R13
-	SHLL $4, R13
-	ORL  R13, R11                      // scales 4-7
-	ANDL $0x3F3F3F3F, R9               // scales 0-3
-	VMOVD     R9, X2
-	VPINSRD   $1, R11, X2, X2
-	VPINSRD   $2, R10, X2, X2
-	VPINSRD   $3, R12, X2, X2
-	VPMOVZXBW X2, Y2                   // int16: scales 0-7 | mins 0-7
-
-	// Mins: pair the 16 bsums into 8 sub-block sums, times the mins.
-	VMOVDQU      260(DI), Y3
-	VEXTRACTI128 $1, Y3, X4
-	VPHADDW      X4, X3, X3
-	VEXTRACTI128 $1, Y2, X4
-	VPMADDWD     X4, X3, X3
-	VCVTDQ2PS    X3, X3
-	VPBROADCASTW 2(SI), X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS (DI), X6
-	VMULPS       X6, X5, X5
-	VFMADD231PS  X3, X5, X1
+	Q4KSCALES
 
 	// Scales: copy the low lane up, then four steps of 64 weights.
 	VPERMQ $0x44, Y2, Y2
@@ -123,25 +85,11 @@ block:
 	Q4KSTEP(80(SI), 132(DI), 164(DI), 128(R8), 160(R8))
 	Q4KSTEP(112(SI), 196(DI), 228(DI), 192(R8), 224(R8))
 
-	VCVTDQ2PS    Y3, Y3
-	VPBROADCASTW (SI), X5
-	VCVTPH2PS    X5, Y5
-	VBROADCASTSS (DI), Y6
-	VMULPS       Y6, Y5, Y5
-	VFMADD231PS  Y3, Y5, Y0
+	Q4KSUM
 
 	ADDQ $144, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  block
 
-	VEXTRACTF128 $1, Y0, X2
-	VADDPS       X2, X0, X0
-	VSUBPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDSS       X1, X0, X0
-	VZEROUPPER
-	MOVSS        X0, ret+56(FP)
-	RET
+	Q4KRESULT

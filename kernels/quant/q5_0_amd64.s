@@ -3,32 +3,14 @@
 #include "textflag.h"
 #include "simd_amd64.h"
 
-// q5Spread moves byte k of a broadcast uint32 to bytes 8k..8k+7 (VPSHUFB
-// indexes within each 128-bit lane, and every lane holds the whole dword).
-DATA q5Spread<>+0(SB)/8, $0x0000000000000000
-DATA q5Spread<>+8(SB)/8, $0x0101010101010101
-DATA q5Spread<>+16(SB)/8, $0x0202020202020202
-DATA q5Spread<>+24(SB)/8, $0x0303030303030303
-GLOBL q5Spread<>(SB), RODATA|NOPTR, $32
-
 // Q5W unpacks one Q5_0 block (quants at qs, high bits at qh) into 32 signed
-// bytes q-16 in W. The nibbles go to the low lane (elements 0-15) and high
-// lane (16-31); bit j of qh becomes byte j = 0xFF (by setting every other
-// bit of its byte and comparing with all ones); then (bit ? 0 : 0xF0) | q
-// is q+16·bit-16 as a signed byte.
-// Needs Y14 = 0x0F bytes, Y13 = q5Spread, Y12 = 0x7fbfdfeff7fbfdfe
-// quadwords, Y11 = all ones, Y10 = 0xF0 bytes.
+// bytes q-16 in W: (bit ? 0 : 0xF0) | nibble is nibble+16·bit-16 as a
+// signed byte. Needs NIB32's and QHBITS's constants and Y10 = 0xF0 bytes.
 #define Q5W(qs, qh, W, XW, T, XT) \
-	VMOVDQU      qs, XW; \
-	VPSRLW       $4, XW, XT; \
-	VINSERTI128  $1, XT, W, W; \
-	VPAND        Y14, W, W; \
-	VPBROADCASTD qh, T; \
-	VPSHUFB      Y13, T, T; \
-	VPOR         Y12, T, T; \
-	VPCMPEQB     Y11, T, T; \
-	VPANDN       Y10, T, T; \
-	VPOR         T, W, W
+	NIB32(qs, W, XW, XT); \
+	QHBITS(qh, T); \
+	VPANDN Y10, T, T; \
+	VPOR   T, W, W
 
 // func dotQ5_0AVX2(x, y []byte, nb int) float32
 //
@@ -40,17 +22,9 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-60
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y8, Y8, Y8
 	ONES16
-	MOVL         $0x0F0F0F0F, AX
-	VMOVD        AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL         $0xF0F0F0F0, AX
-	VMOVD        AX, X10
-	VPBROADCASTD X10, Y10
-	MOVQ         $0x7fbfdfeff7fbfdfe, AX
-	VMOVQ        AX, X12
-	VPBROADCASTQ X12, Y12
-	VPCMPEQB     Y11, Y11, Y11
-	VMOVDQU      q5Spread<>(SB), Y13
+	BYTES8($0x0F0F0F0F, X14, Y14)
+	BYTES8($0xF0F0F0F0, X10, Y10)
+	QHSETUP
 
 pair:
 	CMPQ        CX, $2

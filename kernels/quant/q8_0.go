@@ -33,8 +33,9 @@ func quantizeQ8_0(src []float32, dst []byte) {
 		if amax != 0 {
 			id = 127 / amax
 		}
+		qs := b[2:34]
 		for j, v := range x {
-			b[2+j] = byte(int8(math.RoundToEven(float64(v * id))))
+			qs[j] = byte(roundInt(v * id))
 		}
 	}
 }
@@ -55,11 +56,19 @@ func dotQ8_0(x, y []byte) float32 {
 	return sum
 }
 
-// absMax is max |x[i]|.
+// absMax is max |x[i]| (NaN-free input). It compares the bits with the
+// sign cleared, which order like the magnitudes and need no float compare.
 func absMax(x []float32) float32 {
-	var m float32
+	var m uint32
 	for _, v := range x {
-		m = max(m, float32(math.Abs(float64(v))))
+		m = max(m, math.Float32bits(v)&0x7fffffff)
 	}
-	return m
+	return math.Float32frombits(m)
+}
+
+// roundInt rounds v (|v| < 2^22) to the nearest integer, ties to even, as
+// ggml's nearest_int and the x86 rounding mode do: adding 1.5·2^23 leaves
+// the rounded integer in the low mantissa bits.
+func roundInt(v float32) int32 {
+	return int32(math.Float32bits(v+12582912)&0x7fffff) - 0x400000
 }

@@ -1,7 +1,5 @@
 package quant
 
-import "math"
-
 // Q8_1: 32 elements in 36 bytes, the activation type for Q4_1 and Q5_1,
 // whose offset m needs the block's sum.
 //
@@ -34,7 +32,7 @@ func quantizeQ8_1(src []float32, dst []byte) {
 		}
 		var sum int32
 		for j, v := range x {
-			q := int8(math.RoundToEven(float64(v * id)))
+			q := int8(roundInt(v * id))
 			b[4+j] = byte(q)
 			sum += int32(q)
 		}

@@ -30,9 +30,10 @@ func quantizeQ8_K(src []float32, dst []byte) {
 	for i := range len(src) / 256 {
 		x := src[i*256 : i*256+256]
 		b := dst[i*q8_KBytes : (i+1)*q8_KBytes]
-		var amax, vmax float32
+		var amax uint32 // |x| bits, see absMax
+		var vmax float32
 		for _, v := range x {
-			if a := float32(math.Abs(float64(v))); a > amax {
+			if a := math.Float32bits(v) & 0x7fffffff; a > amax {
 				amax, vmax = a, v
 			}
 		}
@@ -43,7 +44,7 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		iscale := -127 / vmax
 		qs := b[4:260]
 		for j, v := range x {
-			qs[j] = byte(int8(min(127, math.RoundToEven(float64(iscale*v)))))
+			qs[j] = byte(min(127, roundInt(iscale*v)))
 		}
 		for j := range 16 {
 			var s int16

@@ -34,3 +34,99 @@
 #define ONES16 \
 	VPCMPEQW Y15, Y15, Y15; \
 	VPSRLW   $15, Y15, Y15
+
+// NIB32 unpacks the 16 bytes at mem into 32 nibbles in W: low nibbles
+// (elements 0-15) in the low lane, high nibbles (16-31) in the high lane.
+// Needs Y14 = 0x0F bytes.
+#define NIB32(mem, W, XW, XT) \
+	VMOVDQU     mem, XW; \
+	VPSRLW      $4, XW, XT; \
+	VINSERTI128 $1, XT, W, W; \
+	VPAND       Y14, W, W
+
+// BYTES8 sets Y to 32 copies of the byte in every byte of the uint32 c.
+#define BYTES8(c, X, Y) \
+	MOVL         c, AX; \
+	VMOVD        AX, X; \
+	VPBROADCASTD X, Y
+
+// QHBITS spreads the 32 bits of the uint32 at mem to 32 bytes in T: 0xFF
+// where the bit is set, else 0 (byte j of the broadcast dword goes to bytes
+// 8j..8j+7, every byte but one bit is set, compare with all ones).
+// Needs Y13 = qhSpread, Y12 = 0x7fbfdfeff7fbfdfe quadwords, Y11 = all ones.
+#define QHBITS(mem, T) \
+	VPBROADCASTD mem, T; \
+	VPSHUFB      Y13, T, T; \
+	VPOR         Y12, T, T; \
+	VPCMPEQB     Y11, T, T
+
+// QHSETUP loads the constants QHBITS needs.
+#define QHSETUP \
+	MOVQ         $0x7fbfdfeff7fbfdfe, AX; \
+	VMOVQ        AX, X12; \
+	VPBROADCASTQ X12, Y12; \
+	VPCMPEQB     Y11, Y11, Y11; \
+	VMOVDQU      ·qhSpread(SB), Y13
+
+// Q4KSCALES unpacks the 12 scale bytes at 4(SI) (u0 u1 u2 as little-endian
+// uint32s; see kScaleMin) into int16 scales 0-7 | mins 0-7 in Y2, and adds
+// dmin·dy·Σ_j m_j·(the activation quants' sum over sub-block j) to X1: the
+// Q8_K bsums give it without touching the quants again.
+#define Q4KSCALES \
+	MOVL 4(SI), R9; \
+	MOVL 8(SI), R10; \
+	MOVL 12(SI), R11; \
+	MOVL R11, R12; \
+	SHRL $4, R12; \
+	ANDL $0x0F0F0F0F, R12; \
+	MOVL R10, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	ORL  R13, R12; \
+	ANDL $0x3F3F3F3F, R10; \
+	ANDL $0x0F0F0F0F, R11; \
+	MOVL R9, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	ORL  R13, R11; \
+	ANDL $0x3F3F3F3F, R9; \
+	VMOVD     R9, X2; \
+	VPINSRD   $1, R11, X2, X2; \
+	VPINSRD   $2, R10, X2, X2; \
+	VPINSRD   $3, R12, X2, X2; \
+	VPMOVZXBW X2, Y2; \
+	VMOVDQU      260(DI), Y3; \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPHADDW      X4, X3, X3; \
+	VEXTRACTI128 $1, Y2, X4; \
+	VPMADDWD     X4, X3, X3; \
+	VCVTDQ2PS    X3, X3; \
+	VPBROADCASTW 2(SI), X5; \
+	VCVTPH2PS    X5, X5; \
+	VBROADCASTSS (DI), X6; \
+	VMULPS       X6, X5, X5; \
+	VFMADD231PS  X3, X5, X1
+
+// Q4KSUM adds d·dy times the block's int32 sums in Y3 to Y0.
+#define Q4KSUM \
+	VCVTDQ2PS    Y3, Y3; \
+	VPBROADCASTW (SI), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VBROADCASTSS (DI), Y6; \
+	VMULPS       Y6, Y5, Y5; \
+	VFMADD231PS  Y3, Y5, Y0
+
+// Q4KRESULT returns the sum of Y0's lanes minus the sum of X1's.
+#define Q4KRESULT \
+	VEXTRACTF128 $1, Y0, X2; \
+	VADDPS       X2, X0, X0; \
+	VSUBPS       X1, X0, X0; \
+	VPERMILPS    $0x4e, X0, X1; \
+	VADDPS       X1, X0, X0; \
+	VPERMILPS    $0xb1, X0, X1; \
+	VADDSS       X1, X0, X0; \
+	VZEROUPPER; \
+	MOVSS        X0, ret+56(FP); \
+	RET
