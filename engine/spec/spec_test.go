@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
@@ -128,7 +129,7 @@ func TestRejectionSamplingKeepsTarget(t *testing.T) {
 		const n = 200000
 		counts := make([]int, len(c.p))
 		for range n {
-			x := Draw(c.q, rng.Float64())
+			x := sample.Draw(c.q, rng.Float64())
 			if Accept(c.p, c.q, x, rng.Float64()) {
 				counts[x]++
 			} else {

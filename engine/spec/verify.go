@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/tandem-run/tandem/engine/sample"
+
 // Accept reports whether drafted token x, drawn from q, is kept against the
 // target distribution p, given u uniform in [0, 1): it is kept with
 // probability min(1, p[x]/q[x]). A token the draft could not have drawn
@@ -24,7 +26,7 @@ func Residual(p, q []float32, u float64) int32 {
 		}
 	}
 	if mass <= 0 {
-		return Draw(p, u)
+		return sample.Draw(p, u)
 	}
 	target := u * mass
 	last := int32(-1)
@@ -41,28 +43,6 @@ func Residual(p, q []float32, u float64) int32 {
 		}
 	}
 	return last // rounding left target at the very top
-}
-
-// Draw samples an index from the distribution p with u uniform in [0, 1).
-func Draw(p []float32, u float64) int32 {
-	var sum float64
-	for _, x := range p {
-		sum += float64(x)
-	}
-	target := u * sum
-	last := int32(0)
-	var acc float64
-	for i, x := range p {
-		if x <= 0 {
-			continue
-		}
-		acc += float64(x)
-		last = int32(i)
-		if target < acc {
-			return last
-		}
-	}
-	return last
 }
 
 // GreedyAccepted is the number of drafted tokens greedy verification keeps:

@@ -1,0 +1,331 @@
+// Package sample turns logits into tokens: greedy, or a draw from the
+// distribution left after repetition penalties, top-k, top-p, min-p and
+// temperature, with randomness injected so a seed reproduces a generation.
+//
+// The same Sampler also hands out the distribution itself (Probs): the
+// speculative verifier compares the target's and the draft's distributions
+// under identical settings, which is what keeps sampled output distributed
+// exactly as the target's.
+package sample
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Params are the sampling settings. The zero value is greedy.
+type Params struct {
+	Temperature      float64 `json:"temperature"`       // <= 0: greedy (argmax)
+	TopK             int     `json:"top_k"`             // 0: off
+	TopP             float64 `json:"top_p"`             // 0 or >= 1: off
+	MinP             float64 `json:"min_p"`             // 0: off
+	RepeatPenalty    float64 `json:"repeat_penalty"`    // 0 or 1: off
+	PresencePenalty  float64 `json:"presence_penalty"`  // 0: off
+	FrequencyPenalty float64 `json:"frequency_penalty"` // 0: off
+	PenaltyLastN     int     `json:"penalty_last_n"`    // tokens penalties look back over; 0: 64
+	Seed             uint64  `json:"seed"`
+}
+
+// Greedy reports whether p picks the argmax.
+func (p Params) Greedy() bool { return p.Temperature <= 0 }
+
+func (p Params) penalised() bool {
+	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+}
+
+// Sampler applies Params. It keeps scratch buffers, so one Sampler serves
+// one generation at a time.
+type Sampler struct {
+	p      Params
+	rng    *rand.Rand
+	work   []float32
+	order  []int32
+	counts map[int32]int
+}
+
+// New returns a sampler drawing its randomness from rng (nil for greedy use).
+func New(p Params, rng *rand.Rand) *Sampler {
+	return &Sampler{p: p, rng: rng, counts: map[int32]int{}}
+}
+
+// NewSeeded returns a sampler whose randomness comes from p.Seed alone.
+func NewSeeded(p Params) *Sampler {
+	return New(p, rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15)))
+}
+
+// Params returns the settings.
+func (s *Sampler) Params() Params { return s.p }
+
+// Uniform draws from [0, 1) with the sampler's randomness.
+func (s *Sampler) Uniform() float64 { return s.rng.Float64() }
+
+// Sample picks the next token after history from logits.
+func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	if s.p.Greedy() && !s.p.penalised() {
+		return Argmax(logits)
+	}
+	probs := s.Probs(nil, logits, history)
+	if s.p.Greedy() {
+		return Argmax(probs)
+	}
+	return Draw(probs, s.rng.Float64())
+}
+
+// Probs writes into dst (grown as needed; len(logits) values) the
+// distribution Sample draws from. Greedy settings give all mass to the
+// argmax of the penalised logits.
+func (s *Sampler) Probs(dst, logits []float32, history []int32) []float32 {
+	n := len(logits)
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	if cap(s.work) < n {
+		s.work = make([]float32, n)
+	}
+	x := s.work[:n]
+	copy(x, logits)
+	s.penalise(x, history)
+	clear(dst)
+	if s.p.Greedy() {
+		dst[Argmax(x)] = 1
+		return dst
+	}
+	keep := s.candidates(x)
+	// Temperature scales the surviving logits; the final softmax is over them.
+	inv := float32(1 / s.p.Temperature)
+	maxv := float32(math.Inf(-1))
+	for _, i := range keep {
+		maxv = max(maxv, x[i]*inv)
+	}
+	var sum float64
+	for _, i := range keep {
+		e := float32(math.Exp(float64(x[i]*inv - maxv)))
+		dst[i] = e
+		sum += float64(e)
+	}
+	scale := float32(1 / sum)
+	for _, i := range keep {
+		dst[i] *= scale
+	}
+	return dst
+}
+
+// penalise applies the repetition, presence and frequency penalties to x
+// for the tokens in the last PenaltyLastN of history, as llama.cpp does.
+func (s *Sampler) penalise(x []float32, history []int32) {
+	if !s.p.penalised() || len(history) == 0 {
+		return
+	}
+	last := s.p.PenaltyLastN
+	if last <= 0 {
+		last = 64
+	}
+	clear(s.counts)
+	for _, t := range history[max(0, len(history)-last):] {
+		if int(t) < len(x) && t >= 0 {
+			s.counts[t]++
+		}
+	}
+	rep := float32(s.p.RepeatPenalty)
+	for t, c := range s.counts {
+		if rep != 0 && rep != 1 {
+			if x[t] > 0 {
+				x[t] /= rep
+			} else {
+				x[t] *= rep
+			}
+		}
+		x[t] -= float32(c)*float32(s.p.FrequencyPenalty) + float32(s.p.PresencePenalty)
+	}
+}
+
+// candidates returns the token ids that survive top-k, top-p and min-p, in
+// that order, judged (as llama.cpp does) on the untempered distribution.
+// Only the tokens that can survive are sorted: with a vocabulary of 150k
+// that is the difference between a microsecond and a tenth of a second.
+func (s *Sampler) candidates(x []float32) []int32 {
+	topP := s.p.TopP > 0 && s.p.TopP < 1
+	if s.p.TopK <= 0 && !topP && s.p.MinP <= 0 {
+		return s.all(len(x))
+	}
+	maxv := x[Argmax(x)]
+	var ids []int32
+	switch {
+	case s.p.TopK > 0 && s.p.TopK < len(x):
+		ids = s.topK(x, s.p.TopK)
+	case !topP:
+		// min-p alone: no order is needed, only the floor.
+		ids = s.above(x, float64(maxv)+math.Log(s.p.MinP))
+		return ids
+	default:
+		ids = s.all(len(x))
+	}
+	var total float64
+	for _, i := range ids {
+		total += math.Exp(float64(x[i] - maxv))
+	}
+	if topP {
+		// Grow a window below the maximum until it holds top_p of the mass:
+		// every token outside the window is less likely than every token in
+		// it, so the cut inside the window is exact.
+		pool := ids
+		for width := 8.0; ; width *= 2 {
+			floor := float64(maxv) - width
+			ids = ids[:0:0]
+			for _, i := range pool {
+				if float64(x[i]) >= floor {
+					ids = append(ids, i)
+				}
+			}
+			sortDesc(ids, x)
+			if cut, ok := topPCut(ids, x, maxv, total, s.p.TopP); ok {
+				ids = ids[:cut]
+				break
+			}
+			if len(ids) == len(pool) {
+				break
+			}
+		}
+	}
+	if s.p.MinP > 0 {
+		// Keep tokens with p >= min_p * p_max, i.e. logit >= max + ln(min_p).
+		floor := float64(maxv) + math.Log(s.p.MinP)
+		cut := len(ids)
+		for j, i := range ids {
+			if float64(x[i]) < floor {
+				cut = j
+				break
+			}
+		}
+		ids = ids[:max(cut, 1)]
+	}
+	return ids
+}
+
+// topPCut is the length of the shortest prefix of ids (sorted, descending)
+// whose probability reaches p; ok is false if ids does not reach it.
+func topPCut(ids []int32, x []float32, maxv float32, total, p float64) (int, bool) {
+	var acc float64
+	for j, i := range ids {
+		acc += math.Exp(float64(x[i]-maxv)) / total
+		if acc >= p {
+			return j + 1, true
+		}
+	}
+	return len(ids), false
+}
+
+func (s *Sampler) all(n int) []int32 {
+	if cap(s.order) < n {
+		s.order = make([]int32, n)
+	}
+	ids := s.order[:n]
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	return ids
+}
+
+func (s *Sampler) above(x []float32, floor float64) []int32 {
+	ids := s.order[:0]
+	for i, v := range x {
+		if float64(v) >= floor {
+			ids = append(ids, int32(i))
+		}
+	}
+	s.order = ids
+	return ids
+}
+
+// topK returns the k largest entries of x in descending order.
+func (s *Sampler) topK(x []float32, k int) []int32 {
+	// A min-heap of the best k so far: O(n log k).
+	h := s.order[:0]
+	less := func(a, b int32) bool { return x[a] < x[b] || x[a] == x[b] && a > b }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				l = r
+			}
+			if !less(h[l], h[i]) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for i := range x {
+		id := int32(i)
+		if len(h) < k {
+			h = append(h, id)
+			for c := len(h) - 1; c > 0; {
+				p := (c - 1) / 2
+				if !less(h[c], h[p]) {
+					break
+				}
+				h[c], h[p] = h[p], h[c]
+				c = p
+			}
+			continue
+		}
+		if less(h[0], id) {
+			h[0] = id
+			down(0)
+		}
+	}
+	s.order = h
+	sortDesc(h, x)
+	return h
+}
+
+// sortDesc orders ids by descending x, lower id first on ties.
+func sortDesc(ids []int32, x []float32) {
+	slices.SortFunc(ids, func(a, b int32) int {
+		switch {
+		case x[a] > x[b]:
+			return -1
+		case x[a] < x[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+}
+
+// Argmax is the index of the largest value, the lowest on ties.
+func Argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Draw samples an index from the distribution p with u uniform in [0, 1).
+func Draw(p []float32, u float64) int32 {
+	var sum float64
+	for _, x := range p {
+		sum += float64(x)
+	}
+	target := u * sum
+	last := int32(0)
+	var acc float64
+	for i, x := range p {
+		if x <= 0 {
+			continue
+		}
+		acc += float64(x)
+		last = int32(i)
+		if target < acc {
+			return last
+		}
+	}
+	return last
+}
