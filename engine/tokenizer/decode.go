@@ -10,13 +10,13 @@ import (
 // text. Special tokens read as their text; ids out of range read as nothing;
 // byte sequences that are not UTF-8 read as U+FFFD, one per byte.
 func (t *Tokenizer) Decode(ids []int32) string {
-	d := t.NewStreamDecoder()
-	var sb strings.Builder
+	buf := make([]byte, 0, 4*len(ids))
+	afterSpecial := true
 	for _, id := range ids {
-		sb.WriteString(d.Add(id))
+		buf = t.appendPiece(buf, id, &afterSpecial)
 	}
-	sb.WriteString(d.Flush())
-	return sb.String()
+	out, _ := validPrefix(buf, true)
+	return out
 }
 
 // StreamDecoder decodes tokens one at a time, as a model makes them. Its

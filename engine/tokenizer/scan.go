@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -117,8 +118,12 @@ func isNewline(c class) bool {
 }
 
 // contraction returns the length of 's 't 're 've 'm 'll 'd at i (s[i] is the
-// apostrophe), or 0; fold makes the letters case-insensitive.
+// apostrophe), or 0; fold makes the letters case-insensitive, where Unicode
+// case folding also lets the long s (ſ) stand for s.
 func contraction(s string, i int, fold bool) int {
+	if fold && strings.HasPrefix(s[i+1:], "ſ") {
+		return 1 + len("ſ")
+	}
 	lower := func(j int) byte {
 		if j >= len(s) {
 			return 0

@@ -16,6 +16,11 @@ type spm struct {
 	byteID  [256]int32 // <0xNN> tokens; NoToken where absent
 	unk     int32
 	spacify *strings.Replacer
+	// wordwise: no piece has a ▁ after another character, so no merge can
+	// cross the start of a word and each word can be encoded alone, which
+	// keeps the merge queue short (SentencePiece vocabularies trained with
+	// split_by_whitespace, such as Llama's, have this property).
+	wordwise bool
 }
 
 func newSPM(v *Vocab, ids map[string]int32) (*spm, error) {
@@ -28,10 +33,14 @@ func newSPM(v *Vocab, ids map[string]int32) (*spm, error) {
 	if len(m.scores) == 0 {
 		m.scores = make([]float32, len(v.Tokens))
 	}
+	m.wordwise = true
 	for id, tok := range v.Tokens {
 		switch v.typeOf(int32(id)) {
 		case TypeNormal, TypeUserDefined:
 			m.pieces[tok] = int32(id)
+			if wordStart(tok) > 0 {
+				m.wordwise = false
+			}
 		}
 	}
 	for b := range m.byteID {
@@ -59,11 +68,44 @@ func (a spmCandidate) better(b spmCandidate) bool {
 	return a.score > b.score || (a.score == b.score && a.left < b.left)
 }
 
+// wordStart returns the byte offset of the first ▁ in s that follows
+// another character, or -1.
+func wordStart(s string) int {
+	for i, r := range s {
+		if r != '▁' {
+			if j := strings.Index(s[i:], "▁"); j >= 0 {
+				return i + j
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
 // encode appends the tokens of text, with spaces already in it (the caller
 // adds the prefix space); it returns an error only for a character with
 // neither a byte token nor UNK.
 func (m *spm) encode(dst []int32, text string) ([]int32, error) {
 	text = m.spacify.Replace(text)
+	if !m.wordwise {
+		return m.encodeWord(dst, text)
+	}
+	for text != "" {
+		end := wordStart(text)
+		if end < 0 {
+			end = len(text)
+		}
+		var err error
+		if dst, err = m.encodeWord(dst, text[:end]); err != nil {
+			return dst, err
+		}
+		text = text[end:]
+	}
+	return dst, nil
+}
+
+// encodeWord appends the tokens of text, whose spaces are already ▁.
+func (m *spm) encodeWord(dst []int32, text string) ([]int32, error) {
 	var syms []spmSymbol
 	for i := 0; i < len(text); {
 		_, w := utf8.DecodeRuneInString(text[i:])
