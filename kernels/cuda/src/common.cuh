@@ -65,6 +65,23 @@ __device__ __forceinline__ void k4_scale(const u8* s, int j, float* sc, float* m
     }
 }
 
+// k4_scale_hdr is k4_scale on a Q4_K/Q5_K block's first 16 bytes held in
+// registers (d, dmin, then the 12 scale bytes in y, z, w), so no local
+// copy is made to index them.
+__device__ __forceinline__ unsigned hdr_byte(uint4 h, int i) {
+    unsigned w = i < 4 ? h.y : (i < 8 ? h.z : h.w);
+    return (w >> (8 * (i & 3))) & 0xFF;
+}
+__device__ __forceinline__ void k4_scale_hdr(uint4 h, int j, float* sc, float* m) {
+    if (j < 4) {
+        *sc = hdr_byte(h, j) & 63;
+        *m = hdr_byte(h, j + 4) & 63;
+    } else {
+        *sc = (hdr_byte(h, j + 4) & 0xF) | ((hdr_byte(h, j - 4) >> 6) << 4);
+        *m = (hdr_byte(h, j + 4) >> 4) | ((hdr_byte(h, j) >> 6) << 4);
+    }
+}
+
 // Layout of each type: elements per block and bytes per block.
 template <int T> struct blk;
 template <> struct blk<T_F32> { enum { QK = 1, BYTES = 4 }; };

@@ -163,11 +163,10 @@ __device__ void mv_q4_k_dp4a(const u8* __restrict__ w, long long wstride, const 
         uint4 hdr = __ldg((const uint4*)blkp);
         uint4 q0 = __ldg((const uint4*)(blkp + 16 + 32 * p));
         uint4 q1 = __ldg((const uint4*)(blkp + 32 + 32 * p));
-        const u8* hb = (const u8*)&hdr;
         float d = h2f(hdr.x & 0xFFFF), dmin = h2f(hdr.x >> 16);
         float sc0, m0, sc1, m1;
-        k4_scale(hb + 4, 2 * p, &sc0, &m0);
-        k4_scale(hb + 4, 2 * p + 1, &sc1, &m1);
+        k4_scale_hdr(hdr, 2 * p, &sc0, &m0);
+        k4_scale_hdr(hdr, 2 * p + 1, &sc1, &m1);
         int qw[8] = {(int)q0.x, (int)q0.y, (int)q0.z, (int)q0.w, (int)q1.x, (int)q1.y, (int)q1.z, (int)q1.w};
         int g = 8 * k + 2 * p; // activation group of the low nibbles
 #pragma unroll

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Benchmarks Tandem's CUDA backend against llama.cpp's marks on the same GPU
+# (../shared/bench/anchors.md): prefill and greedy decode tokens/s, weight
+# bandwidth against the copy roofline, and device memory, for the demo
+# target and synthetic Qwen3-1.7B (Q4_K_M, Q8_0, F16) and Qwen3-8B (Q4_K_M)
+# models. Prints one Markdown table.
+#
+# The GPU machine has no Go, so this runs in two halves:
+#   packaging/bench-cuda.sh build [DIR]   here: tools, kernel tests, vocabulary
+#                                         and demo model into DIR (.carry)
+#   packaging/bench-cuda.sh run [DIR]     there: make the synthetic models,
+#                                         run the kernel benchmarks and the table
+set -eu
+cmd=${1:-}
+dir=${2:-.carry}
+root=$(cd "$(dirname "$0")/.." && pwd)
+shared=${SHARED:-$root/../shared}
+
+case "$cmd" in
+build)
+	mkdir -p "$dir"
+	cd "$root"
+	CGO_ENABLED=0 go test -c -o "$dir/cuda.test" ./kernels/cuda
+	CGO_ENABLED=0 go build -o "$dir/gpubench" ./packaging/tools/gpubench
+	CGO_ENABLED=0 go build -o "$dir/synthmodel" ./packaging/tools/synthmodel
+	cp "$shared/testdata/vocab/vocab-qwen3.gguf" "$shared/models/factory-target-Q8_0.gguf" "$dir/"
+	;;
+run)
+	models=${MODELS:-/tmp/tandem-models}
+	mkdir -p "$models"
+	for spec in qwen3-1.7b:Q4_K_M qwen3-1.7b:Q8_0 qwen3-1.7b:F16 qwen3-8b:Q4_K_M; do
+		out="$models/${spec%%:*}-${spec##*:}.gguf"
+		[ -f "$out" ] || "$dir/synthmodel" -shape "${spec%%:*}" -type "${spec##*:}" -vocab "$dir/vocab-qwen3.gguf" -o "$out"
+	done
+	b="$dir/gpubench -backend cuda -r ${REPS:-3}"
+	# llama.cpp marks from anchors.md: prefill pp512, decode tg128
+	$b -header -model "$dir/factory-target-Q8_0.gguf" -anchor-tg 3533
+	$b -model "$models/qwen3-1.7b-Q4_K_M.gguf" -anchor-pp 23587 -anchor-tg 586
+	$b -model "$models/qwen3-1.7b-Q8_0.gguf" -anchor-pp 29209 -anchor-tg 546
+	$b -model "$models/qwen3-1.7b-F16.gguf" -anchor-pp 41426 -anchor-tg 531
+	$b -model "$models/qwen3-8b-Q4_K_M.gguf" -anchor-pp 9480 -anchor-tg 251
+	;;
+*)
+	echo "usage: $0 build|run [DIR]" >&2
+	exit 2
+	;;
+esac

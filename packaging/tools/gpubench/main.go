@@ -1,0 +1,239 @@
+// Command gpubench measures a model's prefill and decode speed and its
+// device memory on one backend, printing one Markdown table row:
+//
+//	gpubench -model m.gguf -backend cuda -pp 512 -tg 128 -anchor-tg 586
+//
+// Decode is greedy: each step runs one token and takes the arg-max of its
+// logits on the host, as a chat would. Bandwidth is the weight bytes one
+// decode step reads (every block and the head) over the step time, set
+// against the 4.3 TB/s device-to-device copy of ../shared/bench/anchors.md.
+// packaging/bench-cuda.sh runs it over the benchmark models.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+const copyRoofline = 4.3e12 // bytes/s, read + written, anchors.md
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "gpubench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	path      string
+	backend   string
+	gpu       int
+	pp, tg    int
+	reps      int
+	anchorTG  float64
+	anchorPP  float64
+	header    bool
+	kvType    quant.Type
+	contextSz int
+}
+
+func run(args []string) error {
+	var c config
+	fs := flag.NewFlagSet("gpubench", flag.ContinueOnError)
+	fs.StringVar(&c.path, "model", "", "GGUF model (required)")
+	fs.StringVar(&c.backend, "backend", "cuda", "cuda or cpu")
+	fs.IntVar(&c.gpu, "gpu", 0, "CUDA device")
+	fs.IntVar(&c.pp, "pp", 512, "prompt tokens for the prefill measure")
+	fs.IntVar(&c.tg, "tg", 128, "generated tokens for the decode measure")
+	fs.IntVar(&c.reps, "r", 3, "repetitions (the median is reported)")
+	fs.Float64Var(&c.anchorTG, "anchor-tg", 0, "llama.cpp decode tok/s to compare with")
+	fs.Float64Var(&c.anchorPP, "anchor-pp", 0, "llama.cpp prefill tok/s to compare with")
+	fs.BoolVar(&c.header, "header", false, "print the table header first")
+	kv := fs.String("kv", "F16", "KV cache type: F16 or F32")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.path == "" {
+		return fmt.Errorf("-model is required")
+	}
+	var err error
+	if c.kvType, err = quant.ParseType(*kv); err != nil {
+		return err
+	}
+	c.contextSz = c.pp + c.tg + 16
+	if c.header {
+		fmt.Println("| model | size GiB | prefill tok/s | llama.cpp | decode tok/s | llama.cpp | ratio | weights GB/s | of roofline | device MiB after load / after decode | accounted MiB |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	}
+	return bench(context.Background(), c)
+}
+
+func bench(ctx context.Context, c config) error {
+	f, err := gguf.Open(c.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	var be kernels.Backend
+	var gpu *cuda.Backend
+	switch c.backend {
+	case "cuda":
+		if gpu, err = cuda.Open(cuda.Options{Ordinal: c.gpu}); err != nil {
+			return err
+		}
+		be = gpu
+	case "cpu":
+		be = cpu.New(cpu.Options{})
+	default:
+		return fmt.Errorf("unknown backend %q", c.backend)
+	}
+	defer be.Close()
+	free0 := deviceFree(gpu)
+
+	m, err := model.Load(ctx, f, be, model.Options{Owner: "target", Context: c.contextSz, KVType: c.kvType})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := be.Sync(); err != nil {
+		return err
+	}
+	afterLoad := free0 - deviceFree(gpu)
+	p := m.Params()
+	rng := rand.New(rand.NewPCG(3, 4))
+	prompt := make([]int32, c.pp)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(p.Vocab))
+	}
+
+	// prefill: the whole prompt in one pass (the first run compiles and
+	// captures, and is not counted)
+	var ppTimes []float64
+	for r := 0; r < c.reps+1; r++ {
+		t0 := time.Now()
+		if _, err := m.Forward(ctx, prompt, 0, nil); err != nil {
+			return err
+		}
+		if err := be.Sync(); err != nil {
+			return err
+		}
+		if r > 0 {
+			ppTimes = append(ppTimes, time.Since(t0).Seconds())
+		}
+	}
+
+	// decode: greedy steps after the prompt; the first 2 steps (compile,
+	// capture) are not counted
+	var tgTimes []float64
+	for r := 0; r < c.reps; r++ {
+		tok := prompt[c.pp-1]
+		pos := c.pp
+		var t0 time.Time
+		for i := 0; i < c.tg+2; i++ {
+			if i == 2 {
+				t0 = time.Now()
+			}
+			logits, err := m.Forward(ctx, []int32{tok}, pos, nil)
+			if err != nil {
+				return err
+			}
+			tok = argmax(logits)
+			pos++
+		}
+		tgTimes = append(tgTimes, time.Since(t0).Seconds()/float64(c.tg))
+	}
+	afterDecode := free0 - deviceFree(gpu)
+
+	ppRate := float64(c.pp) / median(ppTimes)
+	step := median(tgTimes)
+	tgRate := 1 / step
+	u := be.Usage()
+	read := weightBytesPerToken(f)
+	gbs := float64(read) / step
+	ratio := ""
+	if c.anchorTG > 0 {
+		ratio = fmt.Sprintf("%.2fx", tgRate/c.anchorTG)
+	}
+	fmt.Printf("| %s | %.2f | %.0f | %s | %.0f | %s | %s | %.0f | %.0f%% | %s / %s | %.0f |\n",
+		filepath.Base(c.path), float64(fileWeights(f))/(1<<30), ppRate, anchor(c.anchorPP), tgRate, anchor(c.anchorTG), ratio,
+		gbs/1e9, 100*gbs/copyRoofline, mib(afterLoad), mib(afterDecode), float64(u.Total())/(1<<20))
+	return nil
+}
+
+// deviceFree is the GPU's free memory, or 0 without a GPU.
+func deviceFree(gpu *cuda.Backend) int64 {
+	if gpu == nil {
+		return 0
+	}
+	free, _, err := gpu.MemoryInfo()
+	if err != nil {
+		return 0
+	}
+	return free
+}
+
+func mib(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(n)/(1<<20))
+}
+
+func anchor(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// fileWeights is the bytes of all tensors.
+func fileWeights(f *gguf.File) int64 {
+	var n int64
+	for _, t := range f.Tensors {
+		n += t.Bytes
+	}
+	return n
+}
+
+// weightBytesPerToken is what one decode step must read: every tensor but
+// the token embedding (one row of it), plus the embedding again when it is
+// the head as well.
+func weightBytesPerToken(f *gguf.File) int64 {
+	n := fileWeights(f)
+	if emb, ok := f.Tensor("token_embd.weight"); ok {
+		if _, untied := f.Tensor("output.weight"); untied {
+			n -= emb.Bytes
+		}
+	}
+	return n
+}
+
+func argmax(v []float32) int32 {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
