@@ -177,3 +177,15 @@ func (m *Model) Close() error {
 	}
 	return nil
 }
+
+// weightBytes is the bytes of weights one token's pass reads: every block
+// matrix and the head (the embedding is read one row per token).
+func (m *Model) weightBytes() int64 {
+	n := m.w.output.Bytes()
+	for _, b := range m.w.blocks {
+		for _, t := range []kernels.Tensor{b.wq, b.wk, b.wv, b.wo, b.gate, b.up, b.down} {
+			n += t.Bytes()
+		}
+	}
+	return n
+}
