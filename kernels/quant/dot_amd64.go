@@ -51,6 +51,34 @@ func fastKernel(w Type) (kernel, bool) {
 	return kernel{}, false
 }
 
+// fastQuantizer is the AVX2 version of quantizer(t), where there is one.
+func fastQuantizer(t Type) func(src []float32, dst []byte) {
+	if !hasAVX2 {
+		return nil
+	}
+	switch t {
+	case Q8_0:
+		return func(src []float32, dst []byte) {
+			if nb := len(src) / 32; nb > 0 {
+				quantizeQ8_0AVX2(src[:nb*32], dst[:nb*q8_0Bytes], nb)
+			}
+		}
+	case Q8_K:
+		return func(src []float32, dst []byte) {
+			if nb := len(src) / 256; nb > 0 {
+				quantizeQ8_KAVX2(src[:nb*256], dst[:nb*q8_KBytes], nb)
+			}
+		}
+	}
+	return nil
+}
+
+//go:noescape
+func quantizeQ8_0AVX2(x []float32, y []byte, nb int)
+
+//go:noescape
+func quantizeQ8_KAVX2(x []float32, y []byte, nb int)
+
 //go:noescape
 func dotF32AVX2(x []byte, y []float32, n int) float32
 

@@ -2,7 +2,11 @@
 
 package quant
 
-import "testing"
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
 
 // TestFastKernelCoverage pins which types get AVX2 kernels, so a dispatch
 // slip shows up here rather than as a silent slowdown.
@@ -16,6 +20,51 @@ func TestFastKernelCoverage(t *testing.T) {
 		scalar, _ := scalarKernel(typ)
 		if !ok || k.act != scalar.act {
 			t.Errorf("%v: fast kernel %v (activation %v, scalar uses %v)", typ, ok, k.act, scalar.act)
+		}
+	}
+}
+
+// TestFastQuantizers checks the AVX2 quantizers write exactly the bytes the
+// Go ones do, on random rows with zero blocks and tied magnitudes mixed in.
+func TestFastQuantizers(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU lacks AVX2, FMA or F16C")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range []Type{Q8_0, Q8_K} {
+		fast := fastQuantizer(typ)
+		if fast == nil {
+			t.Fatalf("%v: no fast quantizer", typ)
+		}
+		for trial := range 20 {
+			n := typ.BlockSize() * (1 + rng.IntN(8))
+			x := randomFloats(rng, n)
+			bs := typ.BlockSize()
+			switch trial % 4 {
+			case 1: // a zero block
+				clear(x[bs*rng.IntN(n/bs):][:bs])
+			case 2: // the largest magnitude twice, with both signs
+				b := bs * rng.IntN(n/bs)
+				x[b+3], x[b+bs-2] = -100, 100
+			case 3: // tiny values (subnormal f16 scales)
+				for i := range x {
+					x[i] *= 1e-6
+				}
+			}
+			want := make([]byte, len(x)/bs*typ.TypeSize())
+			got := make([]byte, len(want))
+			for i := range got {
+				got[i] = 0xa5 // stale data must be overwritten
+			}
+			quantizer(typ)(x, want)
+			fast(x, got)
+			if !bytes.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("%v trial %d (n=%d): byte %d is %#x, want %#x", typ, trial, n, i, got[i], want[i])
+					}
+				}
+			}
 		}
 	}
 }

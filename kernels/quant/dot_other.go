@@ -5,3 +5,6 @@ package quant
 // fastKernel has no SIMD kernels on this architecture (or under the purego
 // tag, which tests the pure-Go build); the scalar reference serves.
 func fastKernel(Type) (kernel, bool) { return kernel{}, false }
+
+// fastQuantizer has no SIMD quantizers here either.
+func fastQuantizer(Type) func(src []float32, dst []byte) { return nil }

@@ -7,7 +7,10 @@ import "fmt"
 // activation types (Q8_0, Q8_1, Q8_K), which also serve as KV-cache types;
 // rounding follows ggml's x86 CPU backend.
 func Quantize(t Type, src []float32, dst []byte) error {
-	f := quantizer(t)
+	f := fastQuantizer(t)
+	if f == nil {
+		f = quantizer(t)
+	}
 	if f == nil {
 		return fmt.Errorf("quant: quantize %v: %w", t, unsupported(t))
 	}

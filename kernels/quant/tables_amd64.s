@@ -18,3 +18,15 @@ DATA ·iq4nlTable+8(SB)/8, $0x7159453526190d01
 DATA ·iq4nlTable+16(SB)/8, $0xf6eaddcfbfad9881
 DATA ·iq4nlTable+24(SB)/8, $0x7159453526190d01
 GLOBL ·iq4nlTable(SB), RODATA|NOPTR, $32
+
+// packOrder undoes the lane interleaving of VPACKSSDW+VPACKSSWB (VPERMD
+// dword indices 0 4 1 5 2 6 3 7).
+DATA ·packOrder+0(SB)/4, $0
+DATA ·packOrder+4(SB)/4, $4
+DATA ·packOrder+8(SB)/4, $1
+DATA ·packOrder+12(SB)/4, $5
+DATA ·packOrder+16(SB)/4, $2
+DATA ·packOrder+20(SB)/4, $6
+DATA ·packOrder+24(SB)/4, $3
+DATA ·packOrder+28(SB)/4, $7
+GLOBL ·packOrder(SB), RODATA|NOPTR, $32

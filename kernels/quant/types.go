@@ -2,6 +2,13 @@
 // byte sizes, and how to turn blocks back into float32. It is the single
 // table every reader, planner and kernel consults, so a type added here is
 // sized the same way everywhere.
+//
+// It also holds the CPU inner loop: products of one weight row, still in its
+// quantized blocks, with an activation row prepared once per matmul (Vec),
+// as llama.cpp's CPU backend computes them. Each type has a plain Go
+// reference kernel in its own file (q4_k.go, ...); on amd64 with AVX2 the
+// hot types also have assembly kernels (*_amd64.s), chosen once at start
+// and tested against the same float64 reference.
 package quant
 
 import "fmt"
