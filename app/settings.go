@@ -1,0 +1,173 @@
+package app
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// settingsVersion is the settings.json schema this build reads and writes.
+// A file with a higher version is kept aside, not overwritten.
+const settingsVersion = 1
+
+const settingsFile = "settings.json"
+
+// maxRecent bounds the recent-files list.
+const maxRecent = 12
+
+// Settings is everything the window remembers between runs.
+type Settings struct {
+	Version int          `json:"version"`
+	Target  string       `json:"target,omitempty"` // model paths last chosen
+	Draft   string       `json:"draft,omitempty"`
+	Recent  []RecentFile `json:"recent,omitempty"` // newest first
+	Layout  Layout       `json:"layout"`
+	Chat    ChatSettings `json:"chat"`
+	Remote  Remote       `json:"remote"`
+}
+
+// RecentFile is a model file the user opened.
+type RecentFile struct {
+	Path string    `json:"path"`
+	Used time.Time `json:"used"`
+}
+
+// Layout is the placement the GPU canvas shows. Devices are inventory
+// indices; the CPU is cpuIndex.
+type Layout struct {
+	TargetDevices []int     `json:"target_devices,omitempty"`
+	TargetRatios  []float64 `json:"target_ratios,omitempty"`
+	Split         string    `json:"split,omitempty"` // "layer" or "tensor"
+	Head          string    `json:"head,omitempty"`  // "" (auto), "single", "replicated" or "split"
+	DraftDevices  []int     `json:"draft_devices,omitempty"`
+	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
+	Ctx           int       `json:"ctx,omitempty"`
+	KVType        string    `json:"kv_type,omitempty"` // "f16", "q8_0" or "f32"
+}
+
+// ChatSettings are the sampling and drafting settings of the chat window.
+type ChatSettings struct {
+	System      string  `json:"system"`
+	Temperature float64 `json:"temperature"`
+	TopK        int     `json:"top_k"`
+	TopP        float64 `json:"top_p"`
+	MinP        float64 `json:"min_p"`
+	Seed        uint64  `json:"seed"`
+	MaxTokens   int     `json:"max_tokens"`
+	UseDraft    bool    `json:"use_draft"`
+	DraftMax    int     `json:"draft_max"`
+	DraftPMin   float64 `json:"draft_p_min"`
+	Lookup      bool    `json:"lookup"`
+}
+
+// Remote is an OpenAI-compatible server the chat window can talk to
+// instead of the local engine.
+type Remote struct {
+	Use bool   `json:"use"`
+	URL string `json:"url,omitempty"`
+	Key string `json:"key,omitempty"`
+}
+
+// defaultSettings is a first start: the demo pair is chosen elsewhere.
+func defaultSettings() Settings {
+	return Settings{
+		Version: settingsVersion,
+		Layout:  Layout{Split: "layer", Borrow: "target", KVType: "f16"},
+		Chat: ChatSettings{
+			System: "You are a helpful assistant.", MaxTokens: 256,
+			UseDraft: true, DraftMax: 8, DraftPMin: 0.5, TopK: 40, TopP: 0.95,
+		},
+	}
+}
+
+// loadSettings reads settings.json. A missing file gives the defaults; an
+// unreadable one, or one from a newer Tandem, is kept aside and gives the
+// defaults with note saying so.
+func (s *store) loadSettings() (set Settings, note string, err error) {
+	err = s.locked(func() error {
+		var why error
+		set, why = s.readSettings()
+		if why == nil || errors.Is(why, fs.ErrNotExist) {
+			return nil
+		}
+		var err error
+		note, err = s.keepAside(filepath.Join(s.dir, settingsFile), why)
+		set = defaultSettings()
+		return err
+	})
+	if note != "" {
+		note += " Tandem started with default settings."
+	}
+	return set, note, err
+}
+
+// readSettings parses settings.json; on any error it returns the defaults
+// and the reason.
+func (s *store) readSettings() (Settings, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, settingsFile))
+	if err != nil {
+		return defaultSettings(), err
+	}
+	var probe struct{ Version int }
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return defaultSettings(), fmt.Errorf("not valid JSON: %w", err)
+	}
+	switch {
+	case probe.Version > settingsVersion:
+		return defaultSettings(), fmt.Errorf("schema version %d: %w", probe.Version, errNewer)
+	case probe.Version < 1:
+		return defaultSettings(), fmt.Errorf("no schema version")
+	}
+	set := defaultSettings()
+	if err := json.Unmarshal(b, &set); err != nil {
+		return defaultSettings(), fmt.Errorf("not valid settings: %w", err)
+	}
+	return set, nil
+}
+
+// saveSettings writes set, merged with what another Tandem may have saved
+// since: the recent-file lists are joined (newest use wins), everything
+// else is set's.
+func (s *store) saveSettings(set Settings) error {
+	return s.locked(func() error {
+		disk, err := s.readSettings()
+		if err == nil {
+			set.Recent = mergeRecent(set.Recent, disk.Recent)
+		}
+		set.Version = settingsVersion
+		return writeJSON(filepath.Join(s.dir, settingsFile), set)
+	})
+}
+
+// addRecent puts path first in the list.
+func addRecent(list []RecentFile, path string, used time.Time) []RecentFile {
+	return mergeRecent([]RecentFile{{path, used}}, list)
+}
+
+// mergeRecent joins two recent-file lists: one entry per path with its
+// latest use, newest first, at most maxRecent.
+func mergeRecent(a, b []RecentFile) []RecentFile {
+	latest := make(map[string]time.Time)
+	for _, r := range slices.Concat(a, b) {
+		if t, ok := latest[r.Path]; !ok || r.Used.After(t) {
+			latest[r.Path] = r.Used
+		}
+	}
+	out := make([]RecentFile, 0, len(latest))
+	for p, t := range latest {
+		out = append(out, RecentFile{p, t})
+	}
+	slices.SortFunc(out, func(x, y RecentFile) int {
+		if c := y.Used.Compare(x.Used); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Path, y.Path)
+	})
+	return out[:min(len(out), maxRecent)]
+}
