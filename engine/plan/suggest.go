@@ -57,7 +57,7 @@ func suggest(in Input, p *Plan) []Suggestion {
 	}
 	if tp.Split == SplitTensor {
 		alt := in
-		alt.TargetPlacement.Split, alt.TargetPlacement.Head = SplitLayer, HeadAuto
+		alt.TargetPlacement.Split = SplitLayer
 		try("split the target by layers (no mirrored norms or per-block exchange buffers)", map[string]string{"split": string(SplitLayer)}, alt)
 	}
 	if p.Draft != nil {
