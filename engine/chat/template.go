@@ -1,0 +1,181 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+)
+
+// ErrTemplate marks a chat template that cannot be used: absent, refused,
+// failing to render or over a limit. Callers may offer ChatML instead.
+var ErrTemplate = errors.New("chat template unusable")
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"` // "system", "user" or "assistant"
+	Content string `json:"content"`
+}
+
+// Options are the per-render template variables.
+type Options struct {
+	AddGenerationPrompt bool  // end with the header of the assistant's next turn
+	EnableThinking      *bool // Qwen3's switch; nil leaves it undefined
+	// Now, when set, is passed as date_string ("02 Jan 2006"), which Llama
+	// 3.1-style templates print instead of asking the clock.
+	Now time.Time
+}
+
+// Limits bound one render.
+type Limits struct {
+	Time   time.Duration // wall-clock time
+	Output int           // bytes of output
+	Range  int           // elements all range() calls together may make
+}
+
+// Default limits: generous for real templates (which render in
+// microseconds into a few kilobytes), small enough to stop a hostile one.
+const (
+	DefaultTimeLimit   = 2 * time.Second
+	DefaultOutputLimit = 4 << 20
+	DefaultRangeLimit  = 100_000
+	MaxTemplateBytes   = 256 << 10
+)
+
+// Template is a compiled chat template with its special-token strings. It is
+// immutable and safe for concurrent use.
+type Template struct {
+	source   string
+	compiled *jinja.Template
+	bos, eos string
+	limits   Limits
+}
+
+// New compiles a template; bos and eos are the texts of the model's BOS and
+// EOS tokens ("" if it has none).
+func New(source, bos, eos string) (*Template, error) {
+	if err := check(source); err != nil {
+		return nil, err
+	}
+	compiled, err := compile(source)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w: %w", err, ErrTemplate)
+	}
+	return &Template{
+		source: source, compiled: compiled, bos: bos, eos: eos,
+		limits: Limits{Time: DefaultTimeLimit, Output: DefaultOutputLimit, Range: DefaultRangeLimit},
+	}, nil
+}
+
+// compile guards the parser too: it is recursive descent over untrusted text.
+func compile(source string) (t *jinja.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("parser failed: %v", r)
+		}
+	}()
+	return jinja.Compile(source)
+}
+
+// FromGGUF reads tokenizer.chat_template and the BOS/EOS token texts.
+func FromGGUF(f *gguf.File) (*Template, error) {
+	source, ok := f.String("tokenizer.chat_template")
+	if !ok || source == "" {
+		return nil, fmt.Errorf("chat: %s has no tokenizer.chat_template: %w", f.Path, ErrTemplate)
+	}
+	tokens, _ := f.Strings("tokenizer.ggml.tokens")
+	text := func(key string) string {
+		id, ok := f.Int("tokenizer.ggml." + key)
+		if !ok || id < 0 || id >= int64(len(tokens)) {
+			return ""
+		}
+		return tokens[id]
+	}
+	t, err := New(source, text("bos_token_id"), text("eos_token_id"))
+	if err != nil {
+		return nil, fmt.Errorf("chat: %s: %w", f.Path, err)
+	}
+	return t, nil
+}
+
+// Source is the template text.
+func (t *Template) Source() string { return t.source }
+
+// WithLimits returns a copy of t that renders under l.
+func (t *Template) WithLimits(l Limits) *Template {
+	c := *t
+	c.limits = l
+	return &c
+}
+
+// Render returns the prompt for messages. It fails with an error wrapping
+// ErrTemplate when the template raises an exception, breaks or overruns a
+// limit, and with ctx's error when ctx ends first.
+func (t *Template) Render(ctx context.Context, messages []Message, opts Options) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("chat: %w", err)
+	}
+	vars := t.variables(messages, opts)
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- result{err: fmt.Errorf("template engine failed: %v", r)}
+			}
+		}()
+		out, err := t.compiled.RenderValues(vars)
+		done <- result{out, err}
+	}()
+	limit := time.NewTimer(t.limits.Time)
+	defer limit.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return "", fmt.Errorf("chat: rendering: %w: %w", r.err, ErrTemplate)
+		}
+		if len(r.out) > t.limits.Output {
+			return "", fmt.Errorf("chat: rendering made %d bytes, over the %d-byte limit: %w", len(r.out), t.limits.Output, ErrTemplate)
+		}
+		return r.out, nil
+	case <-limit.C:
+		return "", fmt.Errorf("chat: rendering took over %v: %w", t.limits.Time, ErrTemplate)
+	case <-ctx.Done():
+		return "", fmt.Errorf("chat: %w", ctx.Err())
+	}
+}
+
+// variables are what HF transformers passes to a chat template.
+func (t *Template) variables(messages []Message, opts Options) map[string]jinja.Value {
+	msgs := make([]jinja.Value, len(messages))
+	for i, m := range messages {
+		msgs[i] = jinja.FromGoValue(map[string]any{"role": m.Role, "content": m.Content})
+	}
+	budget := t.limits.Range
+	vars := map[string]jinja.Value{
+		"messages":              jinja.NewList(msgs),
+		"add_generation_prompt": jinja.NewBool(opts.AddGenerationPrompt),
+		"range":                 boundedRange(&budget),
+	}
+	// HF leaves a token the tokenizer lacks undefined rather than empty.
+	if t.bos != "" {
+		vars["bos_token"] = jinja.NewString(t.bos)
+	}
+	if t.eos != "" {
+		vars["eos_token"] = jinja.NewString(t.eos)
+	}
+	if opts.EnableThinking != nil {
+		vars["enable_thinking"] = jinja.NewBool(*opts.EnableThinking)
+	}
+	if !opts.Now.IsZero() {
+		vars["date_string"] = jinja.NewString(opts.Now.Format("02 Jan 2006"))
+	}
+	return vars
+}
