@@ -1,0 +1,331 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// Defaults of `tandem plan` (and of the commands that share its flags).
+const (
+	defaultCtx   = 4096
+	defaultBatch = 512
+)
+
+// exitNoFit is the exit status of a plan that does not fit.
+const exitNoFit = 3
+
+func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("plan", errOut)
+	modelPath := fs.String("model", "", "target model `GGUF` (required)")
+	draftPath := fs.String("draft", "", "draft model `GGUF`")
+	devicesFile := fs.String("devices-file", "", "plan against this inventory `file` (tandem devices --json) instead of the GPUs here")
+	virtual := fs.String("virtual-devices", "", "plan against virtual devices, e.g. `cuda0:12GiB,cuda0:12GiB,cpu:8GiB`")
+	targetDevs := fs.String("target-devices", "", "target's device `indices`, in order (default: all)")
+	draftDevs := fs.String("draft-devices", "", "draft's device `indices` (default: where the target runs its head)")
+	split := fs.String("split", "layer", "how the target spreads over its devices: `layer` or tensor")
+	ratios := fs.String("ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
+	head := fs.String("head", "", "target's output head: `replicated` or split (default: on the last device for layer split, split for tensor split)")
+	borrow := fs.String("borrow", "target", "a draft that borrows the target's head and embedding uses them where the target keeps them (`target`) or copies them (copy)")
+	ctxSize := fs.Int("ctx", 0, "context size in `tokens` (default: 4096, or less if the model was trained shorter)")
+	batch := fs.Int("batch", defaultBatch, "most `tokens` per forward pass (prefill chunk, verification batch)")
+	kvType := fs.String("kv-type", "f16", "KV cache `type`: f16, q8_0 or f32")
+	asJSON := fs.Bool("json", false, "print the plan as JSON, every number in bytes")
+	fs.Usage = func() {
+		fmt.Fprintln(errOut, "Usage: tandem plan --model M [--draft D] [flags]\n\n"+
+			"Shows what each device would hold, before anything loads; only the GGUF headers are read.\n"+
+			"Exit status: 0 when the plan fits, 3 when it does not.")
+		fs.PrintDefaults()
+	}
+	if rest, err := parseFlags(fs, args); err != nil {
+		return err
+	} else if len(rest) > 0 || *modelPath == "" {
+		fs.Usage()
+		return errUsage
+	}
+	inv, err := loadInventory(*devicesFile, *virtual)
+	if err != nil {
+		return err
+	}
+	in := plan.Input{Batch: *batch, Ctx: *ctxSize}
+	target, err := gguf.Open(*modelPath)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	in.Target, in.Devices = target, inv.Devices
+	if *draftPath != "" {
+		draft, err := gguf.Open(*draftPath)
+		if err != nil {
+			return err
+		}
+		defer draft.Close()
+		in.Draft = draft
+	}
+	if in.Ctx == 0 {
+		in.Ctx = defaultCtx
+		if n, ok := target.ArchUint("context_length"); ok && n > 0 && n < defaultCtx {
+			in.Ctx = int(n)
+		}
+	}
+	if !flagGiven(fs, "batch") {
+		in.Batch = min(in.Batch, in.Ctx)
+	}
+	if in.KVType, err = parseKVType(*kvType); err != nil {
+		return usageError(errOut, err)
+	}
+	if in.TargetPlacement, err = parsePlacement(*targetDevs, *split, *ratios, *head, inv); err != nil {
+		return usageError(errOut, err)
+	}
+	if in.DraftPlacement, err = parseDraftPlacement(*draftDevs, *borrow, in.TargetPlacement); err != nil {
+		return usageError(errOut, err)
+	}
+	p, err := plan.Make(in)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(p.Report()); err != nil {
+			return err
+		}
+	} else {
+		printPlan(out, p, inv)
+	}
+	if !p.Fits {
+		return &exitError{exitNoFit, errors.New("the plan does not fit")}
+	}
+	return nil
+}
+
+// loadInventory reads the devices a plan is for: a file, virtual devices,
+// or the GPUs of this machine.
+func loadInventory(file, virtual string) (device.Inventory, error) {
+	var inv device.Inventory
+	var err error
+	switch {
+	case file != "" && virtual != "":
+		return inv, errors.New("--devices-file and --virtual-devices exclude each other")
+	case file != "":
+		inv, err = device.ReadFile(file)
+	case virtual != "":
+		inv, err = device.ParseVirtual(virtual)
+	default:
+		inv = device.Probe()
+	}
+	if err == nil && len(inv.Devices) == 0 {
+		err = fmt.Errorf("no devices to plan for (%s); describe some with --devices-file or --virtual-devices", inv.Reason)
+	}
+	return inv, err
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+func usageError(errOut io.Writer, err error) error {
+	fmt.Fprintf(errOut, "tandem plan: %v\n", err)
+	return errUsage
+}
+
+func parseKVType(s string) (quant.Type, error) {
+	switch strings.ToLower(s) {
+	case "f16":
+		return quant.F16, nil
+	case "q8_0":
+		return quant.Q8_0, nil
+	case "f32":
+		return quant.F32, nil
+	}
+	return 0, fmt.Errorf("--kv-type %q: want f16, q8_0 or f32", s)
+}
+
+// parsePlacement reads the target's placement flags; no device list means
+// every device of the inventory.
+func parsePlacement(devs, split, ratios, head string, inv device.Inventory) (plan.Placement, error) {
+	var p plan.Placement
+	var err error
+	if p.Devices, err = parseInts("--target-devices", devs); err != nil {
+		return p, err
+	}
+	if p.Devices == nil {
+		for _, d := range inv.Devices {
+			p.Devices = append(p.Devices, d.Index)
+		}
+	}
+	switch split {
+	case "layer", "tensor":
+		p.Split = plan.Split(split)
+	default:
+		return p, fmt.Errorf("--split %q: want layer or tensor", split)
+	}
+	switch head {
+	case "", "replicated", "split":
+		p.Head = plan.HeadMode(head)
+	default:
+		return p, fmt.Errorf("--head %q: want replicated or split", head)
+	}
+	if ratios != "" {
+		for _, f := range strings.Split(ratios, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return p, fmt.Errorf("--ratios %q: %w", ratios, err)
+			}
+			p.Ratios = append(p.Ratios, r)
+		}
+	}
+	return p, nil
+}
+
+// parseDraftPlacement reads the draft's flags; no device list means the
+// device where the target runs its head (its last device).
+func parseDraftPlacement(devs, borrow string, target plan.Placement) (plan.Placement, error) {
+	p := plan.Placement{Borrow: plan.Borrow(borrow)}
+	if borrow != string(plan.BorrowInPlace) && borrow != string(plan.BorrowCopy) {
+		return p, fmt.Errorf("--borrow %q: want target or copy", borrow)
+	}
+	var err error
+	if p.Devices, err = parseInts("--draft-devices", devs); err != nil {
+		return p, err
+	}
+	if p.Devices == nil && len(target.Devices) > 0 {
+		p.Devices = target.Devices[len(target.Devices)-1:]
+	}
+	return p, nil
+}
+
+func parseInts(flag, s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s %q: want device indices like 0,1", flag, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// printPlan writes the per-device table, the head-sharing options and the
+// suggestions.
+func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
+	describeModel(out, &p.Target, inv)
+	if p.Draft != nil {
+		describeModel(out, p.Draft, inv)
+	}
+	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v\n\n", p.Ctx, p.Batch, p.KVType)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "DEVICE\tROLE\tWEIGHTS\tEMBEDDING\tHEAD\tKV\tSCRATCH\tDRAFT\tOVERHEAD\tTOTAL\tCAPACITY\t\tVERDICT\t")
+	b := func(n int64) string {
+		if n == 0 {
+			return "-"
+		}
+		return humanize.IBytes(uint64(n))
+	}
+	for _, d := range p.Devices {
+		c := d.Categories()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", d.Device.Label(), d.Role(),
+			b(c.Weights), b(c.Embedding), b(c.Head), b(c.KV), b(c.Scratch), b(c.Draft), b(c.Overhead),
+			b(d.Total()), b(d.Capacity), d.Verdict())
+	}
+	tw.Flush()
+	names := make(map[int]string)
+	for _, d := range p.Devices {
+		names[d.Device.Index] = d.Device.Name
+	}
+	fmt.Fprintln(out)
+	for _, i := range slices.Sorted(maps.Keys(names)) {
+		d, _ := inv.Device(i)
+		fmt.Fprintf(out, "  %s: %s\n", d.Label(), names[i])
+	}
+
+	if p.Borrow != nil {
+		fmt.Fprintf(out, "\nThe draft borrows the target's %s. Two ways to run it:\n", strings.Join(p.Borrow.Tensors, " and "))
+		for _, o := range p.Borrow.Options {
+			mark := " "
+			if o.Mode == p.Borrow.Chosen {
+				mark = "*"
+			}
+			var per []string
+			for _, i := range slices.Sorted(maps.Keys(o.Draft)) {
+				d, _ := inv.Device(i)
+				per = append(per, fmt.Sprintf("%s %s", d.Label(), humanize.IBytes(uint64(o.Draft[i]))))
+			}
+			verdict := "fits"
+			if !o.Fits {
+				verdict = "does not fit"
+			}
+			fmt.Fprintf(out, " %s --borrow %s: %s\n     draft memory: %s; %s\n", mark, o.Mode, o.Text, strings.Join(per, ", "), verdict)
+		}
+	}
+
+	fmt.Fprintln(out)
+	if p.Fits {
+		fmt.Fprintln(out, "The plan fits.")
+		return
+	}
+	fmt.Fprintln(out, "The plan does not fit.")
+	if len(p.Suggestions) == 0 {
+		fmt.Fprintln(out, "No single change found that fits: try more devices, a smaller model or a smaller context.")
+		return
+	}
+	fmt.Fprintln(out, "Each of these fits:")
+	for _, s := range p.Suggestions {
+		var flags []string
+		for _, k := range slices.Sorted(maps.Keys(s.Changes)) {
+			flags = append(flags, "--"+k+" "+s.Changes[k])
+		}
+		fmt.Fprintf(out, "  %s (%s)\n", s.Text, strings.Join(flags, " "))
+	}
+}
+
+// describeModel is one line on a model and where it goes.
+func describeModel(out io.Writer, m *plan.ModelPlan, inv device.Inventory) {
+	s, pl := m.Shape, m.Placement
+	var where []string
+	for _, i := range pl.Devices {
+		d, _ := inv.Device(i)
+		where = append(where, d.Label())
+	}
+	spread := strings.Join(where, ", ")
+	if len(where) > 1 {
+		var pct []string
+		for _, r := range pl.Ratios {
+			pct = append(pct, strconv.FormatFloat(math.Round(r*1000)/10, 'f', -1, 64))
+		}
+		spread = fmt.Sprintf("%s split over %s (%s%%)", pl.Split, spread, strings.Join(pct, ":"))
+	}
+	head := "head " + string(pl.Head)
+	if pl.Head == plan.HeadSingle {
+		d, _ := inv.Device(pl.HeadDevice)
+		head = "head on " + d.Label()
+	}
+	if len(m.Borrowed) > 0 {
+		head = "borrows the target's head"
+	}
+	fmt.Fprintf(out, "%-6s %s: %s, %d blocks, width %d, vocabulary %d; %s, %s\n",
+		m.Role, m.Path, s.Arch, s.Blocks, s.Embd, s.Vocab, spread, head)
+}
