@@ -26,6 +26,8 @@ type command struct {
 func commands() []command {
 	cmds := []command{
 		{"info", "describe a GGUF model file", runInfo},
+		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
+		{"plan", "show what each device would hold for a placement, before loading", runPlan},
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	return cmds
