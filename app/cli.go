@@ -26,6 +26,8 @@ type command struct {
 func commands() []command {
 	cmds := []command{
 		{"info", "describe a GGUF model file", runInfo},
+		{"tokenize", "print the token ids of a text for a model's vocabulary", runTokenize},
+		{"chat-template", "print the prompt a model's chat template makes of messages", runChatTemplate},
 		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
 		{"plan", "show what each device would hold for a placement, before loading", runPlan},
 	}
