@@ -1,0 +1,252 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tandem-run/tandem/engine"
+)
+
+// endpoint is what tells chat and text completions apart on the wire.
+type endpoint struct {
+	chat   bool
+	object string // of a whole response; a stream chunk's is object+".chunk" for chat
+	prefix string // of the response id
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var body chatRequest
+	if e := decodeBody(w, r, s.opt.MaxBodyBytes, &body); e != nil {
+		writeError(w, e)
+		return
+	}
+	req, e := body.request(s.opt.Rand)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.complete(w, r, endpoint{chat: true, object: "chat.completion", prefix: "chatcmpl-"}, req, &body.sampleParams)
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var body completionRequest
+	if e := decodeBody(w, r, s.opt.MaxBodyBytes, &body); e != nil {
+		writeError(w, e)
+		return
+	}
+	req, e := body.request(s.opt.Rand)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.complete(w, r, endpoint{object: "text_completion", prefix: "cmpl-"}, req, &body.sampleParams)
+}
+
+// complete runs req and answers whole or as a stream.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint, req engine.Request, p *sampleParams) {
+	start := s.opt.Now()
+	head := completion{ID: fmt.Sprintf("%s%016x%08x", ep.prefix, s.opt.Rand(), uint32(s.opt.Rand())),
+		Object: ep.object, Created: start.Unix(), Model: s.opt.Model}
+	var (
+		stats  engine.Stats
+		finish string
+		err    error
+	)
+	if p.Stream {
+		stats, finish, err = s.stream(r.Context(), w, ep, head, req, p.StreamOptions != nil && p.StreamOptions.IncludeUsage)
+	} else {
+		stats, finish, err = s.whole(r.Context(), w, ep, head, req)
+	}
+	s.logRequest(r, head.ID, s.opt.Now().Sub(start).Seconds(), stats, finish, err)
+}
+
+// whole answers with one JSON body once the generation has ended.
+func (s *Server) whole(ctx context.Context, w http.ResponseWriter, ep endpoint, resp completion, req engine.Request) (engine.Stats, string, error) {
+	var text strings.Builder
+	stats, finish, err := s.generate(ctx, req, func(t string) error {
+		text.WriteString(t)
+		return nil
+	})
+	if err != nil {
+		s.fail(ctx, w, err)
+		return stats, finish, err
+	}
+	c := choice{FinishReason: &finish}
+	if ep.chat {
+		c.Message = &wholeMessage{Role: "assistant", Content: text.String()}
+	} else {
+		t := text.String()
+		c.Text = &t
+	}
+	resp.Choices = []choice{c}
+	resp.Usage, resp.Tandem = usageOf(stats), tandemOf(stats)
+	writeJSON(w, http.StatusOK, resp)
+	return stats, finish, nil
+}
+
+// stream answers with server-sent events: one chunk per piece of text, a
+// last chunk with the finish reason and the speculative statistics, the
+// usage chunk when asked for, and [DONE]. The stream starts with the first
+// text, so an error before it (a full queue, a prompt the engine refuses)
+// still gets its own HTTP status.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep endpoint, head completion, req engine.Request, withUsage bool) (engine.Stats, string, error) {
+	if ep.chat {
+		head.Object += ".chunk"
+	}
+	out := newEventStream(w)
+	first := true
+	chunk := func(c choice) completion {
+		ch := head
+		ch.Choices = []choice{c}
+		return ch
+	}
+	send := func(text string) error {
+		var c choice
+		if ep.chat {
+			c.Delta = &chatDelta{Content: text}
+			if first {
+				c.Delta.Role = "assistant"
+			}
+		} else {
+			c.Text = &text
+		}
+		first = false
+		return out.send(chunk(c))
+	}
+	stats, finish, err := s.generate(ctx, req, send)
+	if err == nil && first && ep.chat {
+		err = send("") // every chat stream names the role
+	}
+	if err != nil {
+		if !out.started {
+			s.fail(ctx, w, err)
+		} else if ctx.Err() == nil {
+			out.send(s.apiError(err).envelope())
+		}
+		return stats, finish, err
+	}
+	last := choice{FinishReason: &finish}
+	if ep.chat {
+		last.Delta = &chatDelta{}
+	} else {
+		empty := ""
+		last.Text = &empty
+	}
+	lastChunk := chunk(last)
+	lastChunk.Tandem = tandemOf(stats)
+	err = out.send(lastChunk)
+	if err == nil && withUsage {
+		u := head
+		u.Choices, u.Usage = []choice{}, usageOf(stats)
+		err = out.send(u)
+	}
+	if err == nil {
+		err = out.done()
+	}
+	return stats, finish, err
+}
+
+// generate runs req once the queue gives it the runner, passing its text
+// through the stop strings to onText. It returns the finish reason as
+// OpenAI names it: "stop" or "length".
+func (s *Server) generate(ctx context.Context, req engine.Request, onText func(string) error) (engine.Stats, string, error) {
+	release, err := s.queue.acquire(ctx)
+	if err != nil {
+		return engine.Stats{}, "", err
+	}
+	defer release()
+
+	// The engine stops at req.Stop itself; filtering here too keeps the
+	// promise for any Generator, and cancelling genCtx is how a stop string
+	// or a client that cannot be written to ends the generation.
+	genCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := stopFilter{stops: req.Stop}
+	var (
+		hit  bool
+		werr error
+	)
+	stats, err := s.gen.Generate(genCtx, req, func(ev engine.Event) {
+		if ev.Kind != engine.EventToken || hit || werr != nil {
+			return
+		}
+		text, h := stop.push(ev.Text)
+		if text != "" {
+			werr = onText(text)
+		}
+		hit = h
+		if hit || werr != nil {
+			cancel()
+		}
+	})
+	switch {
+	case werr != nil:
+		return stats, "", werr
+	case hit:
+		return stats, "stop", nil
+	case ctx.Err() != nil:
+		return stats, "", ctx.Err()
+	case err != nil:
+		return stats, "", err
+	case stats.FinishReason == "cancelled":
+		return stats, "", errors.New("serve: the generation was cancelled")
+	}
+	if rest := stop.flush(); rest != "" {
+		if err := onText(rest); err != nil {
+			return stats, "", err
+		}
+	}
+	if stats.FinishReason == "length" {
+		return stats, "length", nil
+	}
+	return stats, "stop", nil
+}
+
+// fail answers err before any of the response was written; a client that
+// has gone gets nothing.
+func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	writeError(w, s.apiError(err))
+}
+
+func (s *Server) apiError(err error) *APIError {
+	var api *APIError
+	switch {
+	case errors.As(err, &api):
+		return api
+	case errors.Is(err, errQueueFull):
+		return &APIError{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_full",
+			Message: fmt.Sprintf("%d requests are already waiting for the model; retry later", s.opt.MaxQueue)}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Type: typeServer, Message: err.Error()}
+}
+
+func usageOf(st engine.Stats) *usage {
+	return &usage{PromptTokens: st.PromptTokens, CompletionTokens: st.GeneratedTokens, TotalTokens: st.PromptTokens + st.GeneratedTokens}
+}
+
+func tandemOf(st engine.Stats) *tandemStats {
+	return &tandemStats{Drafted: st.Drafted, Accepted: st.Accepted, Acceptance: st.Acceptance(), Steps: st.Steps,
+		PrefillTokS: st.PrefillTokS(), DecodeTokS: st.DecodeTokS()}
+}
+
+func (s *Server) logRequest(r *http.Request, id string, secs float64, st engine.Stats, finish string, err error) {
+	attrs := []any{"path", r.URL.Path, "id", id, "seconds", secs,
+		"prompt_tokens", st.PromptTokens, "tokens", st.GeneratedTokens, "tok_s", st.DecodeTokS()}
+	if st.Drafted > 0 {
+		attrs = append(attrs, "acceptance", st.Acceptance())
+	}
+	switch {
+	case err == nil:
+		s.opt.Log.Info("completion", append(attrs, "finish", finish)...)
+	case r.Context().Err() != nil:
+		s.opt.Log.Info("client went away", attrs...)
+	default:
+		s.opt.Log.Warn("completion failed", append(attrs, "err", err)...)
+	}
+}

@@ -1,0 +1,21 @@
+// Package serve puts a Generator (the local engine) behind an
+// OpenAI-compatible HTTP API, and is also that API's client: Remote drives any
+// OpenAI-compatible endpoint (tandem serve, vLLM, SGLang, llama.cpp's server)
+// through the same Generate call as the local engine, so the chat window can
+// use a model served by a cluster of other machines.
+//
+// Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions,
+// POST /v1/completions and GET /health. Requests are decoded strictly (an
+// unknown or unsupported field is a 400 that names it), answered whole or as
+// server-sent events, and run one at a time on the runner in arrival order;
+// a request whose client goes away is cancelled, in the queue or mid-stream.
+// Sampling fields a request leaves out take OpenAI's defaults (temperature 1,
+// top_p 1); top_k, min_p, repeat_penalty (or repetition_penalty) and
+// ignore_eos are accepted as the extensions llama.cpp and vLLM also accept.
+// Every completion carries the speculative statistics in a "tandem" field.
+//
+// It is written on net/http alone: the surface is five routes, and what
+// matters here (strict decoding, a fair queue in front of one runner, SSE
+// flushing, cancellation on disconnect) is a few dozen lines each that a web
+// framework would hide rather than save.
+package serve

@@ -1,0 +1,198 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Server; the zero value of each field picks the default
+// it names.
+type Options struct {
+	// Model is the id /v1/models lists and every response names; requests
+	// may name any model (there is one). "" = "tandem".
+	Model string
+	// APIKey, when set, is required of every /v1 request as
+	// "Authorization: Bearer APIKey".
+	APIKey string
+	// MaxQueue is how many requests may wait for the runner while one runs;
+	// more are answered 429. 0 = 128.
+	MaxQueue int
+	// MaxBodyBytes bounds a request body; larger ones are answered 413.
+	// 0 = 8 MiB.
+	MaxBodyBytes int64
+	// ShutdownGrace is how long Serve lets running requests finish after its
+	// ctx ends before it cancels them. 0 = 10 s.
+	ShutdownGrace time.Duration
+	// Now is the clock for "created"; nil = time.Now.
+	Now func() time.Time
+	// Rand seeds requests that name no seed and makes response ids; it must
+	// be safe for concurrent use. nil = math/rand/v2.
+	Rand func() uint64
+	// Log gets one line per request; nil = no log.
+	Log *slog.Logger
+}
+
+// Server answers the OpenAI API with one Generator. It is an http.Handler;
+// Serve adds the listener's lifecycle.
+type Server struct {
+	gen      Generator
+	opt      Options
+	keyHash  [sha256.Size]byte
+	queue    fifo
+	inflight sync.WaitGroup
+}
+
+// New returns a Server for gen.
+func New(gen Generator, opt Options) *Server {
+	if opt.Model == "" {
+		opt.Model = "tandem"
+	}
+	if opt.MaxQueue <= 0 {
+		opt.MaxQueue = 128
+	}
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = 8 << 20
+	}
+	if opt.ShutdownGrace <= 0 {
+		opt.ShutdownGrace = 10 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Rand == nil {
+		opt.Rand = rand.Uint64
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue}}
+}
+
+// route is one path of the API.
+type route struct {
+	method string
+	public bool // answered without the API key
+	handle http.HandlerFunc
+}
+
+func (s *Server) route(path string) (route, bool) {
+	switch path {
+	case "/health":
+		return route{http.MethodGet, true, s.health}, true
+	case "/v1/models":
+		return route{http.MethodGet, false, s.models}, true
+	case "/v1/chat/completions":
+		return route{http.MethodPost, false, s.chatCompletions}, true
+	case "/v1/completions":
+		return route{http.MethodPost, false, s.completions}, true
+	}
+	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
+		return route{http.MethodGet, false, func(w http.ResponseWriter, r *http.Request) { s.model(w, id) }}, true
+	}
+	return route{}, false
+}
+
+// ServeHTTP routes a request, answering 404, 405 and 401 in OpenAI's error
+// shape (http.ServeMux answers those in plain text).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	rt, ok := s.route(r.URL.Path)
+	switch {
+	case !ok:
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	case r.Method != rt.method:
+		w.Header().Set("Allow", rt.method)
+		writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
+			Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, rt.method, r.Method)})
+	case !rt.public && !s.authorized(r):
+		writeError(w, &APIError{Status: http.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_api_key",
+			Message: "a valid API key is required: send the header \"Authorization: Bearer KEY\""})
+	default:
+		rt.handle(w, r)
+	}
+}
+
+// authorized checks the bearer token in constant time; hashing first makes
+// the comparison's length independent of the key's.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opt.APIKey == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "waiting": s.queue.waiting()})
+}
+
+func (s *Server) card() modelCard {
+	return modelCard{ID: s.opt.Model, Object: "model", Created: s.opt.Now().Unix(), OwnedBy: "tandem"}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{s.card()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, id string) {
+	if id != s.opt.Model {
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeNotFound, Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q is not served here; %q is", id, s.opt.Model)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.card())
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully:
+// it stops accepting, lets running requests finish for Options.ShutdownGrace,
+// cancels those still running, and returns once every handler has returned.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Requests get a context of their own, so that ending ctx lets them
+	// finish instead of cutting them off.
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	hs := &http.Server{
+		Handler:           s,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No ReadTimeout or WriteTimeout: net/http would cancel a long
+		// stream's context when they expire.
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		s.inflight.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	grace, cancel := context.WithTimeout(context.Background(), s.opt.ShutdownGrace)
+	defer cancel()
+	err := hs.Shutdown(grace)
+	cancelRequests()
+	if err != nil {
+		hs.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.inflight.Wait()
+	return nil
+}
