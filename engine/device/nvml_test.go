@@ -113,3 +113,33 @@ func TestProbeSkipsUnreadableDevice(t *testing.T) {
 		t.Errorf("got %d devices, reason %q; want the readable one and a reason naming device 0", len(inv.Devices), inv.Reason)
 	}
 }
+
+// Probe on this machine: no driver gives no devices and a reason; with a
+// driver, every GPU is described, in PCI bus order, with sane links.
+func TestProbeThisMachine(t *testing.T) {
+	inv := Probe()
+	t.Logf("source %q, reason %q", inv.Source, inv.Reason)
+	if len(inv.Devices) == 0 {
+		if inv.Reason == "" {
+			t.Error("no devices and no reason")
+		}
+		return
+	}
+	var prev busAddr
+	for i, d := range inv.Devices {
+		t.Logf("%s: %s %s cc %s total %d free %d links %v", d.Label(), d.Name, d.PCIBusID, d.ComputeCapability, d.MemoryTotal, d.MemoryFree, d.Links)
+		addr, err := parseBusID(d.PCIBusID)
+		if err != nil || (i > 0 && compareBusAddr(prev, addr) >= 0) {
+			t.Errorf("device %d: bus id %q (%v) is not after the previous one", i, d.PCIBusID, err)
+		}
+		prev = addr
+		if d.Index != i || d.Name == "" || d.MemoryTotal == 0 || d.MemoryFree > d.MemoryTotal || d.Kind != CUDA {
+			t.Errorf("device %d = %+v", i, d)
+		}
+		for other, kind := range d.Links {
+			if other < 0 || other >= len(inv.Devices) || other == i || !KnownLink(kind) {
+				t.Errorf("device %d: link %d %q", i, other, kind)
+			}
+		}
+	}
+}
