@@ -1,0 +1,69 @@
+package kerneltest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// Bench times the ops that dominate a forward pass on be, reporting the
+// bytes each must stream (weights for products, the cache for attention) per
+// second: the number to hold against the device's memory bandwidth.
+func Bench(b *testing.B, be kernels.Backend) {
+	for _, wt := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, batch := range []int{1, 64} {
+			b.Run(fmt.Sprintf("mat_mul/%v/B=%d", wt, batch), func(b *testing.B) {
+				const rows, cols = 2048, 2048
+				h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 2))}
+				defer h.free()
+				data, _ := h.randomRows(wt, rows, cols)
+				op := kernels.MatMul{Dst: h.tensor(quant.F32, batch, rows, nil),
+					W: h.tensor(wt, rows, cols, data), X: h.f32(batch, cols, h.normal(batch*cols, 1))}
+				h.bench(b, int64(len(data)), op)
+			})
+		}
+	}
+	b.Run("attention/F32/pos=1023", func(b *testing.B) {
+		const nctx, heads, kvHeads, hd = 1024, 16, 8, 128
+		h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 3))}
+		defer h.free()
+		kv := h.normal(nctx*kvHeads*hd, 1)
+		K, V := h.f32(nctx, kvHeads*hd, kv), h.f32(nctx, kvHeads*hd, kv)
+		op := kernels.Attention{Dst: h.tensor(quant.F32, 1, heads*hd, nil), Q: h.f32(1, heads*hd, h.normal(heads*hd, 1)),
+			K: K, V: V, Pos: h.i32([]int32{nctx - 1}), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: 0.088}
+		h.bench(b, K.Bytes()+V.Bytes(), op)
+	})
+	b.Run("rms_norm/B=64", func(b *testing.B) {
+		const rows, cols = 64, 2048
+		h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 4))}
+		defer h.free()
+		X := h.f32(rows, cols, h.normal(rows*cols, 1))
+		h.bench(b, 2*X.Bytes(), kernels.RMSNorm{Dst: X, X: X, W: h.f32(1, cols, h.normal(cols, 1)), Eps: 1e-6})
+	})
+}
+
+func (h *harness) bench(b *testing.B, bytes int64, op kernels.Op) {
+	if !h.be.Supports(op) {
+		b.Skipf("%s: not supported by %s", describe(op), h.be.Name())
+	}
+	p, err := h.be.Compile([]kernels.Op{op})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	for range b.N {
+		if err := p.Run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := h.be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+}
