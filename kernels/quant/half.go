@@ -11,24 +11,16 @@ import (
 // inputs, and the hot paths (F16 products) use the F16C instruction instead.
 
 // halfToFloat converts an IEEE 754 binary16 value to float32 exactly.
+// Shifted into float32 position, a half's exponent is biased by 15 instead
+// of 127; multiplying by 2^112 rebiases it, for normal and subnormal halves
+// alike (a float32 denormal times 2^112 is exact), without branches.
 func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // infinity or NaN: keep the payload
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0: // normal: rebias the exponent from 15 to 127
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-	case mant == 0: // signed zero
-		return math.Float32frombits(sign)
+	bits := uint32(h&0x7fff) << 13
+	f := math.Float32frombits(bits) * 0x1p112
+	if h&0x7c00 == 0x7c00 { // infinity or NaN: keep the payload
+		f = math.Float32frombits(bits | 0x7f800000)
 	}
-	// Subnormal: mant * 2^-24, exact in float32.
-	f := float32(mant) * (1.0 / (1 << 24))
-	if sign != 0 {
-		f = -f
-	}
-	return f
+	return math.Float32frombits(math.Float32bits(f) | uint32(h&0x8000)<<16)
 }
 
 // floatToHalf converts float32 to binary16, rounding to nearest even as the

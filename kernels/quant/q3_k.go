@@ -23,9 +23,8 @@ func q3KScale(s []byte, g int) int32 {
 	return int32(lo&15|hi<<4) - 32
 }
 
-// q3 is element e (0..255) of a Q3_K block, in -4..3.
-func q3(hmask, qs []byte, e int) int32 {
-	h, k, l := e/128, e%128/32, e%32
+// q3 is element 128h+32k+l of a Q3_K block, in -4..3.
+func q3(hmask, qs []byte, h, k, l int) int32 {
 	q := int32(qs[32*h+l] >> (2 * k) & 3)
 	if hmask[l]>>(4*h+k)&1 == 0 {
 		q -= 4
@@ -39,10 +38,15 @@ func dequantQ3_K(src []byte, dst []float32) {
 		hmask, qs, scales := b[0:32], b[32:96], b[96:108]
 		d := loadF16(b[108:])
 		y := dst[i*256 : i*256+256]
-		for g := range 16 {
-			dl := d * float32(q3KScale(scales, g))
-			for e := 16 * g; e < 16*g+16; e++ {
-				y[e] = dl * float32(q3(hmask, qs, e))
+		for h := range 2 {
+			for k := range 4 {
+				for half := range 2 {
+					g := 8*h + 2*k + half
+					dl := d * float32(q3KScale(scales, g))
+					for l := 16 * half; l < 16*half+16; l++ {
+						y[128*h+32*k+l] = dl * float32(q3(hmask, qs, h, k, l))
+					}
+				}
 			}
 		}
 	}
@@ -55,12 +59,17 @@ func dotQ3_K(x, y []byte) float32 {
 		by := y[i*q8_KBytes : (i+1)*q8_KBytes]
 		hmask, qs, scales, qy := bx[0:32], bx[32:96], bx[96:108], by[4:260]
 		var sumq int32
-		for g := range 16 {
-			var s int32
-			for e := 16 * g; e < 16*g+16; e++ {
-				s += q3(hmask, qs, e) * int32(int8(qy[e]))
+		for h := range 2 {
+			for k := range 4 {
+				for half := range 2 {
+					g := 8*h + 2*k + half
+					var s int32
+					for l := 16 * half; l < 16*half+16; l++ {
+						s += q3(hmask, qs, h, k, l) * int32(int8(qy[128*h+32*k+l]))
+					}
+					sumq += q3KScale(scales, g) * s
+				}
 			}
-			sumq += q3KScale(scales, g) * s
 		}
 		sum += loadF32(by) * loadF16(bx[108:]) * float32(sumq)
 	}

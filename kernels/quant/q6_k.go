@@ -7,34 +7,37 @@ package quant
 //	scales [16]int8   sub-block scales
 //	d      f16        scale of the scales
 //
-// Per half of 128 elements (ql 64 bytes, qh 32 bytes), element 32k+l
-// (k = 0..3, l = 0..31) takes its low bits from ql[l+32*(k&1)] (low nibble
-// for k < 2, high for k >= 2) and its top bits from bits 2k..2k+1 of qh[l].
-// x = d * scale * (q - 32). Products take Q8_K activations.
+// Per half of 128 elements (ql 64 bytes, qh 32 bytes), elements l, l+32,
+// l+64 and l+96 (l = 0..31) take their low bits from the low nibbles of
+// ql[l], ql[l+32], then the high nibbles of ql[l], ql[l+32], and their top
+// bits from bits 0-1, 2-3, 4-5, 6-7 of qh[l]. x = d * scale * (q - 32).
+// Products take Q8_K activations.
 const q6_KBytes = 210
 
-// q6 is element 32k+l of one 128-element half of a Q6_K block, minus 32.
-func q6(ql, qh []byte, k, l int) int32 {
-	lo := ql[l+32*(k&1)]
-	if k >= 2 {
-		lo >>= 4
-	}
-	return int32(lo&15|(qh[l]>>(2*k)&3)<<4) - 32
+// q6Quad is elements l, l+32, l+64, l+96 of a Q6_K half block, minus 32.
+func q6Quad(ql, qh []byte, l int) (q0, q1, q2, q3 int32) {
+	a, b, h := ql[l], ql[l+32], qh[l]
+	q0 = int32(a&15|h&3<<4) - 32
+	q1 = int32(b&15|h>>2&3<<4) - 32
+	q2 = int32(a>>4|h>>4&3<<4) - 32
+	q3 = int32(b>>4|h>>6<<4) - 32
+	return q0, q1, q2, q3
 }
 
 func dequantQ6_K(src []byte, dst []float32) {
 	for i := range len(dst) / 256 {
 		b := src[i*q6_KBytes : (i+1)*q6_KBytes]
 		d := loadF16(b[208:])
-		y := dst[i*256 : i*256+256]
 		for h := range 2 {
-			ql, qh := b[64*h:64*h+64], b[128+32*h:128+32*h+32]
-			for k := range 4 {
-				for l := range 32 {
-					e := 128*h + 32*k + l
-					sc := int8(b[192+e/16])
-					y[e] = d * float32(sc) * float32(q6(ql, qh, k, l))
-				}
+			ql, qh, sc := b[64*h:64*h+64], b[128+32*h:128+32*h+32], b[192+8*h:192+8*h+8]
+			y := dst[i*256+128*h : i*256+128*h+128]
+			for l := range 32 {
+				g := l / 16
+				q0, q1, q2, q3 := q6Quad(ql, qh, l)
+				y[l] = d * float32(int8(sc[g])) * float32(q0)
+				y[l+32] = d * float32(int8(sc[g+2])) * float32(q1)
+				y[l+64] = d * float32(int8(sc[g+4])) * float32(q2)
+				y[l+96] = d * float32(int8(sc[g+6])) * float32(q3)
 			}
 		}
 	}
@@ -45,18 +48,21 @@ func dotQ6_K(x, y []byte) float32 {
 	for i := range len(x) / q6_KBytes {
 		bx := x[i*q6_KBytes : (i+1)*q6_KBytes]
 		by := y[i*q8_KBytes : (i+1)*q8_KBytes]
-		qy := by[4:260]
 		var sumq int32
 		for h := range 2 {
-			ql, qh := bx[64*h:64*h+64], bx[128+32*h:128+32*h+32]
-			for k := range 4 {
-				for half := range 2 { // two sub-blocks of 16 per k
-					var s int32
-					for l := 16 * half; l < 16*half+16; l++ {
-						s += q6(ql, qh, k, l) * int32(int8(qy[128*h+32*k+l]))
-					}
-					sumq += int32(int8(bx[192+8*h+2*k+half])) * s
-				}
+			ql, qh, sc := bx[64*h:64*h+64], bx[128+32*h:128+32*h+32], bx[192+8*h:192+8*h+8]
+			qy := by[4+128*h : 4+128*h+128]
+			var s [8]int32 // per sub-block of this half
+			for l := range 32 {
+				g := l / 16
+				q0, q1, q2, q3 := q6Quad(ql, qh, l)
+				s[g] += q0 * int32(int8(qy[l]))
+				s[g+2] += q1 * int32(int8(qy[l+32]))
+				s[g+4] += q2 * int32(int8(qy[l+64]))
+				s[g+6] += q3 * int32(int8(qy[l+96]))
+			}
+			for g, v := range s {
+				sumq += int32(int8(sc[g])) * v
 			}
 		}
 		sum += loadF32(by) * loadF16(bx[208:]) * float32(sumq)
