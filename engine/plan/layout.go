@@ -63,56 +63,20 @@ func newModel(role Role, f *gguf.File, p Placement, target *model) (*model, erro
 // resolveHeadAndEmbedding finds the head and embedding tensors (the model's
 // own, tied, or borrowed from the target) and the devices that store and run them.
 func (m *model) resolveHeadAndEmbedding(target *model) error {
-	f := m.file
-	_, hasEmbd := f.Tensor(nameEmbd)
-	_, hasHead := f.Tensor(nameHead)
-	m.embdName, m.embdFile = nameEmbd, m.role
-	if hasHead {
-		m.headName, m.headFile = nameHead, m.role
-	} else if hasEmbd && m.shape.Arch != archEagle3 {
-		m.headName, m.headFile = nameEmbd, m.role // tied
+	if err := m.findHeadAndEmbedding(target); err != nil {
+		return err
 	}
-	if target != nil {
-		if !hasEmbd {
-			m.embdName, m.embdFile = target.embdName, Target
-			m.borrowed = append(m.borrowed, target.embdName)
-		}
-		if m.headName == "" {
-			m.headName, m.headFile = target.headName, Target
-			if !slices.Contains(m.borrowed, target.headName) {
-				m.borrowed = append(m.borrowed, target.headName)
-			}
-			m.shape.Vocab, m.shape.Tied = target.shape.Vocab, m.embdName == m.headName
-		}
-		m.inPlace = len(m.borrowed) > 0 && m.p.Borrow == BorrowInPlace
-	}
-	if m.headName == "" || !hasEmbd && m.embdFile == m.role {
-		return fmt.Errorf("plan: %s %s: no %s or %s (a draft without them needs a target to borrow from)", m.role, f.Path, nameEmbd, nameHead)
-	}
-	for _, name := range m.borrowed {
-		t, _ := target.file.Tensor(name)
-		if t.Dims[0] != m.shape.Embd {
-			return fmt.Errorf("plan: draft %s borrows the target's %s of width %d, but its hidden size is %d", f.Path, name, t.Dims[0], m.shape.Embd)
-		}
-	}
-
 	devs := m.p.Devices
-	all := func(rows Range) []Holder {
-		hs := make([]Holder, len(devs))
-		for i, d := range devs {
-			hs[i] = Holder{d, rows}
-		}
-		return hs
-	}
 	vocab := Range{0, m.shape.Vocab}
-	last := devs[len(devs)-1]
 	switch m.p.Head {
 	case HeadSingle:
 		m.headStore = []Holder{{m.p.HeadDevice, vocab}}
 		m.headRun = m.headStore
 	case HeadReplicated:
-		m.headStore = all(vocab)
-		m.headRun = []Holder{{last, vocab}}
+		for _, d := range devs {
+			m.headStore = append(m.headStore, Holder{d, vocab})
+		}
+		m.headRun = []Holder{{devs[len(devs)-1], vocab}}
 	case HeadSplit:
 		rows := splitByRatio(m.shape.Vocab, 1, m.p.Ratios)
 		for i, d := range devs {
@@ -121,14 +85,12 @@ func (m *model) resolveHeadAndEmbedding(target *model) error {
 		m.headRun = m.headStore
 	}
 	m.normDevs = holderDevices(m.headStore)
-	switch {
-	case m.embdName == m.headName: // tied: look up where the head is stored
-		m.embdStore = m.headStore
-		m.embdRun = m.headStore
+	if m.tied() { // look tokens up where the head is stored
+		m.embdStore, m.embdRun = m.headStore, m.headStore
 		if m.p.Head == HeadReplicated {
 			m.embdRun = []Holder{{devs[0], vocab}}
 		}
-	default:
+	} else {
 		m.embdStore = []Holder{{devs[0], vocab}}
 		m.embdRun = m.embdStore
 	}
@@ -136,6 +98,56 @@ func (m *model) resolveHeadAndEmbedding(target *model) error {
 		m.useInPlace(target)
 	}
 	return nil
+}
+
+// findHeadAndEmbedding names the tensors that serve as head and embedding:
+// output.weight, or the token embedding when tied; a draft lacking them
+// borrows the target's (an EAGLE-3 draft never ties its own).
+func (m *model) findHeadAndEmbedding(target *model) error {
+	f := m.file
+	_, hasEmbd := f.Tensor(nameEmbd)
+	_, hasHead := f.Tensor(nameHead)
+	if hasEmbd {
+		m.embdName, m.embdFile = nameEmbd, m.role
+	}
+	if hasHead {
+		m.headName, m.headFile = nameHead, m.role
+	} else if hasEmbd && m.shape.Arch != archEagle3 {
+		m.headName, m.headFile = nameEmbd, m.role
+	}
+	if target != nil {
+		if m.embdName == "" {
+			m.embdName, m.embdFile = target.embdName, Target
+			m.borrowed = append(m.borrowed, target.embdName)
+		}
+		if m.headName == "" {
+			m.headName, m.headFile = target.headName, Target
+			m.borrowed = appendNewName(m.borrowed, target.headName)
+			m.shape.Vocab = target.shape.Vocab
+		}
+		m.inPlace = len(m.borrowed) > 0 && m.p.Borrow == BorrowInPlace
+	}
+	if m.headName == "" || m.embdName == "" {
+		return fmt.Errorf("plan: %s %s: no %s or %s (a draft without them needs a target to borrow from)", m.role, f.Path, nameEmbd, nameHead)
+	}
+	m.shape.Tied = m.tied()
+	for _, name := range m.borrowed {
+		t, _ := target.file.Tensor(name)
+		if t.Dims[0] != m.shape.Embd {
+			return fmt.Errorf("plan: draft %s borrows the target's %s of width %d, but its hidden size is %d", f.Path, name, t.Dims[0], m.shape.Embd)
+		}
+	}
+	return nil
+}
+
+// tied reports whether one tensor serves as both embedding and head.
+func (m *model) tied() bool { return m.embdName == m.headName && m.embdFile == m.headFile }
+
+func appendNewName(names []string, name string) []string {
+	if slices.Contains(names, name) {
+		return names
+	}
+	return append(names, name)
 }
 
 // useInPlace points a draft's head and embedding at the target's copies: one
@@ -149,7 +161,7 @@ func (m *model) useInPlace(target *model) {
 		}
 		return Holder{}, false
 	}
-	if slices.Contains(m.borrowed, m.headName) {
+	if m.headFile == Target {
 		if h, ok := local(target.headStore); ok {
 			m.headRun = []Holder{h}
 		} else {
@@ -158,7 +170,7 @@ func (m *model) useInPlace(target *model) {
 		m.headStore = nil
 		m.normDevs = []int{m.p.Devices[len(m.p.Devices)-1]} // normalise, then send
 	}
-	if slices.Contains(m.borrowed, m.embdName) {
+	if m.embdFile == Target {
 		if h, ok := local(target.embdStore); ok {
 			m.embdRun = []Holder{h}
 		} else {

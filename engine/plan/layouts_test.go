@@ -215,3 +215,34 @@ func TestTensorSplitDraftOnThirdDevice(t *testing.T) {
 		t.Errorf("device 2 is %s with %d target bytes", b.Role(), b.Target.Total())
 	}
 }
+
+// An EAGLE-3 draft of a tied target borrows one tensor for both jobs, and a
+// copy of it is made once.
+func TestEagle3OfTiedTarget(t *testing.T) {
+	target := plantest.Llama1B(quant.Q8_0)
+	tf := open(t, target)
+	in := Input{Target: tf, Draft: open(t, plantest.Eagle3(target)), Devices: cpus(2, 8<<30), Ctx: 4096, Batch: 128, KVType: quant.F16,
+		TargetPlacement: Placement{Devices: []int{0}}, DraftPlacement: Placement{Devices: []int{1}, Borrow: BorrowCopy}}
+	p := mustMake(t, in)
+	emb, _ := tf.Tensor("token_embd.weight")
+	if !slices.Equal(p.Draft.Borrowed, []string{"token_embd.weight"}) || !p.Draft.Shape.Tied {
+		t.Errorf("borrowed %v, tied %v", p.Draft.Borrowed, p.Draft.Shape.Tied)
+	}
+	var copies int
+	for _, pt := range p.Draft.Tensors {
+		if pt.File == Target {
+			copies++
+			if pt.Bytes() != emb.Bytes || pt.Shards[0].Device != 1 || pt.Class != ClassHead {
+				t.Errorf("copy %s: %d bytes on %d, class %s", pt.Name, pt.Bytes(), pt.Shards[0].Device, pt.Class)
+			}
+		}
+	}
+	if copies != 1 {
+		t.Errorf("%d copies of target tensors, want 1", copies)
+	}
+	in.DraftPlacement.Borrow = BorrowInPlace
+	p = mustMake(t, in)
+	if h, e := p.Draft.HeadRun, p.Draft.EmbeddingRun; len(h) != 1 || h[0].Device != 0 || len(e) != 1 || e[0].Device != 0 {
+		t.Errorf("in place: head on %v, lookups on %v; want device 0", h, e)
+	}
+}

@@ -293,6 +293,7 @@ func TestBadInput(t *testing.T) {
 	eagle.TargetLayers = []int32{2, 40}
 	eagleF := open(t, eagle)
 	noHead := open(t, plantest.Eagle3(plantest.Qwen3_8B(quant.Q4_K)))
+	narrow := open(t, plantest.Eagle3(plantest.Llama1B(quant.Q4_K)))
 	devs := cpus(3, 1<<40)
 	base := Input{Target: f, Devices: devs, Ctx: 4096, Batch: 512, KVType: quant.F16, TargetPlacement: Placement{Devices: []int{0, 1}}}
 	for _, tc := range []struct {
@@ -320,6 +321,7 @@ func TestBadInput(t *testing.T) {
 		{"q8_0 odd heads", func(in *Input) { in.Target, in.KVType = smallF, quant.Q8_0 }, "KV type Q8_0"},
 		{"draft reads missing block", func(in *Input) { in.Draft, in.DraftPlacement.Devices = eagleF, []int{2} }, "target block 40"},
 		{"eagle3 as target", func(in *Input) { in.Target = noHead }, "no token_embd.weight"},
+		{"draft of another width", func(in *Input) { in.Draft, in.DraftPlacement.Devices = narrow, []int{2} }, "width 4096, but its hidden size is 2048"},
 		{"bad borrow", func(in *Input) {
 			in.Draft, in.DraftPlacement = noHead, Placement{Devices: []int{2}, Borrow: "share"}
 		}, "borrow"},

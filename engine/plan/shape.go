@@ -36,7 +36,7 @@ type Shape struct {
 	HeadDimV int64
 	FFN      []int64 // FFN activation width per block (from the tensors)
 	Vocab    int64   // rows of the head (the target's, for a draft that borrows it)
-	Tied     bool    // no output.weight: the token embedding is the head
+	Tied     bool    // one tensor, the token embedding, is also the head
 
 	// EAGLE-3 drafts read the inputs of these target blocks.
 	TargetLayers []int
@@ -99,7 +99,7 @@ func readShape(f *gguf.File) (Shape, error) {
 	if head, ok := f.Tensor(nameHead); ok {
 		s.Vocab = lastDim(head)
 	} else if embd, ok := f.Tensor(nameEmbd); ok {
-		s.Tied, s.Vocab = true, lastDim(embd)
+		s.Vocab = lastDim(embd)
 	}
 	if s.Arch == archEagle3 {
 		layers, ok := f.Int32s(archEagle3 + ".target_layers")
