@@ -12,7 +12,7 @@ import (
 
 // allVocabs loads every reference vocabulary: the three of the oracle and
 // the four of the vector files.
-func allVocabs(t *testing.T) map[string]*Tokenizer {
+func allVocabs(t testing.TB) map[string]*Tokenizer {
 	t.Helper()
 	o, dir := loadOracle(t)
 	out := map[string]*Tokenizer{}

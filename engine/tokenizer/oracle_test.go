@@ -23,7 +23,7 @@ type tokenizerOracle struct {
 	Files      map[string]string    `json:"files"` // relative to oracle/, maybe with a note after a space
 }
 
-func loadOracle(t *testing.T) (tokenizerOracle, string) {
+func loadOracle(t testing.TB) (tokenizerOracle, string) {
 	t.Helper()
 	path := sharedtest.Path(t, "oracle", "tokenizer_oracle.json")
 	b, err := os.ReadFile(path)
