@@ -16,11 +16,26 @@ const (
 )
 
 // Buffer is one allocation besides the weights: a KV cache of one block on
-// one device, or a scratch buffer the forward pass reuses block after block.
-// Scratch buffers are f32, shaped for the largest forward: B tokens (the
-// batch) against a context of ctx.
+// one device, [head_dim x local KV heads, ctx] in the KV type, named
+// "blk.N.k" or "blk.N.v"; or a scratch buffer the forward pass reuses block
+// after block, f32, shaped for the largest forward (B tokens, the batch,
+// against a context of ctx):
+//
+//	x        [n_embd, B]          residual stream
+//	xn       [in, B]              normalised input (also the partial sums of a tensor split)
+//	q        [hd_k*heads, B]      queries of the local heads
+//	k, v     [hd*kv_heads, B]     new keys and values before they enter the cache
+//	scores   [ctx, B, group]      attention of one KV head's query group at a time
+//	attn     [hd_v*heads, B]      attention output before the output projection
+//	ffn_gate [ffn, B], ffn_up [ffn, B]  FFN activations of the local rows
+//	logits   [vocab rows, B]      on each device that runs (a part of) the head
+//	recv     [n_embd, B]          activations arriving from another device
+//	features [n_target*hidden, B] an EAGLE-3 draft's inputs from the target
+//
+// where in is the widest block input (2 x n_embd for EAGLE-3), and heads,
+// kv_heads and ffn are the device's share under a tensor split.
 type Buffer struct {
-	Name   string // "blk.3.k", "blk.3.v", or a scratch name (see scratch)
+	Name   string
 	For    Role
 	Kind   BufferKind
 	Device int
@@ -81,18 +96,7 @@ type local struct {
 	features  int64
 }
 
-// scratch lists the f32 scratch buffers of a model, per device:
-//
-//	x        [n_embd, B]          residual stream
-//	xn       [in, B]              normalised input (also the partial sums of a tensor split)
-//	q        [hd_k*heads, B]      queries of the local heads
-//	k, v     [hd*kv_heads, B]     new keys and values before they enter the cache
-//	scores   [ctx, B, group]      attention of one KV head's query group at a time
-//	attn     [hd_v*heads, B]      attention output before the output projection
-//	ffn_gate [ffn, B], ffn_up [ffn, B]  FFN activations of the local rows
-//	logits   [vocab rows, B]      on each device that runs (a part of) the head
-//	recv     [n_embd, B]          activations arriving from another device
-//	features [n_target*hidden, B] an EAGLE-3 draft's inputs from the target
+// scratch lists the f32 scratch buffers of a model, per device (see Buffer).
 func (m *model) scratch(ctx, batch int64) []Buffer {
 	per := m.locals()
 	var out []Buffer

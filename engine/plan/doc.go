@@ -3,15 +3,24 @@
 // tensor shard, KV cache and scratch buffer lives, and adds up what each
 // device will hold before anything loads.
 //
-// The plan is the executor's allocation list, not an estimate of it: the
-// executor allocates exactly Plan.Target.Tensors' shards and Buffers (and the
-// draft's), so the per-device budget shown to the user is the sum of what
-// will be allocated, plus a per-device context overhead (overhead.go).
+// The plan is the executor's allocation list, not an estimate of it. For
+// each ModelPlan (Plan.Target, Plan.Draft) the executor allocates:
+//   - every Shard of every Tensor on its device: a whole tensor or a range of
+//     rows is one contiguous piece of the file (Shard.FileRange); a range of
+//     columns (Dim 0) takes that block-aligned piece of every row;
+//   - every Buffer (KV caches per block and f32 scratch, named and shaped);
+//
+// and runs the blocks where BlockDevice (layer split) or KVHeads/FFNRows
+// (tensor split) say, the head where HeadRun says and token lookups where
+// EmbeddingRun says. The per-device budget shown to people is the sum of
+// those allocations plus a per-device context overhead (overhead.go), so
+// the numbers are the executor's own.
 //
 // What is counted, per device:
 //   - weights: layer split puts whole blocks on devices by ratio; tensor split
 //     cuts every block matrix on its natural axis (Q/K/V/gate/up by output
-//     rows, attention-output/down by input columns) and mirrors the norms;
+//     rows in whole KV-head groups, attention-output/down by input columns on
+//     quant block boundaries) and mirrors the norms;
 //   - the token embedding and the output head: the head is on one device,
 //     replicated (a full copy per device) or split by vocabulary rows;
 //   - the KV cache: ctx x kv_heads x head_dim per block, K and V, in the KV type;
