@@ -1,0 +1,115 @@
+// Package engine is Tandem's runtime facade: it loads a target model and an
+// optional draft, and generates text with speculative decoding. Calls are
+// synchronous; the caller owns the goroutine and the cancel (ctx). The
+// window, the command line and the server all drive it through Load,
+// Runner.Generate and Runner.Close.
+package engine
+
+import (
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/sample"
+)
+
+// Config says what to load.
+type Config struct {
+	Target string // path of the target GGUF
+	// Draft is an optional draft GGUF: a small model of the same vocabulary,
+	// or an EAGLE-3 draft that borrows the target's embedding and head.
+	Draft string
+	// Lookup drafts from the context itself (prompt lookup / n-grams); with
+	// no Draft it is the whole drafting scheme.
+	Lookup  bool
+	Backend string // "cpu" (default) or "cuda"
+	Context int    // KV-cache length in tokens; 0 = min(trained context, 4096)
+	KVType  string // "f16" (default), "q8_0" or "f32"
+	Threads int    // CPU worker threads; 0 = all cores
+
+	DraftMax  int     // most tokens drafted per step (default 8)
+	DraftMin  int     // fewest the adaptive length goes down to (default 1)
+	DraftPMin float64 // stop drafting when the draft's top probability is below this (default 0.5)
+}
+
+// Sampling are the settings that turn logits into a token; the zero value
+// is greedy. Drafts are verified under exactly these settings.
+type Sampling = sample.Params
+
+// Request is one generation.
+type Request struct {
+	// Prompt is raw text, tokenized with special tokens parsed
+	// ("<|im_start|>user..."). Used when Messages is empty.
+	Prompt string
+	// Messages are rendered with the model's chat template and a generation
+	// prompt. A template that fails to render is an error wrapping
+	// chat.ErrTemplate; set ChatMLFallback to use plain ChatML instead.
+	Messages       []chat.Message
+	ChatMLFallback bool
+
+	MaxTokens int  // 0 = until end of generation or the context is full
+	IgnoreEOS bool // generate exactly MaxTokens tokens
+	Stop      []string
+	Sampling  Sampling
+	// NoDraft generates with the target alone even when a draft is loaded.
+	NoDraft bool
+}
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+const (
+	// EventToken carries newly accepted text (complete UTF-8) and token ids.
+	EventToken EventKind = iota
+	// EventStep carries the statistics after one speculative step.
+	EventStep
+)
+
+// Event is emitted while generating, on the caller's goroutine.
+type Event struct {
+	Kind  EventKind
+	Text  string  // EventToken: text of IDs, held back until UTF-8 is complete
+	IDs   []int32 // EventToken: tokens accepted in this step
+	Stats Stats   // running totals
+}
+
+// Stats are the totals of a generation, also emitted as running totals.
+type Stats struct {
+	PromptTokens    int     `json:"prompt_tokens"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	Drafted         int     `json:"drafted"`
+	Accepted        int     `json:"accepted"`
+	Steps           int     `json:"steps"`
+	PrefillSeconds  float64 `json:"prefill_seconds"`
+	DecodeSeconds   float64 `json:"decode_seconds"`
+	// AcceptedAt[i] counts steps whose i-th drafted token was accepted.
+	AcceptedAt   []int  `json:"accepted_at,omitempty"`
+	FinishReason string `json:"finish_reason"` // "stop" (EOS or a stop string), "length", "cancelled"
+}
+
+// Acceptance is the fraction of drafted tokens that were accepted.
+func (s Stats) Acceptance() float64 {
+	if s.Drafted == 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(s.Drafted)
+}
+
+// PrefillTokS is prompt tokens per second.
+func (s Stats) PrefillTokS() float64 { return rate(s.PromptTokens, s.PrefillSeconds) }
+
+// DecodeTokS is generated tokens per second.
+func (s Stats) DecodeTokS() float64 { return rate(s.GeneratedTokens, s.DecodeSeconds) }
+
+func rate(n int, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return float64(n) / secs
+}
+
+// Progress reports loading: bytes of weights placed out of the total.
+type Progress struct {
+	Model       string // "target" or "draft"
+	BytesDone   int64
+	BytesTotal  int64
+	TensorsDone int
+	Tensors     int
+}

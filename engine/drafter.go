@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"math"
+
+	"github.com/tandem-run/tandem/engine/sample"
+	"github.com/tandem-run/tandem/engine/spec"
+)
+
+// drafter proposes tokens to follow a history. dists[i] is the distribution
+// tokens[i] was drawn from under the request's sampling settings; a nil
+// dists means each proposal is certain (a one-hot distribution), as for
+// greedy drafting and prompt lookup.
+type drafter interface {
+	draft(ctx context.Context, history []int32, n int, s *sample.Sampler) (tokens []int32, dists [][]float32, err error)
+}
+
+// modelDrafter drafts with a small model of the same vocabulary.
+type modelDrafter struct {
+	seq   sequence
+	pMin  float64
+	toks  []int32
+	dists [][]float32
+}
+
+func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sample.Sampler) ([]int32, [][]float32, error) {
+	d.toks = append(d.toks[:0], history...)
+	proposed := d.toks[len(history):]
+	greedy := s.Params().Greedy()
+	if !greedy && cap(d.dists) < n {
+		d.dists = make([][]float32, n)
+	}
+	for i := range n {
+		logits, err := d.seq.run(ctx, d.toks, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		var t int32
+		var top float64
+		if greedy {
+			t, top = greedyPick(s, logits, d.toks)
+		} else {
+			q := s.Probs(d.dists[:n][i], logits, d.toks)
+			d.dists[i] = q
+			t = sample.Draw(q, s.Uniform())
+			top = float64(q[sample.Argmax(q)])
+		}
+		// A draft unsure of its own next token is likely wrong: stop here
+		// rather than spend the target's time verifying a guess.
+		if top < d.pMin {
+			break
+		}
+		d.toks = append(d.toks, t)
+		proposed = d.toks[len(history):]
+	}
+	if greedy {
+		return proposed, nil, nil
+	}
+	return proposed, d.dists[:len(proposed)], nil
+}
+
+// greedyPick is the sampler's greedy choice and the draft's confidence in
+// it: the softmax probability of its top logit.
+func greedyPick(s *sample.Sampler, logits []float32, history []int32) (int32, float64) {
+	t := s.Sample(logits, history)
+	maxv := logits[sample.Argmax(logits)]
+	var sum float64
+	for _, l := range logits {
+		sum += math.Exp(float64(l - maxv))
+	}
+	return t, math.Exp(float64(logits[t]-maxv)) / sum
+}
+
+// lookupDrafter drafts by prompt lookup: no model, certain proposals.
+type lookupDrafter struct{ l spec.Lookup }
+
+func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ *sample.Sampler) ([]int32, [][]float32, error) {
+	return d.l.Draft(history, n), nil, nil
+}

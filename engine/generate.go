@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/sample"
+	"github.com/tandem-run/tandem/engine/spec"
+	"github.com/tandem-run/tandem/engine/tokenizer"
+)
+
+// Generate runs one request to completion, calling emit on this goroutine
+// as tokens are accepted. Cancelling ctx stops it within one step; the
+// runner stays usable, and the returned Stats say "cancelled".
+func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (Stats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.target == nil {
+		return Stats{}, errors.New("engine: runner is closed")
+	}
+	prompt, err := r.promptTokens(ctx, req)
+	if err != nil {
+		return Stats{}, err
+	}
+	n := r.target.m.Context()
+	switch {
+	case len(prompt) == 0:
+		return Stats{}, errors.New("engine: empty prompt")
+	case len(prompt) >= n:
+		return Stats{PromptTokens: len(prompt)}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
+	}
+	g := &generation{r: r, req: req, emit: emit, sampler: sample.NewSeeded(req.Sampling),
+		history: prompt, stream: r.tok.NewStreamDecoder(),
+		length: spec.NewLength(r.cfg.DraftMin, r.cfg.DraftMax)}
+	g.stats.PromptTokens = len(prompt)
+	if emit == nil {
+		g.emit = func(Event) {}
+	}
+	err = g.run(ctx)
+	if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) {
+		g.stats.FinishReason = "cancelled"
+		return g.stats, nil
+	}
+	return g.stats, err
+}
+
+// promptTokens tokenizes the prompt or renders and tokenizes the messages.
+func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error) {
+	text := req.Prompt
+	if len(req.Messages) > 0 {
+		var err error
+		text, err = r.RenderChat(ctx, req.Messages, req.ChatMLFallback)
+		if err != nil {
+			return nil, err
+		}
+	}
+	ids, err := r.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.tok.AddBOS()})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return ids, nil
+}
+
+// RenderChat renders messages with the model's chat template and a
+// generation prompt. Without a template, or when it fails to render, it is
+// an error wrapping chat.ErrTemplate unless fallback allows plain ChatML.
+func (r *Runner) RenderChat(ctx context.Context, msgs []chat.Message, fallback bool) (string, error) {
+	if r.template != nil {
+		text, err := r.template.Render(ctx, msgs, chat.Options{AddGenerationPrompt: true})
+		if err == nil || !fallback {
+			return text, err
+		}
+	} else if !fallback {
+		return "", fmt.Errorf("engine: the model has no chat template: %w", chat.ErrTemplate)
+	}
+	return chat.ChatML(msgs, true), nil
+}
+
+// generation is the state of one Generate call.
+type generation struct {
+	r       *Runner
+	req     Request
+	emit    func(Event)
+	sampler *sample.Sampler
+	history []int32 // prompt and every accepted token
+	stream  *tokenizer.StreamDecoder
+	length  *spec.Length
+	stats   Stats
+	text    strings.Builder // everything emitted, for stop strings
+	held    string          // decoded text held back: it may begin a stop string
+	probs   []float32
+}
+
+func (g *generation) run(ctx context.Context) error {
+	// Prefill all but the last prompt token; the last one starts the first
+	// speculative step, so even the first generated token is drafted.
+	start := time.Now()
+	if n := len(g.history); n > 1 {
+		if _, err := g.r.target.run(ctx, g.history[:n-1], 1); err != nil {
+			return err
+		}
+	}
+	g.stats.PrefillSeconds = time.Since(start).Seconds()
+	start = time.Now()
+	defer func() { g.stats.DecodeSeconds = time.Since(start).Seconds() }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done, err := g.step(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// step drafts, verifies the drafts in one target pass and accepts the
+// result. It reports whether generation is finished.
+func (g *generation) step(ctx context.Context) (bool, error) {
+	room := g.r.target.m.Context() - len(g.history) // positions left after the pending token
+	var drafted []int32
+	var dists [][]float32
+	if g.r.draft != nil && !g.req.NoDraft && room > 0 {
+		n := min(g.length.Next(), room, g.remaining()-1)
+		if n > 0 {
+			var err error
+			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.sampler); err != nil {
+				return false, err
+			}
+		}
+	}
+	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
+	logits, err := g.r.target.run(ctx, batch, len(drafted)+1)
+	if err != nil {
+		return false, err
+	}
+	out := g.verify(logits, drafted, dists)
+	g.stats.Steps++
+	if len(drafted) > 0 {
+		g.stats.Drafted += len(drafted)
+		g.stats.Accepted += len(out) - 1
+		g.length.Observe(len(drafted), len(out)-1)
+		for len(g.stats.AcceptedAt) < len(drafted) {
+			g.stats.AcceptedAt = append(g.stats.AcceptedAt, 0)
+		}
+		for i := range len(out) - 1 {
+			g.stats.AcceptedAt[i]++
+		}
+	}
+	return g.accept(out), nil
+}
+
+// verify returns the accepted drafted tokens followed by the target's own
+// next token: greedy keeps drafts while they equal the target's choice;
+// sampling keeps each with probability min(1, p/q) and replaces the first
+// rejected one by a draw from the residual max(0, p - q).
+func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32) []int32 {
+	vocab := len(logits) / (len(drafted) + 1)
+	row := func(i int) []float32 { return logits[i*vocab : (i+1)*vocab] }
+	hist := append(g.history[:len(g.history):len(g.history)], drafted...)
+	out := make([]int32, 0, len(drafted)+1)
+	greedy := g.req.Sampling.Greedy()
+	for i, d := range drafted {
+		h := hist[:len(g.history)+i]
+		if greedy {
+			t := g.sampler.Sample(row(i), h)
+			out = append(out, t)
+			if t != d {
+				return out
+			}
+			continue
+		}
+		p := g.sampler.Probs(g.probs, row(i), h)
+		g.probs = p
+		q := oneHot(dists, i, d, len(p))
+		if spec.Accept(p, q, d, g.sampler.Uniform()) {
+			out = append(out, d)
+			continue
+		}
+		return append(out, spec.Residual(p, q, g.sampler.Uniform()))
+	}
+	return append(out, g.sampler.Sample(row(len(drafted)), hist))
+}
+
+// oneHot is dists[i], or a certain distribution on d when the drafter gave none.
+func oneHot(dists [][]float32, i int, d int32, n int) []float32 {
+	if dists != nil {
+		return dists[i]
+	}
+	q := make([]float32, n)
+	q[d] = 1
+	return q
+}
+
+// remaining is how many more tokens the request allows.
+func (g *generation) remaining() int {
+	left := g.r.target.m.Context() - len(g.history)
+	if g.req.MaxTokens > 0 {
+		left = min(left, g.req.MaxTokens-g.stats.GeneratedTokens)
+	}
+	return left
+}
+
+// accept appends tokens to the output up to the first end-of-generation
+// token, the token limit or a stop string, emits them, and reports whether
+// generation is finished.
+func (g *generation) accept(tokens []int32) bool {
+	var ids []int32
+	var text strings.Builder
+	finish := ""
+	for _, t := range tokens {
+		if g.remaining() <= 0 {
+			finish = "length"
+			break
+		}
+		g.history = append(g.history, t)
+		g.stats.GeneratedTokens++
+		ids = append(ids, t)
+		if g.r.tok.IsEOG(t) && !g.req.IgnoreEOS {
+			finish = "stop"
+			break
+		}
+		if g.r.tok.TokenType(t) != tokenizer.TypeControl { // <|im_end|> and the like are not text
+			text.WriteString(g.stream.Add(t))
+		}
+	}
+	if finish == "" && g.remaining() <= 0 {
+		finish = "length"
+	}
+	if finish != "" {
+		text.WriteString(g.stream.Flush())
+	}
+	piece, stopped := g.applyStop(text.String(), finish != "")
+	if stopped {
+		finish = "stop"
+	}
+	g.stats.FinishReason = finish
+	g.emit(Event{Kind: EventToken, Text: piece, IDs: ids, Stats: g.stats})
+	return finish != ""
+}
+
+// applyStop cuts the text at the first stop string and holds back a tail
+// that could be the start of one, so a stop string never reaches the user.
+func (g *generation) applyStop(piece string, final bool) (string, bool) {
+	if len(g.req.Stop) == 0 {
+		return piece, false
+	}
+	buf := g.held + piece
+	for _, s := range g.req.Stop {
+		if s == "" {
+			continue
+		}
+		if i := strings.Index(g.text.String()+buf, s); i >= 0 {
+			out := (g.text.String() + buf)[g.text.Len():max(i, g.text.Len())]
+			g.text.WriteString(out)
+			g.held = ""
+			return out, true
+		}
+	}
+	keep := 0
+	if !final {
+		for _, s := range g.req.Stop {
+			for k := min(len(s)-1, len(buf)); k > keep; k-- {
+				if strings.HasSuffix(buf, s[:k]) {
+					keep = k
+					break
+				}
+			}
+		}
+	}
+	out := buf[:len(buf)-keep]
+	g.held = buf[len(buf)-keep:]
+	g.text.WriteString(out)
+	return out, false
+}
