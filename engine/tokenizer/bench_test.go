@@ -19,7 +19,7 @@ func englishMB(b *testing.B) string {
 }
 
 func benchmarkEncode(b *testing.B, vocab ...string) {
-	tk := newTokenizer(b, loadVocab(b, sharedtest.Path(b, vocab...)))
+	tk := loadTokenizer(b, sharedtest.Path(b, vocab...))
 	text := englishMB(b)
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
@@ -48,7 +48,7 @@ func BenchmarkEncodeDeepseekRegex(b *testing.B) {
 }
 
 func BenchmarkDecodeQwen3(b *testing.B) {
-	tk := newTokenizer(b, loadVocab(b, sharedtest.Path(b, "testdata", "vocab", "vocab-qwen3.gguf")))
+	tk := loadTokenizer(b, sharedtest.Path(b, "testdata", "vocab", "vocab-qwen3.gguf"))
 	text := englishMB(b)
 	ids, err := tk.Encode(text, EncodeOptions{})
 	if err != nil {

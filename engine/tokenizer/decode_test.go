@@ -18,11 +18,11 @@ func allVocabs(t testing.TB) map[string]*Tokenizer {
 	out := map[string]*Tokenizer{}
 	for name, file := range o.Files {
 		file, _, _ = strings.Cut(file, " ")
-		out[name] = newTokenizer(t, loadVocab(t, filepath.Join(dir, file)))
+		out[name] = loadTokenizer(t, filepath.Join(dir, file))
 	}
 	vecs, _ := filepath.Glob(sharedtest.Path(t, "testdata", "vocab", "ggml-vocab-*.gguf"))
 	for _, path := range vecs {
-		out[filepath.Base(path)] = newTokenizer(t, loadVocab(t, path))
+		out[filepath.Base(path)] = loadTokenizer(t, path)
 	}
 	return out
 }

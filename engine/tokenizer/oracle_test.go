@@ -37,9 +37,23 @@ func loadOracle(t testing.TB) (tokenizerOracle, string) {
 	return o, filepath.Dir(path)
 }
 
-// vocabCache shares loaded vocabularies between tests: the big ones take a
-// noticeable fraction of a second to read and build.
-var vocabCache sync.Map // path -> Vocab
+// Loaded vocabularies and tokenizers are shared between tests: the big ones
+// take a noticeable fraction of a second to read and build.
+var (
+	vocabCache     sync.Map // path -> Vocab
+	tokenizerCache sync.Map // path -> *Tokenizer
+)
+
+// loadTokenizer builds (once) the tokenizer of a GGUF file.
+func loadTokenizer(t testing.TB, path string) *Tokenizer {
+	t.Helper()
+	if tk, ok := tokenizerCache.Load(path); ok {
+		return tk.(*Tokenizer)
+	}
+	tk := newTokenizer(t, loadVocab(t, path))
+	tokenizerCache.Store(path, tk)
+	return tk
+}
 
 func loadVocab(t testing.TB, path string) Vocab {
 	t.Helper()
@@ -73,7 +87,7 @@ func TestOracleStrings(t *testing.T) {
 	for name, want := range o.Tokenizers {
 		t.Run(name, func(t *testing.T) {
 			file, _, _ := strings.Cut(o.Files[name], " ")
-			tk := newTokenizer(t, loadVocab(t, filepath.Join(dir, file)))
+			tk := loadTokenizer(t, filepath.Join(dir, file))
 			if len(want) != len(o.Strings) {
 				t.Fatalf("%d id lists for %d strings", len(want), len(o.Strings))
 			}

@@ -34,11 +34,16 @@ type Tokenizer struct {
 	spm      *spm          // SPM only
 }
 
-// eogTexts are the tokens that end generation whatever the metadata says,
-// as llama.cpp decides: chat turn ends and end-of-text markers.
-var eogTexts = [...]string{
-	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-	"<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+// isEOGText reports whether a token's text marks an end of generation
+// whatever the metadata says, as llama.cpp decides: chat-turn ends and
+// end-of-text markers.
+func isEOGText(s string) bool {
+	switch s {
+	case "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+		"<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>":
+		return true
+	}
+	return false
 }
 
 // New builds a Tokenizer from a vocabulary. The Tokenizer keeps the slices
@@ -73,10 +78,8 @@ func New(v Vocab) (*Tokenizer, error) {
 	t := &Tokenizer{vocab: v, ids: make(map[string]int32, n), eog: map[int32]bool{}}
 	for id, tok := range v.Tokens {
 		t.ids[tok] = int32(id)
-	}
-	for _, s := range eogTexts {
-		if id, ok := t.ids[s]; ok {
-			t.eog[id] = true
+		if isEOGText(tok) {
+			t.eog[int32(id)] = true
 		}
 	}
 	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
@@ -104,14 +107,6 @@ func New(v Vocab) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: model %q is not supported (want %q or %q): %w", v.Model, ModelBPE, ModelSPM, ErrVocab)
 	}
 	return t, nil
-}
-
-// typeOf returns a token's type (TypeNormal when the vocabulary has none).
-func (v *Vocab) typeOf(id int32) TokenType {
-	if len(v.Types) == 0 {
-		return TypeNormal
-	}
-	return v.Types[id]
 }
 
 // VocabSize is the number of tokens.

@@ -71,7 +71,7 @@ func FuzzEncode(f *testing.F) {
 }
 
 func TestSpecialTokens(t *testing.T) {
-	tk := newTokenizer(t, loadVocab(t, vocabPath(t, "vocab-llama3.gguf")))
+	tk := loadTokenizer(t, vocabPath(t, "vocab-llama3.gguf"))
 	bos, ok := tk.BOS()
 	if !ok || tk.TokenText(bos) != "<|begin_of_text|>" || !tk.AddBOS() {
 		t.Errorf("BOS %d %q add %v", bos, tk.TokenText(bos), tk.AddBOS())
@@ -99,7 +99,7 @@ func TestSpecialTokens(t *testing.T) {
 		t.Errorf("kind %q pre %q size %d", tk.Kind(), tk.Pre(), tk.VocabSize())
 	}
 
-	qwen := newTokenizer(t, loadVocab(t, vocabPath(t, "vocab-qwen3.gguf")))
+	qwen := loadTokenizer(t, vocabPath(t, "vocab-qwen3.gguf"))
 	for _, text := range []string{"<|im_end|>", "<|endoftext|>"} {
 		if id, _ := qwen.ID(text); !qwen.IsEOG(id) {
 			t.Errorf("qwen3: %s is not end-of-generation", text)
@@ -159,7 +159,7 @@ func TestBadVocabularies(t *testing.T) {
 }
 
 func TestSentencePieceByteFallback(t *testing.T) {
-	tk := newTokenizer(t, loadVocab(t, vocabPath(t, "ggml-vocab-llama-spm.gguf")))
+	tk := loadTokenizer(t, vocabPath(t, "ggml-vocab-llama-spm.gguf"))
 	// U+10FFFD (private use) is surely no piece: it falls back to 4 bytes.
 	s := "x\U0010FFFD"
 	ids, err := tk.Encode(s, EncodeOptions{})

@@ -56,7 +56,7 @@ func TestVocabVectors(t *testing.T) {
 	for _, path := range paths {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ggml-vocab-"), ".gguf")
 		t.Run(name, func(t *testing.T) {
-			tk := newTokenizer(t, loadVocab(t, path))
+			tk := loadTokenizer(t, path)
 			texts, want := readVectors(t, path)
 			pass := 0
 			for i, s := range texts {

@@ -39,3 +39,11 @@ type Vocab struct {
 	AddSpacePrefix bool // SPM: text after the start or a special token gets a leading space
 	NFC            bool // normalize text to Unicode NFC before splitting (Qwen's tokenizers do)
 }
+
+// typeOf returns a token's type (TypeNormal when the vocabulary has none).
+func (v *Vocab) typeOf(id int32) TokenType {
+	if len(v.Types) == 0 {
+		return TypeNormal
+	}
+	return v.Types[id]
+}
