@@ -41,7 +41,7 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	draftDevs := fs.String("draft-devices", "", "draft's device `indices` (default: where the target runs its head)")
 	split := fs.String("split", "layer", "how the target spreads over its devices: `layer` or tensor")
 	ratios := fs.String("ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
-	head := fs.String("head", "", "target's output head: `replicated` or split (default: on the last device for layer split, split for tensor split)")
+	head := fs.String("head", "", "target's output head: `single` (on the last device), replicated or split (default: single for layer split, split for tensor split)")
 	borrow := fs.String("borrow", "target", "a draft that borrows the target's head and embedding uses them where the target keeps them (`target`) or copies them (copy)")
 	ctxSize := fs.Int("ctx", 0, "context size in `tokens` (default: 4096, or less if the model was trained shorter)")
 	batch := fs.Int("batch", defaultBatch, "most `tokens` per forward pass (prefill chunk, verification batch)")
@@ -179,10 +179,13 @@ func parsePlacement(devs, split, ratios, head string, inv device.Inventory) (pla
 		return p, fmt.Errorf("--split %q: want layer or tensor", split)
 	}
 	switch head {
-	case "", "replicated", "split":
+	case "", "single", "replicated", "split":
 		p.Head = plan.HeadMode(head)
 	default:
-		return p, fmt.Errorf("--head %q: want replicated or split", head)
+		return p, fmt.Errorf("--head %q: want single, replicated or split", head)
+	}
+	if p.Head == plan.HeadSingle && len(p.Devices) > 0 {
+		p.HeadDevice = p.Devices[len(p.Devices)-1]
 	}
 	if ratios != "" {
 		for _, f := range strings.Split(ratios, ",") {
@@ -262,6 +265,17 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 		fmt.Fprintf(out, "  %s: %s\n", d.Label(), names[i])
 	}
 
+	if len(p.Heads) > 0 {
+		fmt.Fprintln(out, "\nThe target's head, three ways (total per device):")
+		for _, h := range p.Heads {
+			mark := " "
+			if h.Mode == p.Target.Placement.Head {
+				mark = "*"
+			}
+			fmt.Fprintf(out, " %s --head %-10s  %s; %s\n", mark, h.Mode, perDevice(h.Totals, inv), fitsWord(h.Fits))
+		}
+	}
+
 	if p.Borrow != nil {
 		fmt.Fprintf(out, "\nThe draft borrows the target's %s. Two ways to run it:\n", strings.Join(p.Borrow.Tensors, " and "))
 		for _, o := range p.Borrow.Options {
@@ -269,16 +283,7 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 			if o.Mode == p.Borrow.Chosen {
 				mark = "*"
 			}
-			var per []string
-			for _, i := range slices.Sorted(maps.Keys(o.Draft)) {
-				d, _ := inv.Device(i)
-				per = append(per, fmt.Sprintf("%s %s", d.Label(), humanize.IBytes(uint64(o.Draft[i]))))
-			}
-			verdict := "fits"
-			if !o.Fits {
-				verdict = "does not fit"
-			}
-			fmt.Fprintf(out, " %s --borrow %s: %s\n     draft memory: %s; %s\n", mark, o.Mode, o.Text, strings.Join(per, ", "), verdict)
+			fmt.Fprintf(out, " %s --borrow %s: %s\n     draft memory: %s; %s\n", mark, o.Mode, o.Text, perDevice(o.Draft, inv), fitsWord(o.Fits))
 		}
 	}
 
@@ -300,6 +305,23 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 		}
 		fmt.Fprintf(out, "  %s (%s)\n", s.Text, strings.Join(flags, " "))
 	}
+}
+
+// perDevice writes bytes per device: "GPU 0 1.2 GiB, GPU 1 900 MiB".
+func perDevice(bytes map[int]int64, inv device.Inventory) string {
+	var per []string
+	for _, i := range slices.Sorted(maps.Keys(bytes)) {
+		d, _ := inv.Device(i)
+		per = append(per, fmt.Sprintf("%s %s", d.Label(), humanize.IBytes(uint64(bytes[i]))))
+	}
+	return strings.Join(per, ", ")
+}
+
+func fitsWord(fits bool) string {
+	if fits {
+		return "fits"
+	}
+	return "does not fit"
 }
 
 // describeModel is one line on a model and where it goes.

@@ -168,6 +168,16 @@ func TestTensorSplitTwo12GBHeadSharingDraft(t *testing.T) {
 	if rows != vocab {
 		t.Errorf("head rows add up to %d, want %d", rows, vocab)
 	}
+	// Each plan offers the three head modes with their totals per GPU.
+	opts := map[HeadMode]HeadOption{}
+	for _, o := range split.Heads {
+		opts[o.Mode] = o
+	}
+	for _, d := range []int{0, 1} {
+		if len(opts) != 3 || opts[HeadReplicated].Totals[d] != budgetFor(t, replicated, d).Total() || opts[HeadSplit].Totals[d] != budgetFor(t, split, d).Total() {
+			t.Errorf("GPU %d: head options %+v disagree with the plans", d, split.Heads)
+		}
+	}
 	if h := replicated.Draft.HeadRun; len(h) != 1 || h[0].Device != 0 || h[0].Rows.Len() != vocab {
 		t.Errorf("replicated: the draft's head runs on %+v, want all rows on GPU 0", h)
 	}

@@ -41,6 +41,8 @@ type Plan struct {
 	Draft      *ModelPlan // nil without a draft
 	Devices    []Budget   // the devices in use, in index order
 	Fits       bool
+	// Heads compares the target's head modes (when it spans devices).
+	Heads []HeadOption
 	// Borrow compares the two ways a draft can use the target tensors it
 	// borrows; nil when the draft has all it needs.
 	Borrow *BorrowReport
@@ -84,6 +86,7 @@ func Make(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Heads = headOptions(in, p)
 	if p.Draft != nil && len(p.Draft.Borrowed) > 0 {
 		p.Borrow = borrowReport(in, p)
 	}

@@ -5,7 +5,15 @@ type Report struct {
 	Fits        bool               `json:"fits"`
 	Devices     []DeviceReport     `json:"devices"`
 	Suggestions []SuggestionReport `json:"suggestions"`
+	HeadModes   []HeadModeJSON     `json:"head_modes,omitempty"`
 	Borrow      *BorrowJSON        `json:"borrow,omitempty"`
+}
+
+// HeadModeJSON is one HeadOption.
+type HeadModeJSON struct {
+	Mode       HeadMode      `json:"mode"`
+	Fits       bool          `json:"fits"`
+	TotalBytes map[int]int64 `json:"total_bytes"`
 }
 
 // DeviceReport is one device's budget.
@@ -73,6 +81,9 @@ func (p *Plan) Report() Report {
 	}
 	for _, s := range p.Suggestions {
 		r.Suggestions = append(r.Suggestions, SuggestionReport{s.Text, s.Changes})
+	}
+	for _, h := range p.Heads {
+		r.HeadModes = append(r.HeadModes, HeadModeJSON{h.Mode, h.Fits, h.Totals})
 	}
 	if p.Borrow != nil {
 		br := &BorrowJSON{Tensors: p.Borrow.Tensors, Bytes: p.Borrow.Bytes, Chosen: p.Borrow.Chosen}
