@@ -40,9 +40,10 @@ type Vocab struct {
 	NFC            bool // normalize text to Unicode NFC before splitting (Qwen's tokenizers do)
 }
 
-// typeOf returns a token's type (TypeNormal when the vocabulary has none).
+// typeOf returns a token's type; tokens without one (no Types, or the
+// undefined type 0) are normal.
 func (v *Vocab) typeOf(id int32) TokenType {
-	if len(v.Types) == 0 {
+	if len(v.Types) == 0 || v.Types[id] == 0 {
 		return TypeNormal
 	}
 	return v.Types[id]
