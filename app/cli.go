@@ -30,6 +30,7 @@ func commands() []command {
 		{"chat-template", "print the prompt a model's chat template makes of messages", runChatTemplate},
 		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
 		{"plan", "show what each device would hold for a placement, before loading", runPlan},
+		{"run", "generate text, with a draft model or prompt lookup when given", runRun},
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	return cmds

@@ -1,0 +1,211 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/chat"
+)
+
+// engineFlags are the load-time flags that run, bench, perplexity and serve share.
+type engineFlags struct {
+	model, draft       string
+	lookup             bool
+	backend            string
+	ctx                int
+	kvType             string
+	threads            int
+	draftMax, draftMin int
+	draftPMin          float64
+}
+
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.model, "model", "", "target model GGUF (default: the bundled demo pair)")
+	fs.StringVar(&e.draft, "draft", "", "draft model GGUF: a small model of the same vocabulary")
+	fs.BoolVar(&e.lookup, "lookup", false, "draft by prompt lookup (n-grams of the context); alone when no --draft")
+	fs.StringVar(&e.backend, "backend", "cpu", "compute backend: cpu or cuda")
+	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default: the model's, at most 4096)")
+	fs.StringVar(&e.kvType, "kv-type", "f16", "KV cache type: f16 or f32")
+	fs.IntVar(&e.threads, "threads", 0, "CPU threads (default: all cores)")
+	fs.IntVar(&e.draftMax, "draft-max", engine.DefaultDraftMax, "most tokens drafted per step")
+	fs.IntVar(&e.draftMin, "draft-min", engine.DefaultDraftMin, "fewest tokens the adaptive draft length goes down to")
+	fs.Float64Var(&e.draftPMin, "draft-p-min", engine.DefaultDraftPMin, "stop drafting when the draft's top probability is below this")
+}
+
+// config resolves the demo pair when no model was given.
+func (e *engineFlags) config(errOut io.Writer) (engine.Config, error) {
+	target, draft := e.model, e.draft
+	if target == "" {
+		var err error
+		if target, draft, err = modelOrDemo(target, draft, errOut); err != nil {
+			return engine.Config{}, err
+		}
+		if e.lookup && e.draft == "" {
+			draft = "" // --lookup alone asks for draftless decoding
+		}
+	}
+	return engine.Config{Target: target, Draft: draft, Lookup: e.lookup, Backend: e.backend, Context: e.ctx,
+		KVType: e.kvType, Threads: e.threads, DraftMax: e.draftMax, DraftMin: e.draftMin, DraftPMin: e.draftPMin}, nil
+}
+
+// samplingFlags are the per-request sampling settings.
+type samplingFlags struct {
+	greedy                 bool
+	temp, topP, minP       float64
+	topK                   int
+	repeat, presence, freq float64
+	seed                   uint64
+}
+
+func (s *samplingFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&s.greedy, "greedy", false, "always pick the most likely token (the default when --temp is 0)")
+	fs.Float64Var(&s.temp, "temp", 0, "temperature; 0 is greedy")
+	fs.IntVar(&s.topK, "top-k", 40, "keep the k most likely tokens (0: off)")
+	fs.Float64Var(&s.topP, "top-p", 0.95, "keep the most likely tokens up to this probability mass (1: off)")
+	fs.Float64Var(&s.minP, "min-p", 0.05, "drop tokens less likely than this fraction of the top one (0: off)")
+	fs.Float64Var(&s.repeat, "repeat-penalty", 1, "penalty for recently seen tokens (1: off)")
+	fs.Float64Var(&s.presence, "presence-penalty", 0, "presence penalty")
+	fs.Float64Var(&s.freq, "frequency-penalty", 0, "frequency penalty")
+	fs.Uint64Var(&s.seed, "seed", 0, "random seed: the same seed gives the same output")
+}
+
+func (s *samplingFlags) sampling() engine.Sampling {
+	if s.greedy || s.temp <= 0 {
+		return engine.Sampling{RepeatPenalty: s.repeat, PresencePenalty: s.presence, FrequencyPenalty: s.freq}
+	}
+	return engine.Sampling{Temperature: s.temp, TopK: s.topK, TopP: s.topP, MinP: s.minP,
+		RepeatPenalty: s.repeat, PresencePenalty: s.presence, FrequencyPenalty: s.freq, Seed: s.seed}
+}
+
+// runResult is what `tandem run --json` prints.
+type runResult struct {
+	Text            string  `json:"text"`
+	IDs             []int32 `json:"ids"`
+	PromptTokens    int     `json:"prompt_tokens"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	PrefillTokS     float64 `json:"prefill_tok_s"`
+	DecodeTokS      float64 `json:"decode_tok_s"`
+	FinishReason    string  `json:"finish_reason"`
+	Drafted         int     `json:"drafted"`
+	Accepted        int     `json:"accepted"`
+	Acceptance      float64 `json:"acceptance"`
+	AcceptedAt      []int   `json:"accepted_at,omitempty"`
+	// SpeedupVsTargetOnly is decode tokens/s with drafting over the target
+	// alone on the same request (--compare).
+	SpeedupVsTargetOnly float64 `json:"speedup_vs_target_only,omitempty"`
+	TargetOnlyTokS      float64 `json:"target_only_tok_s,omitempty"`
+	KVBytes             int64   `json:"kv_bytes"`
+	ScratchBytes        int64   `json:"scratch_bytes"`
+	WeightBytes         int64   `json:"weight_bytes"`
+}
+
+func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("run", errOut)
+	var ef engineFlags
+	var sf samplingFlags
+	ef.register(fs)
+	sf.register(fs)
+	prompt := fs.String("prompt", "", "raw prompt text (special tokens such as <|im_start|> are parsed)")
+	message := fs.String("chat", "", "a chat message, rendered with the model's chat template")
+	system := fs.String("system", "", "system prompt for --chat")
+	n := fs.Int("n", 256, "most tokens to generate")
+	ignoreEOS := fs.Bool("ignore-eos", false, "generate exactly -n tokens")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
+	compare := fs.Bool("compare", false, "also run the target alone on the same request and report the speedup")
+	var stops stringList
+	fs.Var(&stops, "stop", "stop before this text (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(errOut, "Usage: tandem run [--model M] [--draft D | --lookup] (--prompt P | --chat MESSAGE [--system S]) [flags]\n\nGenerates text, streaming it to standard output.")
+		fs.PrintDefaults()
+	}
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*prompt == "") == (*message == "") {
+		fmt.Fprintln(errOut, "tandem run: give exactly one of --prompt or --chat")
+		return errUsage
+	}
+	cfg, err := ef.config(errOut)
+	if err != nil {
+		return err
+	}
+	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sf.sampling(), Stop: stops}
+	if *message != "" {
+		if *system != "" {
+			req.Messages = append(req.Messages, chat.Message{Role: "system", Content: *system})
+		}
+		req.Messages = append(req.Messages, chat.Message{Role: "user", Content: *message})
+	}
+	r, err := engine.Load(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	res := runResult{}
+	st, err := r.Generate(ctx, req, func(e engine.Event) {
+		res.IDs = append(res.IDs, e.IDs...)
+		res.Text += e.Text
+		if !*asJSON {
+			io.WriteString(out, e.Text)
+		}
+	})
+	if errors.Is(err, chat.ErrTemplate) {
+		return fmt.Errorf("%w\n(the model's chat template failed; use --prompt with a hand-written prompt)", err)
+	}
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintln(out)
+		fmt.Fprintf(errOut, "\n%d prompt tokens at %.0f tok/s, %d generated at %.1f tok/s", st.PromptTokens, st.PrefillTokS(), st.GeneratedTokens, st.DecodeTokS())
+		if st.Drafted > 0 {
+			fmt.Fprintf(errOut, "; drafted %d, accepted %d (%.0f%%)", st.Drafted, st.Accepted, 100*st.Acceptance())
+		}
+		fmt.Fprintln(errOut)
+	}
+	res.PromptTokens, res.GeneratedTokens = st.PromptTokens, st.GeneratedTokens
+	res.PrefillTokS, res.DecodeTokS, res.FinishReason = st.PrefillTokS(), st.DecodeTokS(), st.FinishReason
+	res.Drafted, res.Accepted, res.Acceptance, res.AcceptedAt = st.Drafted, st.Accepted, st.Acceptance(), st.AcceptedAt
+	usage := r.Info().Usage
+	for l, b := range usage {
+		switch l.Cat.String() {
+		case "kv":
+			res.KVBytes += b
+		case "scratch", "staging":
+			res.ScratchBytes += b
+		default:
+			res.WeightBytes += b
+		}
+	}
+	if *compare {
+		req.NoDraft = true
+		alone, err := r.Generate(ctx, req, nil)
+		if err != nil {
+			return err
+		}
+		res.TargetOnlyTokS = alone.DecodeTokS()
+		if res.TargetOnlyTokS > 0 {
+			res.SpeedupVsTargetOnly = res.DecodeTokS / res.TargetOnlyTokS
+		}
+		if !*asJSON {
+			fmt.Fprintf(errOut, "target alone: %.1f tok/s; speedup %.2fx\n", res.TargetOnlyTokS, res.SpeedupVsTargetOnly)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
