@@ -62,7 +62,8 @@ func TestPlanExitStatus(t *testing.T) {
 	}
 }
 
-// The JSON is the issue's: these keys and no others, every number in bytes.
+// The JSON is the issue's, every number in bytes: these keys, plus the
+// comparisons of head modes and of borrowing where they apply.
 func TestPlanJSON(t *testing.T) {
 	q4 := writeHeader(t, plantest.Qwen3_8B(quant.F16))
 	var out, errOut bytes.Buffer
@@ -74,7 +75,7 @@ func TestPlanJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if got := slices.Sorted(maps.Keys(r)); !slices.Equal(got, []string{"devices", "fits", "suggestions"}) {
+	if got := slices.Sorted(maps.Keys(r)); !slices.Equal(got, []string{"devices", "fits", "head_modes", "suggestions"}) {
 		t.Errorf("top-level keys %v", got)
 	}
 	var devs []map[string]json.RawMessage
