@@ -62,11 +62,17 @@ func newBPE(v *Vocab, ids map[string]int32, bl *byteLevel) (*bpe, error) {
 	return m, nil
 }
 
-// bpeScratch holds the buffers one Encode call reuses across pieces.
+// bpeScratch holds what one Encode call reuses across pieces: buffers, and
+// the tokens of pieces already seen (prose repeats its words; the cache
+// roughly halves the time on English).
 type bpeScratch struct {
 	syms []bpeSymbol
 	heap mergeHeap
+	seen map[string][]int32
 }
+
+// maxSeen bounds the per-call piece cache.
+const maxSeen = 1 << 16
 
 // mergedAway marks a symbol absorbed by its left neighbour.
 const mergedAway int32 = -2
@@ -86,6 +92,22 @@ func (m *bpe) encode(dst []int32, piece string, sc *bpeScratch) []int32 {
 			return append(dst, id)
 		}
 	}
+	if ids, ok := sc.seen[piece]; ok {
+		return append(dst, ids...)
+	}
+	start := len(dst)
+	dst = m.merge(dst, piece, sc)
+	if sc.seen == nil {
+		sc.seen = make(map[string][]int32)
+	}
+	if len(sc.seen) < maxSeen {
+		sc.seen[piece] = dst[start:len(dst):len(dst)]
+	}
+	return dst
+}
+
+// merge appends the tokens BPE makes of piece.
+func (m *bpe) merge(dst []int32, piece string, sc *bpeScratch) []int32 {
 	syms := sc.syms[:0]
 	for i := 0; i < len(piece); i++ {
 		syms = append(syms, bpeSymbol{id: m.byteID[piece[i]], prev: int32(i - 1), next: int32(i + 1)})
