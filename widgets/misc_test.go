@@ -1,0 +1,72 @@
+package widgets
+
+import (
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+)
+
+func TestModelCard(t *testing.T) {
+	test.NewTempApp(t)
+	c := NewModelCard(ModelInfo{Title: "Draft model"})
+	c.Resize(fyne.NewSize(360, 300))
+	assertMarkup(t, "card_empty.xml", c)
+	c.Set(ModelInfo{Title: "Draft model", File: "factory-draft-Q8_0.gguf",
+		Rows:    [][2]string{{"architecture", "llama"}, {"parameters", "4.2M"}},
+		Verdict: "Its vocabulary (8192 tokens) differs from the target's (32000).", Bad: true})
+	assertMarkup(t, "card_bad.xml", c)
+}
+
+func TestNoticeDetails(t *testing.T) {
+	test.NewTempApp(t)
+	n := NewNotice()
+	w := test.NewTempWindow(t, n)
+	w.Resize(fyne.NewSize(500, 200))
+	if n.Visible() {
+		t.Error("a new notice is visible")
+	}
+	n.Set(NoticeError, "Loading failed: out of memory on GPU 0.", "engine: load: cuda: alloc 2147483648 bytes: CUDA_ERROR_OUT_OF_MEMORY")
+	if !n.Visible() || n.detail.Visible() {
+		t.Fatal("error shown with its detail open, or not shown")
+	}
+	d := buttonsNamed(n, "Details")
+	if len(d) != 1 {
+		t.Fatal("no Details button")
+	}
+	test.Tap(d[0])
+	if !n.detail.Visible() {
+		t.Error("Details did not show the detail")
+	}
+	assertMarkup(t, "notice_error_details.xml", n)
+	dismissed := false
+	n.OnDismiss(func() { dismissed = true })
+	n.Set(NoticeInfo, "The demo pair is selected.", "")
+	if len(buttonsNamed(n, "Details")) != 0 {
+		t.Error("Details offered without detail")
+	}
+	for _, o := range test.LaidOutObjects(n) {
+		if b, ok := o.(fyne.Tappable); ok && b != nil && isCloseButton(o) {
+			test.Tap(b)
+		}
+	}
+	if !dismissed || n.Visible() {
+		t.Error("closing did not hide and report")
+	}
+}
+
+func TestMeter(t *testing.T) {
+	test.NewTempApp(t)
+	m := NewMeter()
+	m.Resize(fyne.NewSize(200, 30))
+	m.Set(1.7, "acceptance")
+	if m.Value() != 1 {
+		t.Errorf("value %v not clamped to 1", m.Value())
+	}
+	m.Set(0.25, "acceptance 25%")
+	r := test.TempWidgetRenderer(t, m).(*meterRenderer)
+	r.Layout(fyne.NewSize(200, 30))
+	if w := r.fill.Size().Width; w != 50 {
+		t.Errorf("fill %v wide, want a quarter of 200", w)
+	}
+}

@@ -1,0 +1,122 @@
+package widgets
+
+import (
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+)
+
+// Preview is a plan as the memory preview shows it.
+type Preview struct {
+	Devices []DeviceMemory
+	Fits    bool
+	Summary string // one line: "Fits: 2 devices." or "Does not fit: GPU 0 is over by 1.2 GiB."
+	// Suggestions are changes that make the plan fit, each offered as a
+	// one-click fix.
+	Suggestions []string
+	Error       string // the plan could not be made at all
+}
+
+// MemoryPreview shows per-device memory bars, a legend, the verdict and the
+// planner's suggestions with an Apply button each.
+type MemoryPreview struct {
+	widget.BaseWidget
+	// OnApply is called with the index of the suggestion the user applies.
+	OnApply func(i int)
+
+	p       Preview
+	summary *widget.Label
+	bars    *fyne.Container
+	fixes   *fyne.Container
+	legend  fyne.CanvasObject
+	content *fyne.Container
+}
+
+// NewMemoryPreview is an empty preview.
+func NewMemoryPreview() *MemoryPreview {
+	m := &MemoryPreview{
+		summary: widget.NewLabel(""),
+		bars:    container.NewVBox(),
+		fixes:   container.NewVBox(),
+		legend:  newLegend(),
+	}
+	m.summary.Wrapping = fyne.TextWrapWord
+	m.summary.TextStyle.Bold = true
+	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.fixes)
+	m.ExtendBaseWidget(m)
+	return m
+}
+
+// Set shows p.
+func (m *MemoryPreview) Set(p Preview) {
+	m.p = p
+	m.summary.SetText(p.Summary)
+	if p.Error != "" {
+		m.summary.SetText(p.Error)
+		m.summary.Importance = widget.DangerImportance
+	} else if !p.Fits {
+		m.summary.Importance = widget.DangerImportance
+	} else {
+		m.summary.Importance = widget.MediumImportance
+	}
+	m.summary.Refresh()
+
+	objs := m.bars.Objects
+	for len(objs) < len(p.Devices) {
+		objs = append(objs, NewMemoryBar(DeviceMemory{}))
+	}
+	objs = objs[:len(p.Devices)]
+	for i, d := range p.Devices {
+		objs[i].(*MemoryBar).Set(d)
+	}
+	m.bars.Objects = objs
+	m.bars.Refresh()
+	m.legend.(*fyne.Container).Hidden = len(p.Devices) == 0
+
+	m.fixes.Objects = nil
+	if len(p.Suggestions) > 0 {
+		m.fixes.Add(widget.NewLabelWithStyle("Each of these fits:", fyne.TextAlignLeading, fyne.TextStyle{Italic: true}))
+	}
+	for i, s := range p.Suggestions {
+		apply := widget.NewButtonWithIcon("Apply", theme.ConfirmIcon(), func() {
+			if m.OnApply != nil {
+				m.OnApply(i)
+			}
+		})
+		text := widget.NewLabel(s)
+		text.Wrapping = fyne.TextWrapWord
+		m.fixes.Add(container.NewBorder(nil, nil, nil, apply, text))
+	}
+	m.fixes.Refresh()
+}
+
+// Preview is what is shown.
+func (m *MemoryPreview) Preview() Preview { return m.p }
+
+// Apply applies suggestion i as if its button were tapped.
+func (m *MemoryPreview) Apply(i int) {
+	if i >= 0 && i < len(m.p.Suggestions) && m.OnApply != nil {
+		m.OnApply(i)
+	}
+}
+
+func (m *MemoryPreview) CreateRenderer() fyne.WidgetRenderer {
+	return widget.NewSimpleRenderer(m.content)
+}
+
+// newLegend is a row of colour swatches, one per category.
+func newLegend() fyne.CanvasObject {
+	row := container.New(layout.NewRowWrapLayout())
+	for _, c := range Categories() {
+		sw := canvas.NewRectangle(c.Color())
+		sw.SetMinSize(fyne.NewSize(12, 12))
+		sw.CornerRadius = 2
+		label := canvas.NewText(c.String(), themeColor(theme.ColorNamePlaceHolder))
+		label.TextSize = theme.CaptionTextSize()
+		row.Add(container.NewHBox(container.NewCenter(sw), label))
+	}
+	return row
+}
