@@ -20,12 +20,12 @@ const (
 // error) with its full detail one click away and a close button.
 type Notice struct {
 	widget.BaseWidget
-	kind     NoticeKind
-	text     *widget.Label
-	detail   *widget.Label
-	details  *widget.Button
-	icon     *widget.Icon
-	content  *fyne.Container
+	kind      NoticeKind
+	text      *widget.Label
+	detail    *widget.Label
+	details   *widget.Button
+	icon      *widget.Icon
+	content   *fyne.Container
 	onDismiss func()
 }
 
