@@ -8,8 +8,11 @@
 # The GPU machine has no Go, so this runs in two halves:
 #   packaging/bench-cuda.sh build [DIR]   here: tools, kernel tests, vocabulary
 #                                         and demo model into DIR (.carry)
-#   packaging/bench-cuda.sh run [DIR]     there: make the synthetic models,
-#                                         run the kernel benchmarks and the table
+#   packaging/bench-cuda.sh run [DIR [KERNELS]]
+#                                         there: make the synthetic models and
+#                                         print the table; KERNELS is a folder
+#                                         with ptx/*.ptx fresh from gen.sh to
+#                                         use instead of the embedded ones
 set -eu
 cmd=${1:-}
 dir=${2:-.carry}
@@ -20,25 +23,27 @@ case "$cmd" in
 build)
 	mkdir -p "$dir"
 	cd "$root"
-	CGO_ENABLED=0 go test -c -o "$dir/cuda.test" ./kernels/cuda
-	CGO_ENABLED=0 go build -o "$dir/gpubench" ./packaging/tools/gpubench
-	CGO_ENABLED=0 go build -o "$dir/synthmodel" ./packaging/tools/synthmodel
+	CGO_ENABLED=0 go test -c -ldflags=-s\ -w -o "$dir/cuda.test" ./kernels/cuda
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/gpubench" ./packaging/tools/gpubench
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	cp "$shared/testdata/vocab/vocab-qwen3.gguf" "$shared/models/factory-target-Q8_0.gguf" "$dir/"
 	;;
 run)
-	models=${MODELS:-/tmp/tandem-models}
+	models=/tmp/tandem-models
 	mkdir -p "$models"
 	for spec in qwen3-1.7b:Q4_K_M qwen3-1.7b:Q8_0 qwen3-1.7b:F16 qwen3-8b:Q4_K_M; do
 		out="$models/${spec%%:*}-${spec##*:}.gguf"
 		[ -f "$out" ] || "$dir/synthmodel" -shape "${spec%%:*}" -type "${spec##*:}" -vocab "$dir/vocab-qwen3.gguf" -o "$out"
 	done
-	b="$dir/gpubench -backend cuda -r ${REPS:-3}"
+	b="$dir/gpubench -backend cuda -r 3"
+	if [ -n "${3:-}" ]; then b="$b -kernels $3"; fi
 	# llama.cpp marks from anchors.md: prefill pp512, decode tg128
 	$b -header -model "$dir/factory-target-Q8_0.gguf" -anchor-tg 3533
 	$b -model "$models/qwen3-1.7b-Q4_K_M.gguf" -anchor-pp 23587 -anchor-tg 586
 	$b -model "$models/qwen3-1.7b-Q8_0.gguf" -anchor-pp 29209 -anchor-tg 546
 	$b -model "$models/qwen3-1.7b-F16.gguf" -anchor-pp 41426 -anchor-tg 531
 	$b -model "$models/qwen3-8b-Q4_K_M.gguf" -anchor-pp 9480 -anchor-tg 251
+	$b -model "$models/qwen3-1.7b-Q4_K_M.gguf" -r 1 -tg 16 -profile | tail -16
 	;;
 *)
 	echo "usage: $0 build|run [DIR]" >&2

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -20,6 +21,9 @@ type Options struct {
 	// MemoryLimit caps the bytes this backend may allocate (0: no cap). It
 	// makes one GPU act as several smaller virtual devices.
 	MemoryLimit int64
+	// Kernels holds the PTX files to load (ptx/*.ptx) instead of the ones
+	// embedded in the binary; for trying kernels without a rebuild.
+	Kernels fs.FS
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -103,6 +107,7 @@ type Backend struct {
 	modules []cuModule
 	funcs   map[string]cuFunction
 	args    *launchArgs // touched only on the device thread
+	prof    *profiler   // device thread only; nil unless profiling
 
 	mu     sync.Mutex // guards the fields below
 	usage  kernels.Usage
@@ -156,7 +161,11 @@ func Open(o Options) (*Backend, error) {
 	for i := range be.args.ptrs {
 		be.args.ptrs[i] = uintptr(unsafe.Pointer(&be.args.vals[i]))
 	}
-	be.w, err = startWorker(func() error { return be.setup(o.Ordinal) })
+	kernelFS := o.Kernels
+	if kernelFS == nil {
+		kernelFS = ptxFiles
+	}
+	be.w, err = startWorker(func() error { return be.setup(o.Ordinal, kernelFS) })
 	if err != nil {
 		be.args.pin.Unpin()
 		return nil, err
@@ -165,7 +174,7 @@ func Open(o Options) (*Backend, error) {
 }
 
 // setup runs on the device thread; on error it undoes what it did.
-func (be *Backend) setup(ordinal int) (err error) {
+func (be *Backend) setup(ordinal int, kernelFS fs.FS) (err error) {
 	d := be.drv
 	if be.dev, err = d.device(ordinal); err != nil {
 		return err
@@ -184,7 +193,7 @@ func (be *Backend) setup(ordinal int) (err error) {
 	if be.stream, err = d.streamCreate(); err != nil {
 		return err
 	}
-	return be.loadModules()
+	return be.loadModules(kernelFS)
 }
 
 // teardown releases the context's resources; device thread only.

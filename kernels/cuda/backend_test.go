@@ -15,7 +15,7 @@ import (
 // Without a GPU (CI), Open must fail with an error naming the cause, not
 // crash; with one it must open.
 func TestOpen(t *testing.T) {
-	be, err := Open(Options{})
+	be, err := Open(testOptions())
 	if err != nil {
 		if !errors.Is(err, ErrNoDriver) && !errors.Is(err, ErrNoDevice) && !errors.Is(err, ErrInvalidDevice) {
 			t.Fatalf("Open: %v (want ErrNoDriver, ErrNoDevice or ErrInvalidDevice)", err)
@@ -54,10 +54,10 @@ func TestEmbeddedKernels(t *testing.T) {
 			have[name] = true
 		}
 	}
-	want := []string{"quantize_q8", "rms_norm", "softmax", "argmax", "top_k_chunk", "top_k_merge",
+	want := []string{"quantize_q8", "rms_norm", "rms_norm_q8", "swiglu_q8", "softmax", "argmax", "top_k_chunk", "top_k_merge",
 		"get_rows_f32_any", "set_rows_f32", "set_rows_f16", "add_f32", "mul_f32", "swiglu_f32",
 		"copy_f32_f32", "copy_f32_f16", "copy_f16_f32", "copy_f16_f16", "rope_f32",
-		"attn_partial_f32", "attn_partial_f16", "attn_combine"}
+		"attn_partial_f32", "attn_partial_f16", "attn_combine", "spin"}
 	for _, name := range weightKernels {
 		want = append(want, "mm_"+name, "get_rows_"+name)
 		for _, nb := range []int{1, 2, 4, 8} {
@@ -80,7 +80,9 @@ func TestEmbeddedKernels(t *testing.T) {
 // device refuses what would pass its cap with ErrOutOfMemory.
 func TestAllocAccounting(t *testing.T) {
 	gpu := openGPU(t)
-	vd, err := Open(Options{Name: "cuda0-small", MemoryLimit: 1 << 20})
+	o := testOptions()
+	o.Name, o.MemoryLimit = "cuda0-small", 1<<20
+	vd, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,9 @@ func TestAllocAccounting(t *testing.T) {
 // moves a tensor between two virtual devices on one GPU.
 func TestMemoryRoundTrip(t *testing.T) {
 	gpu := openGPU(t)
-	other, err := Open(Options{Name: "cuda0-b", MemoryLimit: 64 << 20})
+	o := testOptions()
+	o.Name, o.MemoryLimit = "cuda0-b", 64<<20
+	other, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,11 @@ func BenchmarkCopyRoofline(b *testing.B) {
 		b.Fatal(err)
 	}
 	s, d := kernels.NewTensor(src, quant.I8, 1, n, 0), kernels.NewTensor(dst, quant.I8, 1, n, 0)
+	if err := gpu.Sync(); err != nil {
+		b.Fatal(err)
+	}
 	b.SetBytes(2 * n)
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := gpu.Copy(d, s); err != nil {
 			b.Fatal(err)

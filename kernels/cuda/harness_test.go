@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -14,10 +16,21 @@ import (
 	"github.com/tandem-run/tandem/kernels/synth"
 )
 
+var kernelDir = flag.String("cuda.kernels", "", "directory holding ptx/*.ptx to load instead of the embedded kernels")
+
+// testOptions are device 0's, with the kernels of -cuda.kernels if given.
+func testOptions() Options {
+	var o Options
+	if *kernelDir != "" {
+		o.Kernels = os.DirFS(*kernelDir)
+	}
+	return o
+}
+
 // openGPU opens device 0 or skips the test on a machine without one.
 func openGPU(t testing.TB) *Backend {
 	t.Helper()
-	be, err := Open(Options{})
+	be, err := Open(testOptions())
 	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrInvalidDevice) {
 		t.Skipf("no CUDA device: %v", err)
 	}

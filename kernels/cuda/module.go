@@ -15,10 +15,10 @@ import (
 //go:embed ptx
 var ptxFiles embed.FS
 
-// loadModules JIT-compiles every embedded PTX file and indexes its kernels
-// by name. Runs on the device thread.
-func (be *Backend) loadModules() error {
-	entries, err := fs.ReadDir(ptxFiles, "ptx")
+// loadModules JIT-compiles every PTX file under ptx/ of fsys and indexes
+// its kernels by name. Runs on the device thread.
+func (be *Backend) loadModules(fsys fs.FS) error {
+	entries, err := fs.ReadDir(fsys, "ptx")
 	if err != nil {
 		return fmt.Errorf("cuda: embedded kernels: %w", err)
 	}
@@ -27,7 +27,7 @@ func (be *Backend) loadModules() error {
 		if !strings.HasSuffix(e.Name(), ".ptx") {
 			continue
 		}
-		src, err := ptxFiles.ReadFile(path.Join("ptx", e.Name()))
+		src, err := fs.ReadFile(fsys, path.Join("ptx", e.Name()))
 		if err != nil {
 			return fmt.Errorf("cuda: embedded kernels: %w", err)
 		}

@@ -7,7 +7,7 @@ import (
 
 // attention splits each (head, query) over up to attnMaxSplits slices of
 // the cache so that decode, one query, still fills the GPU.
-const attnMaxSplits = 32
+const attnMaxSplits = 64
 
 func (c *compiler) attention(o kernels.Attention) error {
 	q, k, v, err := c.addr3(o.Q, o.K, o.V)
@@ -19,8 +19,8 @@ func (c *compiler) attention(o kernels.Attention) error {
 		return err
 	}
 	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
-	splits := 2 * c.be.info.Multiprocessors / (nh * b)
-	splits = max(1, min(splits, attnMaxSplits, o.K.Rows))
+	splits := (2*c.be.info.Multiprocessors + nh*b - 1) / (nh * b)
+	splits = max(1, min(splits, attnMaxSplits, (o.K.Rows+127)/128))
 	part := c.scratch(scratchAttn, int64(b)*int64(nh)*int64(splits)*int64(hd+2)*4)
 	kernel := "attn_partial_f32"
 	if o.K.Type == quant.F16 {

@@ -55,3 +55,18 @@ func (c *compiler) rope(o kernels.Rope) error {
 		argPtr(x), argI64(stride(o.X)), argPtr(y), argI64(stride(o.Dst)), argPtr(pos), argPtr(factors),
 		argInt(heads), argInt(o.HeadDim), argInt(o.Dims), argF32(o.Base), argF32(o.Scale), argInt(neox))
 }
+
+// swiGLUQ8 is SwiGLU that also quantizes its output for the next product.
+func (c *compiler) swiGLUQ8(o kernels.SwiGLU) error {
+	g, u, y, err := c.addr3(o.Gate, o.Up, o.Dst)
+	if err != nil {
+		return err
+	}
+	xq, xd := c.q8Region(o.Dst)
+	n := o.Dst.Cols
+	err = c.add(o.Name(), "swiglu_q8", [3]uint32{ceilDiv(n/32, 8), uint32(o.Dst.Rows), 1}, [3]uint32{256, 1, 1}, 0,
+		argPtr(g), argI64(stride(o.Gate)), argPtr(u), argI64(stride(o.Up)), argPtr(y), argI64(stride(o.Dst)), argInt(n),
+		argPtr(xq), argPtr(xd))
+	c.q8, c.q8Set = o.Dst, err == nil
+	return err
+}

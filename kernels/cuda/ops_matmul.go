@@ -29,57 +29,175 @@ func batchVariant(nb int) int {
 	return v
 }
 
-// matMul picks a kernel by batch size and weight type: the integer (dp4a)
-// matrix-vector kernels for Q8_0/Q4_K/Q6_K on 8-bit activations, the
-// vectorised F16 one, the generic dequantizing one, or for large batches
-// the tiled matrix-matrix kernel.
-func (c *compiler) matMul(o kernels.MatMul) error {
-	w, err := c.be.addr(o.W)
-	if err != nil {
-		return err
-	}
-	y, err := c.be.addr(o.Dst)
-	if err != nil {
-		return err
-	}
-	rows, n, nb := o.W.Rows, o.W.Cols, o.X.Rows
-	name := weightKernels[o.W.Type]
-	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
-	ystride := stride(o.Dst)
-	mvGrid := [3]uint32{ceilDiv(rows, mvWarps), 1, 1}
-	mvBlock := [3]uint32{32 * mvWarps, 1, 1}
+// mvPath is how a MatMul runs.
+type mvPath int
 
-	if nb > mvMaxBatch {
+const (
+	pathTiled   mvPath = iota // batch above mvMaxBatch: mm_<type>
+	pathQ8                    // integer products on 8-bit activations: mvq_<type>
+	pathF16Vec                // F16 in 16-byte vectors: mvv_f16
+	pathGeneric               // dequantize 32 at a time: mv_<type>
+)
+
+func pathOf(o kernels.MatMul) mvPath {
+	if o.X.Rows > mvMaxBatch {
+		return pathTiled
+	}
+	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
+	switch {
+	case o.W.Type == quant.Q8_0 || o.W.Type == quant.Q6_K || (o.W.Type == quant.Q4_K && wAligned):
+		return pathQ8
+	case o.W.Type == quant.F16 && wAligned && o.W.Cols%8 == 0:
+		return pathF16Vec
+	}
+	return pathGeneric
+}
+
+// maxJobs is how many products sharing activations one launch takes.
+const maxJobs = 3
+
+// matMuls compiles the MatMul at ops[i] with the products after it that
+// share its activations, weight type and kernel (Q, K, V; gate, up) as one
+// launch, and folds a following residual Add into it when the product's
+// own output is not read again. It returns how many ops it consumed.
+func (c *compiler) matMuls(ops []kernels.Op, i int) (int, error) {
+	first := ops[i].(kernels.MatMul)
+	path := pathOf(first)
+	group := []kernels.MatMul{first}
+	if path == pathQ8 || path == pathF16Vec {
+		for j := i + 1; j < len(ops) && len(group) < maxJobs; j++ {
+			next, ok := ops[j].(kernels.MatMul)
+			if !ok || next.X != first.X || next.W.Type != first.W.Type || pathOf(next) != path || overlapsAny(next.Dst, group) {
+				break
+			}
+			group = append(group, next)
+		}
+	}
+	consumed := len(group)
+	accumulate := 0
+	if len(group) == 1 && i+1 < len(ops) {
+		if add, ok := ops[i+1].(kernels.Add); ok && add.B == first.Dst && add.A == add.Dst &&
+			kernels.SameShape(add.Dst, first.Dst) && !overlaps(add.Dst, first.X) && !overlaps(add.Dst, first.W) &&
+			overwrittenBeforeRead(ops[i+2:], first.Dst) {
+			group[0].Dst = add.Dst // y += W x straight into the residual
+			accumulate = 1
+			consumed = 2
+		}
+	}
+	return consumed, c.matMul(group, path, accumulate)
+}
+
+// overlapsAny reports whether t shares bytes with an output of group.
+func overlapsAny(t kernels.Tensor, group []kernels.MatMul) bool {
+	for _, g := range group {
+		if overlaps(t, g.Dst) || overlaps(t, g.X) {
+			return true
+		}
+	}
+	return false
+}
+
+// overwrittenBeforeRead reports whether an op of rest overwrites all of t
+// before any op reads it: then a value put in t is never seen, inside or
+// after the program, and need not be written.
+func overwrittenBeforeRead(rest []kernels.Op, t kernels.Tensor) bool {
+	for _, op := range rest {
+		for _, in := range inputs(op) {
+			if in.Valid() && overlaps(in, t) {
+				return false
+			}
+		}
+		for _, out := range outputs(op) {
+			if covers(out, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// covers reports whether out spans every byte of t (both packed).
+func covers(out, t kernels.Tensor) bool {
+	return out.Buf == t.Buf && out.Packed() && t.Packed() && out.Off <= t.Off && t.Off+t.Bytes() <= out.Off+out.Bytes()
+}
+
+// matMul launches the products of group (same X, type and path).
+func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) error {
+	o := group[0]
+	n, nb := o.W.Cols, o.X.Rows
+	name := weightKernels[o.W.Type]
+	if path == pathTiled || path == pathGeneric {
+		w, y, _, err := c.addr3(o.W, o.Dst, kernels.Tensor{})
+		if err != nil {
+			return err
+		}
 		x, xstride, err := c.alignedX(o.X)
 		if err != nil {
 			return err
 		}
-		return c.add(o.Name(), "mm_"+name,
-			[3]uint32{ceilDiv(rows, 64), ceilDiv(nb, 64), 1}, [3]uint32{256, 1, 1}, 0,
-			argPtr(w), argI64(o.W.Stride), argPtr(x), argI64(xstride), argPtr(y), argI64(ystride),
-			argInt(rows), argInt(n), argInt(nb), argInt(0))
+		rows := o.W.Rows
+		args := []uint64{argPtr(w), argI64(o.W.Stride), argPtr(x), argI64(xstride), argPtr(y), argI64(stride(o.Dst)),
+			argInt(rows), argInt(n), argInt(nb), argInt(accumulate)}
+		if path == pathTiled {
+			return c.add(o.Name(), "mm_"+name, [3]uint32{ceilDiv(rows, 64), ceilDiv(nb, 64), 1}, [3]uint32{256, 1, 1}, 0, args...)
+		}
+		return c.add(o.Name(), fmt.Sprintf("mv_%s_%d", name, batchVariant(nb)),
+			[3]uint32{ceilDiv(rows, mvWarps), 1, 1}, [3]uint32{32 * mvWarps, 1, 1}, 0, args...)
 	}
-	nbv := batchVariant(nb)
-	if o.W.Type == quant.Q8_0 || o.W.Type == quant.Q6_K || (o.W.Type == quant.Q4_K && wAligned) {
+	// job parameters, unused jobs with zero rows
+	var args []uint64
+	maxRows := 0
+	for j := 0; j < maxJobs; j++ {
+		if j >= len(group) {
+			args = append(args, 0, 0, 0, 0, argInt(0))
+			continue
+		}
+		g := group[j]
+		w, y, _, err := c.addr3(g.W, g.Dst, kernels.Tensor{})
+		if err != nil {
+			return err
+		}
+		args = append(args, argPtr(w), argI64(g.W.Stride), argPtr(y), argI64(stride(g.Dst)), argInt(g.W.Rows))
+		maxRows = max(maxRows, g.W.Rows)
+	}
+	grid := [3]uint32{ceilDiv(maxRows, mvWarps), uint32(len(group)), 1}
+	block := [3]uint32{32 * mvWarps, 1, 1}
+	var kernel string
+	if path == pathQ8 {
 		xq, xd, err := c.quantizeQ8(o.X)
 		if err != nil {
 			return err
 		}
-		return c.add(o.Name(), fmt.Sprintf("mvq_%s_%d", name, nbv), mvGrid, mvBlock, 0,
-			argPtr(w), argI64(o.W.Stride), argPtr(xq), argPtr(xd), argPtr(y), argI64(ystride),
-			argInt(rows), argInt(n), argInt(nb), argInt(0))
+		kernel = fmt.Sprintf("mvq_%s_%d", name, batchVariant(nb))
+		args = append(args, argPtr(xq), argPtr(xd))
+	} else {
+		x, xstride, err := c.alignedX(o.X)
+		if err != nil {
+			return err
+		}
+		kernel = fmt.Sprintf("mvv_f16_%d", batchVariant(nb))
+		args = append(args, argPtr(x), argI64(xstride))
 	}
-	x, xstride, err := c.alignedX(o.X)
-	if err != nil {
-		return err
+	args = append(args, argInt(n), argInt(nb), argInt(accumulate))
+	return c.add(o.Name(), kernel, grid, block, 0, args...)
+}
+
+// q8Region is where x's quantized copy lives in the Q8 scratch.
+func (c *compiler) q8Region(x kernels.Tensor) (xq, xd devicePtr) {
+	n, rows := x.Cols, x.Rows
+	valBytes := (int64(rows)*int64(n) + 15) &^ 15
+	base := c.scratch(scratchQ8, valBytes+int64(rows)*int64(n/32)*8)
+	return base, base + devicePtr(valBytes)
+}
+
+// quantizesNext reports whether ops[i] is a product that will read t
+// through the integer kernels, so t's producer can quantize it on the way.
+func quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool {
+	if i >= len(ops) {
+		return false
 	}
-	kernel := fmt.Sprintf("mv_%s_%d", name, nbv)
-	if o.W.Type == quant.F16 && wAligned && n%8 == 0 {
-		kernel = fmt.Sprintf("mvv_f16_%d", nbv)
-	}
-	return c.add(o.Name(), kernel, mvGrid, mvBlock, 0,
-		argPtr(w), argI64(o.W.Stride), argPtr(x), argI64(xstride), argPtr(y), argI64(ystride),
-		argInt(rows), argInt(n), argInt(nb), argInt(0))
+	mm, ok := ops[i].(kernels.MatMul)
+	return ok && mm.X == t && pathOf(mm) == pathQ8 && kernels.Check(mm) == nil
 }
 
 // mvWarps is MV_WARPS of matvec.cu: rows per block.
@@ -88,11 +206,7 @@ const mvWarps = 4
 // quantizeQ8 returns x quantized to 8 bits (values, then per-32 scales),
 // adding the quantize step unless the region already holds x.
 func (c *compiler) quantizeQ8(x kernels.Tensor) (xq, xd devicePtr, err error) {
-	n, rows := x.Cols, x.Rows
-	valBytes := int64(rows) * int64(n)
-	valBytes = (valBytes + 15) &^ 15
-	base := c.scratch(scratchQ8, valBytes+int64(rows)*int64(n/32)*8)
-	xq, xd = base, base+devicePtr(valBytes)
+	xq, xd = c.q8Region(x)
 	if c.q8Set && c.q8 == x {
 		return xq, xd, nil
 	}
@@ -100,6 +214,7 @@ func (c *compiler) quantizeQ8(x kernels.Tensor) (xq, xd devicePtr, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	n, rows := x.Cols, x.Rows
 	err = c.add("quantize", "quantize_q8", [3]uint32{ceilDiv(rows*n, 256), 1, 1}, [3]uint32{256, 1, 1}, 0,
 		argPtr(src), argI64(stride(x)), argPtr(xq), argPtr(xd), argInt(n), argInt(rows))
 	c.q8, c.q8Set = x, err == nil

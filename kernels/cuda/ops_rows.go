@@ -5,9 +5,23 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-func (c *compiler) rmsNorm(o kernels.RMSNorm) error {
+// rmsNorm normalises; when the next op is an integer product of its
+// output, it also leaves that output quantized for it.
+func (c *compiler) rmsNorm(o kernels.RMSNorm, quantize bool) error {
 	x, y, w, err := c.addr3(o.X, o.Dst, o.W)
 	if err != nil {
+		return err
+	}
+	if quantize && o.X.Cols%32 == 0 {
+		xq, xd := c.q8Region(o.Dst)
+		parts := uint32(1)
+		if !overlaps(o.Dst, o.X) {
+			parts = ceilDiv(o.X.Cols/32, 8)
+		}
+		err := c.add(o.Name(), "rms_norm_q8", [3]uint32{uint32(o.X.Rows), parts, 1}, [3]uint32{256, 1, 1}, 0,
+			argPtr(x), argI64(stride(o.X)), argPtr(w), argPtr(y), argI64(stride(o.Dst)), argInt(o.X.Cols), argF32(o.Eps),
+			argPtr(xq), argPtr(xd))
+		c.q8, c.q8Set = o.Dst, err == nil
 		return err
 	}
 	return c.add(o.Name(), "rms_norm", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{256, 1, 1}, 0,

@@ -68,9 +68,9 @@ func (c *compiler) add(op, kernel string, grid, block [3]uint32, shared uint32, 
 
 // Kernel parameter encodings (little-endian slots of 8 bytes).
 func argPtr(p devicePtr) uint64 { return uint64(p) }
-func argInt(v int) uint64        { return uint64(uint32(int32(v))) }
-func argI64(v int64) uint64      { return uint64(v) }
-func argF32(v float32) uint64    { return uint64(math.Float32bits(v)) }
+func argInt(v int) uint64       { return uint64(uint32(int32(v))) }
+func argI64(v int64) uint64     { return uint64(v) }
+func argF32(v float32) uint64   { return uint64(math.Float32bits(v)) }
 
 // ceilDiv is a/b rounded up, as a grid dimension.
 func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
@@ -146,50 +146,58 @@ func ownerOf(ops []kernels.Op) string {
 func (c *compiler) compile(ops []kernels.Op) error {
 	c.steps = c.steps[:0]
 	c.q8Set = false
-	for i, op := range ops {
-		if err := c.op(op); err != nil {
-			return fmt.Errorf("cuda: op %d: %s: %w", i, op.Name(), err)
-		}
-		// An op that writes over the quantized tensor makes the copy stale.
-		for _, out := range outputs(op) {
+	for i := 0; i < len(ops); {
+		// An op that writes over the quantized tensor makes the copy stale;
+		// dropped before the op, which may quantize its own output anew.
+		for _, out := range outputs(ops[i]) {
 			if c.q8Set && overlaps(out, c.q8) {
 				c.q8Set = false
 			}
 		}
+		n, err := c.op(ops, i)
+		if err != nil {
+			return fmt.Errorf("cuda: op %d: %s: %w", i, ops[i].Name(), err)
+		}
+		i += n
 	}
 	return nil
 }
 
-func (c *compiler) op(op kernels.Op) error {
-	switch o := op.(type) {
+// op compiles ops[i], possibly fused with the ops after it, and returns how
+// many ops it consumed.
+func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
+	switch o := ops[i].(type) {
 	case kernels.MatMul:
-		return c.matMul(o)
+		return c.matMuls(ops, i)
 	case kernels.GetRows:
-		return c.getRows(o)
+		return 1, c.getRows(o)
 	case kernels.SetRows:
-		return c.setRows(o)
+		return 1, c.setRows(o)
 	case kernels.RMSNorm:
-		return c.rmsNorm(o)
+		return 1, c.rmsNorm(o, quantizesNext(ops, i+1, o.Dst))
 	case kernels.Add:
-		return c.binary("add_f32", o.Dst, o.A, o.B)
+		return 1, c.binary("add_f32", o.Dst, o.A, o.B)
 	case kernels.Mul:
-		return c.binary("mul_f32", o.Dst, o.A, o.B)
+		return 1, c.binary("mul_f32", o.Dst, o.A, o.B)
 	case kernels.SwiGLU:
-		return c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
+		if quantizesNext(ops, i+1, o.Dst) && o.Dst.Cols%32 == 0 {
+			return 1, c.swiGLUQ8(o)
+		}
+		return 1, c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
 	case kernels.Rope:
-		return c.rope(o)
+		return 1, c.rope(o)
 	case kernels.Attention:
-		return c.attention(o)
+		return 1, c.attention(o)
 	case kernels.Softmax:
-		return c.softmax(o)
+		return 1, c.softmax(o)
 	case kernels.Argmax:
-		return c.argmax(o)
+		return 1, c.argmax(o)
 	case kernels.TopK:
-		return c.topK(o)
+		return 1, c.topK(o)
 	case kernels.Copy:
-		return c.copyOp(o)
+		return 1, c.copyOp(o)
 	}
-	return fmt.Errorf("%w: %T", kernels.ErrUnsupported, op)
+	return 0, fmt.Errorf("%w: %T", kernels.ErrUnsupported, ops[i])
 }
 
 // outputs are the tensors an op writes.
@@ -225,6 +233,39 @@ func outputs(op kernels.Op) []kernels.Tensor {
 	return nil
 }
 
+// inputs are the tensors an op reads.
+func inputs(op kernels.Op) []kernels.Tensor {
+	switch o := op.(type) {
+	case kernels.MatMul:
+		return []kernels.Tensor{o.W, o.X}
+	case kernels.GetRows:
+		return []kernels.Tensor{o.Src, o.Idx}
+	case kernels.SetRows:
+		return []kernels.Tensor{o.Src, o.Idx}
+	case kernels.RMSNorm:
+		return []kernels.Tensor{o.X, o.W}
+	case kernels.Add:
+		return []kernels.Tensor{o.A, o.B}
+	case kernels.Mul:
+		return []kernels.Tensor{o.A, o.B}
+	case kernels.SwiGLU:
+		return []kernels.Tensor{o.Gate, o.Up}
+	case kernels.Rope:
+		return []kernels.Tensor{o.X, o.Pos, o.Factors}
+	case kernels.Attention:
+		return []kernels.Tensor{o.Q, o.K, o.V, o.Pos}
+	case kernels.Softmax:
+		return []kernels.Tensor{o.X}
+	case kernels.Argmax:
+		return []kernels.Tensor{o.X}
+	case kernels.TopK:
+		return []kernels.Tensor{o.X}
+	case kernels.Copy:
+		return []kernels.Tensor{o.Src}
+	}
+	return nil
+}
+
 // overlaps reports whether a and b share bytes of one buffer.
 func overlaps(a, b kernels.Tensor) bool {
 	return a.Buf == b.Buf && a.Off < b.Off+b.Bytes() && b.Off < a.Off+a.Bytes()
@@ -250,6 +291,11 @@ func supported(op kernels.Op) error {
 	case kernels.Attention:
 		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
 			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
+		}
+		for _, t := range []kernels.Tensor{o.K, o.V} {
+			if t.Off%16 != 0 || t.Stride%16 != 0 {
+				return fmt.Errorf("%w: cache rows of %v not 16-byte aligned", kernels.ErrUnsupported, t)
+			}
 		}
 	case kernels.TopK:
 		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
@@ -278,6 +324,9 @@ func (p *program) Run(ctx context.Context) error {
 	}
 	p.runs++
 	be := p.be
+	if be.profiling() {
+		return be.w.post(func() error { return be.prof.runProfiled(be, p.steps) })
+	}
 	switch {
 	case p.exec != 0:
 		return be.w.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })

@@ -13,6 +13,24 @@ template <typename KT> __device__ __forceinline__ float kv_load(const KT* p);
 template <> __device__ __forceinline__ float kv_load<float>(const float* p) { return *p; }
 template <> __device__ __forceinline__ float kv_load<u16>(const u16* p) { return h2f(*p); }
 
+// dot16 is the dot product of 16 bytes of a K row (4 floats or 8 halves)
+// with the matching query elements in shared memory.
+template <typename KT> __device__ __forceinline__ float dot16t(uint4 v, const float* q);
+template <> __device__ __forceinline__ float dot16t<float>(uint4 v, const float* q) {
+    return __uint_as_float(v.x) * q[0] + __uint_as_float(v.y) * q[1] + __uint_as_float(v.z) * q[2] +
+           __uint_as_float(v.w) * q[3];
+}
+template <> __device__ __forceinline__ float dot16t<u16>(uint4 v, const float* q) {
+    const __half2* h = (const __half2*)&v;
+    float2 a = __half22float2(h[0]), b = __half22float2(h[1]), c = __half22float2(h[2]), d = __half22float2(h[3]);
+    return a.x * q[0] + a.y * q[1] + b.x * q[2] + b.y * q[3] + c.x * q[4] + c.y * q[5] + d.x * q[6] + d.y * q[7];
+}
+
+// Each warp takes tiles of 32 keys: lane j scores key j of the tile (its
+// whole K row in 16-byte loads, all lanes' loads in flight at once), the
+// tile's weights update the running max and sum, then the warp adds the
+// tile's V rows, each lane owning head_dim/32 output elements. K and V
+// rows must be 16-byte aligned.
 template <typename KT>
 __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, const KT* __restrict__ k,
                                long long kstride, const KT* __restrict__ v, long long vstride,
@@ -20,6 +38,7 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
                                float* __restrict__ part, int n_head, int n_kv_head, int head_dim,
                                float scale, int n_ctx) {
     __shared__ float sm[ATT_WARPS][2 + 32 * ATT_MAXD];
+    __shared__ float qs[32 * ATT_MAXD];
     int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, nsplit = gridDim.z;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nd = head_dim >> 5;
     int kvh = h / (n_head / n_kv_head);
@@ -27,27 +46,51 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
     int nkeys = min(p + 1, n_ctx);
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
-    float qr[ATT_MAXD], acc[ATT_MAXD];
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) qs[i] = q[b * qstride + h * head_dim + i] * scale;
+    __syncthreads();
+    const int per16 = 16 / sizeof(KT); // elements per 16-byte load
+    float acc[ATT_MAXD];
 #pragma unroll
-    for (int i = 0; i < ATT_MAXD; i++) {
-        qr[i] = i < nd ? q[b * qstride + h * head_dim + lane + 32 * i] * scale : 0.f;
-        acc[i] = 0.f;
-    }
+    for (int i = 0; i < ATT_MAXD; i++) acc[i] = 0.f;
     float m = -INFINITY, l = 0.f;
-    for (int t = t0 + w; t < t1; t += ATT_WARPS) {
-        const KT* kr = k + (size_t)t * kstride + kvh * head_dim;
-        float s = 0.f;
+    for (int tile = t0 + 32 * w; tile < t1; tile += 32 * ATT_WARPS) {
+        int t = tile + lane;
+        float s = -INFINITY;
+        if (t < t1) {
+            const uint4* kr = (const uint4*)(k + (size_t)t * kstride + kvh * head_dim);
+            float a = 0.f;
+#pragma unroll 8
+            for (int i = 0; i < head_dim / per16; i++) a += dot16t<KT>(__ldg(kr + i), qs + i * per16);
+            s = a;
+        }
+        float mt = warp_max(s);
+        float mn = fmaxf(m, mt);
+        float corr = __expf(m - mn);
+        float e = t < t1 ? __expf(s - mn) : 0.f;
+        l = l * corr + warp_sum(e);
 #pragma unroll
-        for (int i = 0; i < ATT_MAXD; i++)
-            if (i < nd) s += qr[i] * kv_load(kr + lane + 32 * i);
-        s = warp_sum(s);
-        float mn = fmaxf(m, s);
-        float corr = __expf(m - mn), e = __expf(s - mn);
-        l = l * corr + e;
-        const KT* vr = v + (size_t)t * vstride + kvh * head_dim;
+        for (int i = 0; i < ATT_MAXD; i++) acc[i] *= corr;
+        int nt = min(32, t1 - tile);
+        const KT* vb = v + (size_t)tile * vstride + kvh * head_dim + lane;
+        if (nt == 32) { // a full tile: a constant trip count lets the loads run ahead
+#pragma unroll 16
+            for (int j = 0; j < 32; j++) {
+                float ej = __shfl_sync(0xffffffffu, e, j);
+                const KT* vr = vb + (size_t)j * vstride;
 #pragma unroll
-        for (int i = 0; i < ATT_MAXD; i++)
-            if (i < nd) acc[i] = acc[i] * corr + e * kv_load(vr + lane + 32 * i);
+                for (int i = 0; i < ATT_MAXD; i++)
+                    if (i < nd) acc[i] += ej * kv_load(vr + 32 * i);
+            }
+        } else {
+#pragma unroll 4
+            for (int j = 0; j < nt; j++) {
+                float ej = __shfl_sync(0xffffffffu, e, j);
+                const KT* vr = vb + (size_t)j * vstride;
+#pragma unroll
+                for (int i = 0; i < ATT_MAXD; i++)
+                    if (i < nd) acc[i] += ej * kv_load(vr + 32 * i);
+            }
+        }
         m = mn;
     }
     if (lane == 0) { sm[w][0] = m; sm[w][1] = l; }
@@ -57,7 +100,8 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
     __syncthreads();
     if (w != 0) return;
     float M = -INFINITY;
-    for (int j = 0; j < ATT_WARPS; j++) M = fmaxf(M, sm[j][0]);
+    for (int j = 0; j < ATT_WARPS; j++)
+        if (sm[j][1] > 0.f) M = fmaxf(M, sm[j][0]);
     float L = 0.f;
     float o[ATT_MAXD] = {};
     for (int j = 0; j < ATT_WARPS; j++) {

@@ -265,20 +265,86 @@ __device__ void mv_q6_k_dp4a(const u8* __restrict__ w, long long wstride, const 
 #define MV_GENERIC_ALL(T, name) MV_GENERIC(T, name, 1) MV_GENERIC(T, name, 2) MV_GENERIC(T, name, 4) MV_GENERIC(T, name, 8)
 FOR_EACH_WEIGHT_TYPE(MV_GENERIC_ALL)
 
-#define MV_F16VEC(NB)                                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                    \
-        mvv_f16_##NB(const u8* w, long long wstride, const float* x, long long xstride, float* y, \
-                     long long ystride, int rows, int n, int nb, int accumulate) {                \
-        mv_f16_vec<NB>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);             \
+// Jobs: up to three products that share their activations (Q, K and V;
+// gate and up) run as one launch, blockIdx.y choosing the job.
+#define MV_JOBS_PARAMS                                                                     \
+    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
+        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
+#define MV_PICK_JOB                                                              \
+    const u8* w = blockIdx.y == 0 ? w0 : (blockIdx.y == 1 ? w1 : w2);            \
+    long long wstride = blockIdx.y == 0 ? ws0 : (blockIdx.y == 1 ? ws1 : ws2);   \
+    float* y = blockIdx.y == 0 ? y0 : (blockIdx.y == 1 ? y1 : y2);               \
+    long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2);   \
+    int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
+
+// mvv_f16_<NB>: F16 weights in 16-byte vectors, F32 activations.
+#define MV_F16VEC(NB)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
+        mvv_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
+        MV_PICK_JOB                                                                            \
+        mv_f16_vec<NB>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);           \
     }
 MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 
 // mvq_<type>_<NB>: integer kernels on quantize_q8 output.
-#define MV_Q8(name, NB)                                                                           \
-    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                   \
-        mvq_##name##_##NB(const u8* w, long long wstride, const signed char* xq, const float2* xd, \
-                          float* y, long long ystride, int rows, int n, int nb, int accumulate) { \
-        mv_##name##_dp4a<NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);           \
+#define MV_Q8(name, NB)                                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
+        mvq_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
+                          int accumulate) {                                                    \
+        MV_PICK_JOB                                                                            \
+        mv_##name##_dp4a<NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);         \
     }
 #define MV_Q8_ALL(name) MV_Q8(name, 1) MV_Q8(name, 2) MV_Q8(name, 4) MV_Q8(name, 8)
 MV_Q8_ALL(q8_0) MV_Q8_ALL(q4_k) MV_Q8_ALL(q6_k)
+
+// quantize_group quantizes one group of 32 values, one per lane, to the
+// quantize_q8 layout.
+__device__ __forceinline__ void quantize_group(float v, signed char* xq, float2* xd) {
+    int lane = threadIdx.x & 31;
+    float amax = warp_max(fabsf(v));
+    float d = amax / 127.f;
+    int q = amax == 0.f ? 0 : __float2int_rn(v / d);
+    xq[lane] = (signed char)q;
+    float s = warp_sum((float)q);
+    if (lane == 0) *xd = make_float2(d, d * s);
+}
+
+// rms_norm_q8: rms_norm that also leaves its output quantized for the
+// integer matrix-vector kernels (n a multiple of 32). Grid (rows, parts),
+// 256 threads: every block sums the whole row (it is in L2) and then
+// normalises and quantizes its share of the groups, one warp per group, so
+// a single row spreads over several multiprocessors. In place (y == x) it
+// needs parts = 1, or one block would overwrite what another still sums.
+extern "C" __global__ void rms_norm_q8(const float* __restrict__ x, long long xstride, const float* __restrict__ w,
+                                       float* __restrict__ y, long long ystride, int n, float eps,
+                                       signed char* __restrict__ xq, float2* __restrict__ xd) {
+    __shared__ float scratch[32];
+    int row = blockIdx.x;
+    const float* xr = x + row * xstride;
+    float* yr = y + row * ystride;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+    s = block_sum(s, scratch);
+    float r = rsqrtf(s / n + eps);
+    int lane = threadIdx.x & 31;
+    for (int g = blockIdx.y * 8 + (threadIdx.x >> 5); g < (n >> 5); g += gridDim.y * 8) {
+        int i = 32 * g + lane;
+        float v = xr[i] * r * w[i];
+        yr[i] = v;
+        quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * (n >> 5) + g);
+    }
+}
+
+// swiglu_q8: swiglu that also leaves its output quantized; grid
+// (ceil(groups/8), rows), 256 threads, one warp per group of 32.
+extern "C" __global__ void swiglu_q8(const float* g, long long gstride, const float* u, long long ustride,
+                                     float* y, long long ystride, int n, signed char* __restrict__ xq,
+                                     float2* __restrict__ xd) {
+    int r = blockIdx.y, grp = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (grp >= (n >> 5)) return;
+    int i = 32 * grp + lane;
+    float a = g[r * gstride + i];
+    float v = a / (1.f + __expf(-a)) * u[r * ustride + i];
+    y[r * ystride + i] = v;
+    quantize_group(v, xq + (size_t)r * n + 32 * grp, xd + (size_t)r * (n >> 5) + grp);
+}

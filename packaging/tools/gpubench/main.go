@@ -46,6 +46,8 @@ type config struct {
 	anchorTG  float64
 	anchorPP  float64
 	header    bool
+	kernels   string
+	profile   bool
 	kvType    quant.Type
 	contextSz int
 }
@@ -61,7 +63,9 @@ func run(args []string) error {
 	fs.IntVar(&c.reps, "r", 3, "repetitions (the median is reported)")
 	fs.Float64Var(&c.anchorTG, "anchor-tg", 0, "llama.cpp decode tok/s to compare with")
 	fs.Float64Var(&c.anchorPP, "anchor-pp", 0, "llama.cpp prefill tok/s to compare with")
+	fs.StringVar(&c.kernels, "kernels", "", "directory holding ptx/*.ptx to load instead of the embedded kernels")
 	fs.BoolVar(&c.header, "header", false, "print the table header first")
+	fs.BoolVar(&c.profile, "profile", false, "after the row, print GPU time per kernel of a decode step (cuda)")
 	kv := fs.String("kv", "F16", "KV cache type: F16 or F32")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,7 +96,11 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		if gpu, err = cuda.Open(cuda.Options{Ordinal: c.gpu}); err != nil {
+		o := cuda.Options{Ordinal: c.gpu}
+		if c.kernels != "" {
+			o.Kernels = os.DirFS(c.kernels)
+		}
+		if gpu, err = cuda.Open(o); err != nil {
 			return err
 		}
 		be = gpu
@@ -171,6 +179,41 @@ func bench(ctx context.Context, c config) error {
 	fmt.Printf("| %s | %.2f | %.0f | %s | %.0f | %s | %s | %.0f | %.0f%% | %s / %s | %.0f |\n",
 		filepath.Base(c.path), float64(fileWeights(f))/(1<<30), ppRate, anchor(c.anchorPP), tgRate, anchor(c.anchorTG), ratio,
 		gbs/1e9, 100*gbs/copyRoofline, mib(afterLoad), mib(afterDecode), float64(u.Total())/(1<<20))
+	if c.profile && gpu != nil {
+		return profileDecode(ctx, m, gpu, c.pp)
+	}
+	return nil
+}
+
+// profileDecode times each kernel over 8 eager decode steps and prints the
+// kernels by share of a step.
+func profileDecode(ctx context.Context, m *model.Model, gpu *cuda.Backend, pos int) error {
+	const steps = 8
+	if err := gpu.SetProfiling(true); err != nil {
+		return err
+	}
+	defer gpu.SetProfiling(false)
+	for i := 0; i < steps; i++ {
+		if _, err := m.Forward(ctx, []int32{1}, pos+i, nil); err != nil {
+			return err
+		}
+	}
+	prof, err := gpu.Profile()
+	if err != nil {
+		return err
+	}
+	var total float64
+	for _, k := range prof {
+		total += k.Seconds
+	}
+	fmt.Printf("\n%s: %.0f us of kernels per decode step\n", gpu.Name(), total/steps*1e6)
+	for i, k := range prof {
+		if i == 14 {
+			break
+		}
+		fmt.Printf("  %-22s %-10s %5d calls/step %8.1f us/step %5.1f%%\n", k.Kernel, k.Op, k.Calls/steps,
+			k.Seconds/steps*1e6, 100*k.Seconds/total)
+	}
 	return nil
 }
 
