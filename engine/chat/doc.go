@@ -20,6 +20,10 @@
 // goroutine under a time limit and its output under a size limit. A render
 // that overruns is abandoned and reported; its goroutine finishes on its own.
 //
+// The engine's strftime_now reads the wall clock; callers that need a fixed
+// date set Options.Now, which templates see as date_string (Llama 3.1-style
+// templates prefer it).
+//
 // Any failure wraps ErrTemplate so that callers can offer the plain ChatML
 // prompt (ChatML) instead; this package never substitutes it silently.
 package chat
