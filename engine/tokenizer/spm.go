@@ -87,26 +87,50 @@ func wordStart(s string) int {
 // neither a byte token nor UNK.
 func (m *spm) encode(dst []int32, text string) ([]int32, error) {
 	text = m.spacify.Replace(text)
+	st := &spmState{m: m}
 	if !m.wordwise {
-		return m.encodeWord(dst, text)
+		return st.encodeWord(dst, text)
 	}
 	for text != "" {
 		end := wordStart(text)
 		if end < 0 {
 			end = len(text)
 		}
+		word := text[:end]
+		text = text[end:]
+		if ids, ok := st.seen[word]; ok {
+			dst = append(dst, ids...)
+			continue
+		}
+		start := len(dst)
 		var err error
-		if dst, err = m.encodeWord(dst, text[:end]); err != nil {
+		if dst, err = st.encodeWord(dst, word); err != nil {
 			return dst, err
 		}
-		text = text[end:]
+		if st.seen == nil {
+			st.seen = make(map[string][]int32)
+		}
+		if len(st.seen) < maxSeen {
+			st.seen[word] = dst[start:len(dst):len(dst)]
+		}
 	}
 	return dst, nil
 }
 
+// spmState is one encode call's working space, reused from word to word.
+type spmState struct {
+	m    *spm
+	text string // the word being merged
+	syms []spmSymbol
+	heap []spmCandidate
+	seen map[string][]int32 // tokens of the words met so far
+}
+
 // encodeWord appends the tokens of text, whose spaces are already ▁.
-func (m *spm) encodeWord(dst []int32, text string) ([]int32, error) {
-	var syms []spmSymbol
+func (st *spmState) encodeWord(dst []int32, text string) ([]int32, error) {
+	m := st.m
+	st.text = text
+	syms := st.syms[:0]
 	for i := 0; i < len(text); {
 		_, w := utf8.DecodeRuneInString(text[i:])
 		syms = append(syms, spmSymbol{start: int32(i), n: int32(w), prev: int32(len(syms) - 1), next: int32(len(syms) + 1)})
@@ -116,53 +140,14 @@ func (m *spm) encodeWord(dst []int32, text string) ([]int32, error) {
 		return dst, nil
 	}
 	syms[len(syms)-1].next = -1
+	st.syms = syms
 
-	var h []spmCandidate
-	push := func(left int32) {
-		if left < 0 || syms[left].next < 0 {
-			return
-		}
-		l, r := syms[left], syms[syms[left].next]
-		id, ok := m.pieces[text[l.start:r.start+r.n]]
-		if !ok {
-			return
-		}
-		c := spmCandidate{score: m.scores[id], left: left, n: l.n + r.n}
-		h = append(h, c)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !h[i].better(h[p]) {
-				break
-			}
-			h[i], h[p] = h[p], h[i]
-			i = p
-		}
-	}
-	pop := func() spmCandidate {
-		top := h[0]
-		h[0] = h[len(h)-1]
-		h = h[:len(h)-1]
-		for i := 0; ; {
-			l, r, b := 2*i+1, 2*i+2, i
-			if l < len(h) && h[l].better(h[b]) {
-				b = l
-			}
-			if r < len(h) && h[r].better(h[b]) {
-				b = r
-			}
-			if b == i {
-				break
-			}
-			h[i], h[b] = h[b], h[i]
-			i = b
-		}
-		return top
-	}
+	st.heap = st.heap[:0]
 	for i := range syms {
-		push(int32(i))
+		st.push(int32(i))
 	}
-	for len(h) > 0 {
-		c := pop()
+	for len(st.heap) > 0 {
+		c := st.pop()
 		left := &syms[c.left]
 		if left.n == 0 || left.next < 0 || left.n+syms[left.next].n != c.n {
 			continue // stale: a side changed since
@@ -174,8 +159,8 @@ func (m *spm) encodeWord(dst []int32, text string) ([]int32, error) {
 		if left.next >= 0 {
 			syms[left.next].prev = c.left
 		}
-		push(left.prev)
-		push(c.left)
+		st.push(left.prev)
+		st.push(c.left)
 	}
 	for i := int32(0); i >= 0; i = syms[i].next {
 		s := syms[i]
@@ -196,4 +181,52 @@ func (m *spm) encodeWord(dst []int32, text string) ([]int32, error) {
 		}
 	}
 	return dst, nil
+}
+
+// push queues the merge of the symbol at left with its right neighbour, if
+// their concatenation is a piece.
+func (st *spmState) push(left int32) {
+	syms := st.syms
+	if left < 0 || syms[left].next < 0 {
+		return
+	}
+	l, r := syms[left], syms[syms[left].next]
+	id, ok := st.m.pieces[st.text[l.start:r.start+r.n]]
+	if !ok {
+		return
+	}
+	h := append(st.heap, spmCandidate{score: st.m.scores[id], left: left, n: l.n + r.n})
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].better(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	st.heap = h
+}
+
+// pop takes the best queued merge.
+func (st *spmState) pop() spmCandidate {
+	h := st.heap
+	top := h[0]
+	h[0] = h[len(h)-1]
+	h = h[:len(h)-1]
+	for i := 0; ; {
+		l, r, b := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l].better(h[b]) {
+			b = l
+		}
+		if r < len(h) && h[r].better(h[b]) {
+			b = r
+		}
+		if b == i {
+			break
+		}
+		h[i], h[b] = h[b], h[i]
+		i = b
+	}
+	st.heap = h
+	return top
 }
