@@ -22,6 +22,7 @@ vet:
 FUZZTIME ?= 10s
 fuzz:
 	go test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
+	go test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
 
 test: deps vet fuzz
 	go test -timeout 60m ./...
