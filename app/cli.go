@@ -31,6 +31,8 @@ func commands() []command {
 		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
 		{"plan", "show what each device would hold for a placement, before loading", runPlan},
 		{"run", "generate text, with a draft model or prompt lookup when given", runRun},
+		{"perplexity", "score a text file with a model as llama.cpp's perplexity tool does", runPerplexity},
+		{"bench", "time a model's prefill and decode tokens/s", runBench},
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	return cmds
