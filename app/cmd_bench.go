@@ -97,7 +97,7 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 			"prefill_tok_s": ppMean, "prefill_tok_s_std": ppStd,
 			"decode_tok_s": tgMean, "decode_tok_s_std": tgStd,
 			"decode_weight_gb_s": tgMean * float64(wb) / 1e9,
-			"memory_bytes": mem,
+			"memory_bytes":       mem,
 		})
 	}
 	fmt.Fprintf(out, "%s on %s, %d threads\n", *path, lm.be.Name(), lm.be.Threads())
