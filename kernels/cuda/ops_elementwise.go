@@ -31,8 +31,27 @@ func (c *compiler) copyOp(o kernels.Copy) error {
 		argPtr(src), argI64(stride(o.Src)), argPtr(dst), argI64(stride(o.Dst)), argInt(o.Src.Cols))
 }
 
-func (c *compiler) rope(o kernels.Rope) error {
-	x, y, pos, err := c.addr3(o.X, o.Dst, o.Pos)
+// rope rotates one or two tensors with the same positions and parameters
+// (Q and K) in one launch.
+func (c *compiler) rope(jobs ...kernels.Rope) error {
+	o := jobs[0]
+	var args []uint64
+	maxThreads := 0
+	for j := 0; j < 2; j++ {
+		job := jobs[min(j, len(jobs)-1)]
+		x, y, _, err := c.addr3(job.X, job.Dst, kernels.Tensor{})
+		if err != nil {
+			return err
+		}
+		heads := job.X.Cols / job.HeadDim
+		threads := heads * job.Dims / 2
+		if x != y || stride(job.X) != stride(job.Dst) {
+			threads += heads * (job.HeadDim - job.Dims) // the unrotated tail is copied
+		}
+		maxThreads = max(maxThreads, threads)
+		args = append(args, argPtr(x), argI64(stride(job.X)), argPtr(y), argI64(stride(job.Dst)), argInt(heads))
+	}
+	pos, err := c.be.addr(o.Pos)
 	if err != nil {
 		return err
 	}
@@ -42,18 +61,24 @@ func (c *compiler) rope(o kernels.Rope) error {
 			return err
 		}
 	}
-	heads := o.X.Cols / o.HeadDim
-	threads := heads * o.Dims / 2
-	if x != y || stride(o.X) != stride(o.Dst) {
-		threads += heads * (o.HeadDim - o.Dims) // the unrotated tail is copied
-	}
 	neox := 0
 	if o.Neox {
 		neox = 1
 	}
-	return c.add(o.Name(), "rope_f32", [3]uint32{ceilDiv(threads, 256), uint32(o.X.Rows), 1}, [3]uint32{256, 1, 1}, 0,
-		argPtr(x), argI64(stride(o.X)), argPtr(y), argI64(stride(o.Dst)), argPtr(pos), argPtr(factors),
-		argInt(heads), argInt(o.HeadDim), argInt(o.Dims), argF32(o.Base), argF32(o.Scale), argInt(neox))
+	args = append(args, argPtr(pos), argPtr(factors), argInt(o.HeadDim), argInt(o.Dims), argF32(o.Base), argF32(o.Scale), argInt(neox))
+	return c.add(o.Name(), "rope_f32", [3]uint32{ceilDiv(maxThreads, 256), uint32(o.X.Rows), uint32(len(jobs))}, [3]uint32{256, 1, 1}, 0, args...)
+}
+
+// pairRope reports whether ops[i+1] is a Rope that can share ops[i]'s launch.
+func pairRope(ops []kernels.Op, i int) (kernels.Rope, bool) {
+	a := ops[i].(kernels.Rope)
+	if i+1 >= len(ops) {
+		return a, false
+	}
+	b, ok := ops[i+1].(kernels.Rope)
+	return b, ok && b.Pos == a.Pos && b.X.Rows == a.X.Rows && b.HeadDim == a.HeadDim && b.Dims == a.Dims &&
+		b.Base == a.Base && b.Scale == a.Scale && b.Neox == a.Neox && b.Factors == a.Factors &&
+		kernels.Check(b) == nil && independent(a, b)
 }
 
 // swiGLUQ8 is SwiGLU that also quantizes its output for the next product.

@@ -89,18 +89,63 @@ func (c *compiler) getRows(o kernels.GetRows) error {
 		argPtr(src), argI64(o.Src.Stride), argPtr(idx), argPtr(y), argI64(stride(o.Dst)), argInt(n), argInt(o.Src.Rows))
 }
 
-func (c *compiler) setRows(o kernels.SetRows) error {
-	x, dst, idx, err := c.addr3(o.Src, o.Dst, o.Idx)
-	if err != nil {
-		return err
-	}
+// setRows scatters one or two sets of rows with the same indices (the K
+// and V of a block) in one launch.
+func (c *compiler) setRows(jobs ...kernels.SetRows) error {
+	o := jobs[0]
 	kernel := "set_rows_f32"
 	if o.Dst.Type == quant.F16 {
 		kernel = "set_rows_f16"
 	}
-	n := o.Src.Cols
-	return c.add(o.Name(), kernel, [3]uint32{ceilDiv(n, 256), uint32(o.Src.Rows), 1}, [3]uint32{256, 1, 1}, 0,
-		argPtr(x), argI64(stride(o.Src)), argPtr(idx), argPtr(dst), argI64(stride(o.Dst)), argInt(n), argInt(o.Dst.Rows))
+	var args []uint64
+	maxCols := 0
+	for j := 0; j < 2; j++ {
+		job := jobs[min(j, len(jobs)-1)]
+		x, dst, _, err := c.addr3(job.Src, job.Dst, kernels.Tensor{})
+		if err != nil {
+			return err
+		}
+		args = append(args, argPtr(x), argI64(stride(job.Src)), argPtr(dst), argI64(stride(job.Dst)),
+			argInt(job.Src.Cols), argInt(job.Dst.Rows))
+		maxCols = max(maxCols, job.Src.Cols)
+	}
+	idx, err := c.be.addr(o.Idx)
+	if err != nil {
+		return err
+	}
+	args = append(args, argPtr(idx))
+	return c.add(o.Name(), kernel, [3]uint32{ceilDiv(maxCols, 256), uint32(o.Src.Rows), uint32(len(jobs))}, [3]uint32{256, 1, 1}, 0, args...)
+}
+
+// independent reports whether b neither reads nor writes what a writes,
+// nor writes what a reads, so the two may run in one launch.
+func independent(a, b kernels.Op) bool {
+	for _, out := range outputs(a) {
+		for _, t := range append(inputs(b), outputs(b)...) {
+			if t.Valid() && overlaps(out, t) {
+				return false
+			}
+		}
+	}
+	for _, out := range outputs(b) {
+		for _, in := range inputs(a) {
+			if in.Valid() && overlaps(out, in) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pairSetRows reports whether ops[i+1] is a SetRows that can share ops[i]'s launch.
+func pairSetRows(ops []kernels.Op, i int) (kernels.SetRows, bool) {
+	a := ops[i].(kernels.SetRows)
+	if i+1 >= len(ops) {
+		return a, false
+	}
+	b, ok := ops[i+1].(kernels.SetRows)
+	return b, ok && b.Idx == a.Idx && b.Dst.Type == a.Dst.Type && b.Src.Rows == a.Src.Rows &&
+		kernels.Check(b) == nil && independent(a, b)
 }
 
 // addr3 resolves up to three tensors' addresses (an absent one is 0).

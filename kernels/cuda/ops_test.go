@@ -328,3 +328,36 @@ func TestFusedBlock(t *testing.T) {
 		})
 	}
 }
+
+// Q and K rotations, and the K and V cache writes, each run as one launch
+// of two jobs; the results must be those of the four ops.
+func TestPairedRopeSetRows(t *testing.T) {
+	h := newHarness(t)
+	const hd, nq, nkv, ctx, batch = 128, 4, 2, 40, 3
+	q, k := h.random(quant.F32, batch, nq*hd), h.random(quant.F32, batch, nkv*hd)
+	v := h.random(quant.F32, batch, nkv*hd)
+	kc, vc := h.random(quant.F16, ctx, nkv*hd), h.random(quant.F16, ctx, nkv*hd)
+	pos := h.ints(batch, func(i int) int32 { return int32(10*i + h.rng.IntN(10)) })
+	h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
+		rope := func(x kernels.Tensor) kernels.Rope {
+			return kernels.Rope{Dst: x, X: x, Pos: s(pos), HeadDim: hd, Dims: hd, Base: 1e6, Scale: 1, Neox: true}
+		}
+		return []kernels.Op{
+			rope(s(q)), rope(s(k)),
+			kernels.SetRows{Dst: s(kc), Src: s(k), Idx: s(pos)},
+			kernels.SetRows{Dst: s(vc), Src: s(v), Idx: s(pos)},
+		}
+	}, []*pair{q, k, v, kc, vc, pos}, func(int) {
+		h.expectClose(q, 5e-5, "q")
+		h.expectClose(k, 5e-5, "k")
+		h.expectClose(kc, 1e-3, "k cache")
+		h.expectEqual(vc, "v cache")
+	})
+	if p, err := h.gpu.Compile([]kernels.Op{
+		kernels.SetRows{Dst: kc.g, Src: k.g, Idx: pos.g}, kernels.SetRows{Dst: vc.g, Src: v.g, Idx: pos.g},
+	}); err != nil {
+		t.Fatal(err)
+	} else if n := len(p.(*program).steps); n != 1 {
+		t.Errorf("K and V writes took %d launches, want 1", n)
+	}
+}

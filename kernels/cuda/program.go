@@ -158,6 +158,15 @@ func (c *compiler) compile(ops []kernels.Op) error {
 		if err != nil {
 			return fmt.Errorf("cuda: op %d: %s: %w", i, ops[i].Name(), err)
 		}
+		// Ops fused into op i write too; none of them writes the tensor
+		// op i quantized, but an older copy may be stale.
+		for _, op := range ops[i+1 : i+n] {
+			for _, out := range outputs(op) {
+				if c.q8Set && overlaps(out, c.q8) {
+					c.q8Set = false
+				}
+			}
+		}
 		i += n
 	}
 	return nil
@@ -172,6 +181,9 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 	case kernels.GetRows:
 		return 1, c.getRows(o)
 	case kernels.SetRows:
+		if next, ok := pairSetRows(ops, i); ok {
+			return 2, c.setRows(o, next)
+		}
 		return 1, c.setRows(o)
 	case kernels.RMSNorm:
 		return 1, c.rmsNorm(o, quantizesNext(ops, i+1, o.Dst))
@@ -185,6 +197,9 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
 	case kernels.Rope:
+		if next, ok := pairRope(ops, i); ok {
+			return 2, c.rope(o, next)
+		}
 		return 1, c.rope(o)
 	case kernels.Attention:
 		return 1, c.attention(o)

@@ -39,6 +39,7 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
                                float scale, int n_ctx) {
     __shared__ float sm[ATT_WARPS][2 + 32 * ATT_MAXD];
     __shared__ float qs[32 * ATT_MAXD];
+    __shared__ float es[ATT_WARPS][32]; // a tile's weights: read back without shuffles
     int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, nsplit = gridDim.z;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nd = head_dim >> 5;
     int kvh = h / (n_head / n_kv_head);
@@ -72,10 +73,15 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
         for (int i = 0; i < ATT_MAXD; i++) acc[i] *= corr;
         int nt = min(32, t1 - tile);
         const KT* vb = v + (size_t)tile * vstride + kvh * head_dim + lane;
+        // The weights go through shared memory rather than shuffles: a
+        // shuffle orders the loads after it, which made every key a full
+        // memory round trip.
+        es[w][lane] = e;
+        __syncwarp();
         if (nt == 32) { // a full tile: a constant trip count lets the loads run ahead
 #pragma unroll 16
             for (int j = 0; j < 32; j++) {
-                float ej = __shfl_sync(0xffffffffu, e, j);
+                float ej = es[w][j];
                 const KT* vr = vb + (size_t)j * vstride;
 #pragma unroll
                 for (int i = 0; i < ATT_MAXD; i++)
@@ -84,13 +90,14 @@ __device__ void attn_partial_t(const float* __restrict__ q, long long qstride, c
         } else {
 #pragma unroll 4
             for (int j = 0; j < nt; j++) {
-                float ej = __shfl_sync(0xffffffffu, e, j);
+                float ej = es[w][j];
                 const KT* vr = vb + (size_t)j * vstride;
 #pragma unroll
                 for (int i = 0; i < ATT_MAXD; i++)
                     if (i < nd) acc[i] += ej * kv_load(vr + 32 * i);
             }
         }
+        __syncwarp();
         m = mn;
     }
     if (lane == 0) { sm[w][0] = m; sm[w][1] = l; }

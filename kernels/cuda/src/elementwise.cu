@@ -39,11 +39,18 @@ extern "C" __global__ void copy_f16_f16(const u16* x, long long xstride, u16* y,
     if (i < n) y[r * ystride + i] = x[r * xstride + i];
 }
 
-// rope: one thread per rotated pair; grid (ceil(heads*dims/2 / 256), rows).
-// factors may be null.
-extern "C" __global__ void rope_f32(const float* x, long long xstride, float* y, long long ystride,
-                                    const int* pos, const float* factors, int heads, int head_dim,
+// rope: one thread per rotated pair; grid (ceil(threads/256), rows, jobs).
+// Two rotations with the same positions and parameters (Q and K) run as
+// one launch, blockIdx.z choosing the job. factors may be null.
+extern "C" __global__ void rope_f32(const float* x0, long long xs0, float* y0, long long ys0, int heads0,
+                                    const float* x1, long long xs1, float* y1, long long ys1, int heads1,
+                                    const int* pos, const float* factors, int head_dim,
                                     int dims, float base, float scale, int neox) {
+    bool j1 = blockIdx.z == 1;
+    const float* x = j1 ? x1 : x0;
+    float* y = j1 ? y1 : y0;
+    long long xstride = j1 ? xs1 : xs0, ystride = j1 ? ys1 : ys0;
+    int heads = j1 ? heads1 : heads0;
     int half = dims >> 1;
     int t = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (t >= heads * half) {

@@ -180,17 +180,33 @@ extern "C" __global__ void get_rows_f32_any(const float* __restrict__ src, long 
 }
 
 // set_rows: dst[idx[b]] = x[b], to F32 or F16 rows (strides in elements).
-extern "C" __global__ void set_rows_f32(const float* __restrict__ x, long long xstride, const int* __restrict__ idx,
-                                        float* __restrict__ dst, long long dstride, int n, int nrows) {
+// Two scatters with the same indices (K and V) run as one launch, blockIdx.z
+// choosing the job.
+template <typename DT> __device__ __forceinline__ DT to_elem(float v);
+template <> __device__ __forceinline__ float to_elem<float>(float v) { return v; }
+template <> __device__ __forceinline__ u16 to_elem<u16>(float v) { return f2h(v); }
+
+template <typename DT>
+__device__ void set_rows_t(const float* x0, long long xs0, DT* d0, long long ds0, int n0, int nr0,
+                           const float* x1, long long xs1, DT* d1, long long ds1, int n1, int nr1,
+                           const int* __restrict__ idx) {
+    bool j1 = blockIdx.z == 1;
+    const float* x = j1 ? x1 : x0;
+    DT* dst = j1 ? d1 : d0;
+    long long xstride = j1 ? xs1 : xs0, dstride = j1 ? ds1 : ds0;
+    int n = j1 ? n1 : n0, nrows = j1 ? nr1 : nr0;
     int b = blockIdx.y, r = idx[b];
     if (r < 0 || r >= nrows) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        dst[r * dstride + i] = x[b * xstride + i];
+        dst[r * dstride + i] = to_elem<DT>(x[b * xstride + i]);
 }
-extern "C" __global__ void set_rows_f16(const float* __restrict__ x, long long xstride, const int* __restrict__ idx,
-                                        u16* __restrict__ dst, long long dstride, int n, int nrows) {
-    int b = blockIdx.y, r = idx[b];
-    if (r < 0 || r >= nrows) return;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        dst[r * dstride + i] = f2h(x[b * xstride + i]);
+extern "C" __global__ void set_rows_f32(const float* x0, long long xs0, float* d0, long long ds0, int n0, int nr0,
+                                        const float* x1, long long xs1, float* d1, long long ds1, int n1, int nr1,
+                                        const int* idx) {
+    set_rows_t<float>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
+}
+extern "C" __global__ void set_rows_f16(const float* x0, long long xs0, u16* d0, long long ds0, int n0, int nr0,
+                                        const float* x1, long long xs1, u16* d1, long long ds1, int n1, int nr1,
+                                        const int* idx) {
+    set_rows_t<u16>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
 }
