@@ -17,6 +17,7 @@ type engineFlags struct {
 	model, draft       string
 	lookup             bool
 	backend            string
+	gpu                int
 	ctx                int
 	kvType             string
 	threads            int
@@ -29,6 +30,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.draft, "draft", "", "draft model GGUF: a small model of the same vocabulary")
 	fs.BoolVar(&e.lookup, "lookup", false, "draft by prompt lookup (n-grams of the context); alone when no --draft")
 	fs.StringVar(&e.backend, "backend", "cpu", "compute backend: cpu or cuda")
+	fs.IntVar(&e.gpu, "gpu", 0, "GPU number for --backend cuda")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default: the model's, at most 4096)")
 	fs.StringVar(&e.kvType, "kv-type", "f16", "KV cache type: f16 or f32")
 	fs.IntVar(&e.threads, "threads", 0, "CPU threads (default: all cores)")
@@ -49,7 +51,7 @@ func (e *engineFlags) config(errOut io.Writer) (engine.Config, error) {
 			draft = "" // --lookup alone asks for draftless decoding
 		}
 	}
-	return engine.Config{Target: target, Draft: draft, Lookup: e.lookup, Backend: e.backend, Context: e.ctx,
+	return engine.Config{Target: target, Draft: draft, Lookup: e.lookup, Backend: e.backend, GPU: e.gpu, Context: e.ctx,
 		KVType: e.kvType, Threads: e.threads, DraftMax: e.draftMax, DraftMin: e.draftMin, DraftPMin: e.draftPMin}, nil
 }
 

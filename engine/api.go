@@ -20,6 +20,7 @@ type Config struct {
 	// no Draft it is the whole drafting scheme.
 	Lookup  bool
 	Backend string // "cpu" (default) or "cuda"
+	GPU     int    // CUDA device number for the cuda backend (PCI bus order)
 	Context int    // KV-cache length in tokens; 0 = min(trained context, 4096)
 	KVType  string // "f16" (default), "q8_0" or "f32"
 	Threads int    // CPU worker threads; 0 = all cores
