@@ -1,25 +1,136 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
+	"time"
 
+	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
-	"fyne.io/fyne/v2/widget"
+
+	"github.com/tandem-run/tandem/assets"
+	"github.com/tandem-run/tandem/widgets"
 )
 
-// runGUI opens the main window and blocks until it closes.
+// appID is the application's reverse-DNS id (FyneApp.toml, the .desktop
+// file and the AppStream metadata use the same).
+const appID = "run.tandem.app"
+
+// guiOptions are the window's command-line options (tandem gui).
+type guiOptions struct {
+	frameStats string // write main-goroutine frame gaps here on exit
+}
+
+// runGUI opens the window (tandem with no arguments).
 func runGUI(errOut io.Writer) int {
-	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
-		// GLFW panics without a display; say why instead.
-		fmt.Fprintln(errOut, "tandem: no display (DISPLAY and WAYLAND_DISPLAY are unset); run a command instead, see tandem help")
+	if err := openWindow(guiOptions{}); err != nil {
+		fmt.Fprintf(errOut, "tandem: %v\n", err)
 		return 1
 	}
-	a := fyneapp.NewWithID("run.tandem.app")
-	w := a.NewWindow("Tandem")
-	w.SetContent(widget.NewLabel("Tandem"))
-	w.ShowAndRun()
 	return 0
+}
+
+// errNoDisplay is a window asked for where there is no screen: GLFW would
+// panic.
+var errNoDisplay = errors.New("no display (DISPLAY and WAYLAND_DISPLAY are unset); run a command instead, see tandem help")
+
+// openWindow shows the main window and blocks until the app quits.
+func openWindow(opt guiOptions) error {
+	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return errNoDisplay
+	}
+	st, err := openStore("", time.Now)
+	if err != nil {
+		return err
+	}
+	set, note, err := st.loadSettings()
+	if err != nil {
+		return err
+	}
+	a := fyneapp.NewWithID(appID)
+	a.SetIcon(fyne.NewStaticResource("tandem.png", assets.Icon()))
+	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: fyne.Do, store: st, set: set,
+		load: engineLoad, inv: hostInventory()}
+	m.picker = &nativePicker{win: m.win, post: fyne.Do}
+	m.set.Layout = defaultLayout(m.set.Layout, m.inv)
+	m.build()
+	if note != "" {
+		m.notice.Set(widgets.NoticeWarning, note, "")
+	}
+	if m.inv.Reason != "" {
+		m.status.SetText("No GPUs listed: " + m.inv.Reason)
+	}
+	m.openModels()
+
+	if opt.frameStats != "" {
+		m.frames = newFrameMonitor(5*time.Millisecond, time.Now, fyne.Do)
+		a.Lifecycle().SetOnStarted(m.frames.start)
+	}
+	// SIGINT/SIGTERM close the window like its close button, so settings are
+	// flushed and the frame report written.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			fyne.Do(a.Quit)
+		}
+	}()
+	m.win.SetMaster()
+	m.win.Resize(fyne.NewSize(1280, 820))
+	m.win.ShowAndRun()
+
+	if m.cancelLoad != nil {
+		m.cancelLoad()
+	}
+	if m.chat != nil {
+		m.chat.stopGenerating()
+	}
+	m.disk.wait()
+	if m.model != nil {
+		m.model.Close()
+	}
+	if m.frames != nil {
+		m.frames.close()
+		return m.frames.writeReport(opt.frameStats)
+	}
+	return nil
+}
+
+// openModels opens the models of the last run; on a first start (or when
+// they were the demo pair) it selects the bundled demo pair, written to
+// the cache directory again if it was cleared.
+func (m *mainWindow) openModels() {
+	if m.set.Target != "" && !isDemoPath(m.set.Target) {
+		m.chooseModel("target", m.set.Target)
+		if m.set.Draft != "" {
+			m.chooseModel("draft", m.set.Draft)
+		}
+		return
+	}
+	m.disk.add(func() {
+		p, err := demoPair()
+		m.post(func() {
+			if err != nil {
+				m.showError("The bundled demo models could not be written to the cache directory.", err)
+				return
+			}
+			m.notice.Set(widgets.NoticeInfo, "No models chosen yet, so the bundled demo pair is selected. "+assets.DemoNote, "")
+			m.chooseModel("target", p.Target)
+			m.chooseModel("draft", p.Draft)
+		})
+	})
+}
+
+// isDemoPath reports a path inside the demo pair's cache folder.
+func isDemoPath(path string) bool {
+	dir, err := cacheDir()
+	return err == nil && strings.HasPrefix(path, filepath.Join(dir, "demo")+string(filepath.Separator))
 }

@@ -1,0 +1,165 @@
+package app
+
+import (
+	"context"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+// chatWindow is the chat: saved conversations on the left, the transcript
+// and the prompt in the middle, sampling, drafting and engine settings on
+// the right. Like mainWindow, its fields belong to the main goroutine.
+type chatWindow struct {
+	m   *mainWindow
+	win fyne.Window
+
+	local    generator // the loaded local models; nil: none
+	localCfg engine.Config
+
+	convs []*Conversation // newest first
+	conv  *Conversation   // the open one
+	saved map[*Conversation]savedAs
+
+	cancel  context.CancelFunc // non-nil while generating
+	editing int                // index of the user message being edited; -1: none
+
+	notice *widgets.Notice
+	view   *widgets.ChatView
+	meter  *widgets.Meter
+	input  *promptEntry
+	send   *widget.Button
+	stop   *widget.Button
+	list   *widget.List
+	engine *widget.Label
+	system *widget.Entry
+}
+
+func newChatWindow(m *mainWindow) *chatWindow {
+	c := &chatWindow{m: m, win: m.app.NewWindow("Tandem chat"), editing: -1, saved: map[*Conversation]savedAs{}}
+	c.notice = widgets.NewNotice()
+	c.view = widgets.NewChatView()
+	c.view.OnEdit = c.edit
+	c.view.OnRegenerate = func(int) { c.regenerate() }
+	c.meter = widgets.NewMeter()
+	c.engine = widget.NewLabel("")
+	c.engine.Importance = widget.LowImportance
+	c.engine.Truncation = fyne.TextTruncateEllipsis
+	c.input = newPromptEntry()
+	c.input.SetPlaceHolder("Message (Ctrl+Enter to send, Esc to stop)")
+	c.input.onEscape = c.escape
+	c.send = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), c.sendInput)
+	c.send.Importance = widget.HighImportance
+	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
+
+	prompt := container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input)
+	center := container.NewBorder(nil, container.NewVBox(c.meter, prompt, c.engine), nil, nil, c.view)
+
+	c.list = widget.NewList(func() int { return len(c.convs) },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("")
+			l.Truncation = fyne.TextTruncateEllipsis
+			return l
+		},
+		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(c.convs[i].Title) })
+	c.list.OnSelected = func(i widget.ListItemID) {
+		if i < len(c.convs) && c.convs[i] != c.conv {
+			c.open(c.convs[i])
+		}
+	}
+	newBtn := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newChat)
+	side := container.NewBorder(newBtn, container.NewVBox(
+		widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), c.export),
+		widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteChat)), nil, nil, c.list)
+
+	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
+	split.Offset = 0.2
+	split.Trailing.(*container.Split).Offset = 0.72
+	c.win.SetContent(container.NewBorder(c.notice, nil, nil, nil, split))
+	c.win.Resize(fyne.NewSize(1180, 760))
+	c.win.SetCloseIntercept(func() { c.stopGenerating(); c.win.Hide() })
+	ctrl := fyne.KeyModifierShortcutDefault
+	c.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Chat",
+		&fyne.MenuItem{Label: "Send", Action: c.sendInput, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyReturn, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "New chat", Action: c.newChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyN, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "Regenerate", Action: c.regenerate, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyR, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "Export as Markdown…", Action: c.export, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyE, Modifier: ctrl}},
+		fyne.NewMenuItemSeparator(),
+		&fyne.MenuItem{Label: "Delete chat", Action: c.deleteChat},
+	)))
+	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
+	c.win.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: ctrl}, func(fyne.Shortcut) { c.sendInput() })
+	c.win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
+		if k.Name == fyne.KeyEscape {
+			c.escape()
+		}
+	})
+	c.loadConversations()
+	c.refresh()
+	return c
+}
+
+// promptEntry is the multi-line prompt; Esc stops a generation (or an edit).
+type promptEntry struct {
+	widget.Entry
+	onEscape func()
+}
+
+func newPromptEntry() *promptEntry {
+	e := &promptEntry{}
+	e.MultiLine = true
+	e.Wrapping = fyne.TextWrapWord
+	e.SetMinRowsVisible(3)
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+func (e *promptEntry) TypedKey(k *fyne.KeyEvent) {
+	if k.Name == fyne.KeyEscape && e.onEscape != nil {
+		e.onEscape()
+		return
+	}
+	e.Entry.TypedKey(k)
+}
+
+// useLocal makes the loaded local models (nil: none) the chat's engine.
+func (c *chatWindow) useLocal(g generator, cfg engine.Config) {
+	c.local, c.localCfg = g, cfg
+	c.refresh()
+}
+
+// refresh updates the buttons and the engine line.
+func (c *chatWindow) refresh() {
+	busy := c.cancel != nil
+	enable(c.send, !busy)
+	enable(c.stop, busy)
+	_, label, err := c.generator()
+	if err != nil {
+		c.engine.SetText(sentence(err))
+	} else {
+		c.engine.SetText(label)
+	}
+	title := "Tandem chat"
+	if c.conv != nil {
+		title = c.conv.Title + " — Tandem"
+	}
+	c.win.SetTitle(title)
+}
+
+// escape stops a generation, or leaves editing.
+func (c *chatWindow) escape() {
+	switch {
+	case c.cancel != nil:
+		c.stopGenerating()
+	case c.editing >= 0:
+		c.editing = -1
+		c.input.SetText("")
+		c.notice.Hide()
+	}
+}

@@ -1,0 +1,132 @@
+package app
+
+import (
+	"strconv"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+)
+
+// settingsPanel is the chat's settings: system prompt, sampling, drafting
+// and which engine answers. Every change is saved.
+func (c *chatWindow) settingsPanel() fyne.CanvasObject {
+	s := &c.m.set.Chat
+	changed := func() {
+		c.m.saveSettings()
+		c.refresh()
+	}
+	c.system = widget.NewMultiLineEntry()
+	c.system.Wrapping = fyne.TextWrapWord
+	c.system.SetMinRowsVisible(3)
+	c.system.OnChanged = func(text string) {
+		s.System = text // the default for new chats
+		if c.conv != nil {
+			c.conv.System = text
+		}
+		changed()
+	}
+
+	useDraft := widget.NewCheck("Use the draft", func(on bool) { s.UseDraft = on; changed() })
+	useDraft.SetChecked(s.UseDraft)
+	lookup := widget.NewCheck("Prompt lookup", func(on bool) { s.Lookup = on; changed() })
+	lookup.SetChecked(s.Lookup)
+	reload := widget.NewButton("Reload with these", func() { c.m.startLoad() })
+	loadNote := widget.NewLabel("Draft length, threshold and prompt lookup apply when the models are loaded.")
+	loadNote.Wrapping = fyne.TextWrapWord
+	loadNote.Importance = widget.LowImportance
+
+	remote := widget.NewCheck("Use a remote server (OpenAI-compatible)", func(on bool) { c.m.set.Remote.Use = on; changed() })
+	remote.SetChecked(c.m.set.Remote.Use)
+	url := widget.NewEntry()
+	url.SetPlaceHolder("http://host:8000/v1")
+	url.SetText(c.m.set.Remote.URL)
+	url.OnChanged = func(v string) { c.m.set.Remote.URL = v; changed() }
+	key := widget.NewPasswordEntry()
+	key.SetPlaceHolder("API key (optional)")
+	key.SetText(c.m.set.Remote.Key)
+	key.OnChanged = func(v string) { c.m.set.Remote.Key = v; changed() }
+
+	form := widget.NewForm(
+		widget.NewFormItem("Temperature", floatEntry(&s.Temperature, changed)),
+		widget.NewFormItem("Top-k", intEntry(&s.TopK, changed)),
+		widget.NewFormItem("Top-p", floatEntry(&s.TopP, changed)),
+		widget.NewFormItem("Min-p", floatEntry(&s.MinP, changed)),
+		widget.NewFormItem("Seed", uintEntry(&s.Seed, changed)),
+		widget.NewFormItem("Max tokens", intEntry(&s.MaxTokens, changed)),
+	)
+	draftForm := widget.NewForm(
+		widget.NewFormItem("Draft at most", intEntry(&s.DraftMax, changed)),
+		widget.NewFormItem("Stop below p", floatEntry(&s.DraftPMin, changed)),
+	)
+	acc := widget.NewAccordion(
+		widget.NewAccordionItem("System prompt", c.system),
+		widget.NewAccordionItem("Sampling", container.NewVBox(form,
+			lowLabel("Temperature 0 is greedy; drafts are verified under these same settings."))),
+		widget.NewAccordionItem("Drafting", container.NewVBox(useDraft, draftForm, lookup, loadNote, reload)),
+		widget.NewAccordionItem("Engine", container.NewVBox(remote, url, key)),
+	)
+	acc.MultiOpen = true
+	acc.Open(1)
+	acc.Open(2)
+	return container.NewVScroll(acc)
+}
+
+// showSystem shows the open conversation's system prompt.
+func (c *chatWindow) showSystem() {
+	if c.conv != nil && c.system.Text != c.conv.System {
+		on := c.system.OnChanged
+		c.system.OnChanged = nil
+		c.system.SetText(c.conv.System)
+		c.system.OnChanged = on
+	}
+}
+
+func lowLabel(s string) *widget.Label {
+	l := widget.NewLabel(s)
+	l.Wrapping = fyne.TextWrapWord
+	l.Importance = widget.LowImportance
+	return l
+}
+
+// floatEntry edits *v; text that is not a number is ignored.
+func floatEntry(v *float64, changed func()) *widget.Entry {
+	return numberEntry(strconv.FormatFloat(*v, 'g', -1, 64), func(s string) error {
+		x, err := strconv.ParseFloat(s, 64)
+		if err == nil && x >= 0 {
+			*v = x
+		}
+		return err
+	}, changed)
+}
+
+func intEntry(v *int, changed func()) *widget.Entry {
+	return numberEntry(strconv.Itoa(*v), func(s string) error {
+		x, err := strconv.Atoi(s)
+		if err == nil && x >= 0 {
+			*v = x
+		}
+		return err
+	}, changed)
+}
+
+func uintEntry(v *uint64, changed func()) *widget.Entry {
+	return numberEntry(strconv.FormatUint(*v, 10), func(s string) error {
+		x, err := strconv.ParseUint(s, 10, 64)
+		if err == nil {
+			*v = x
+		}
+		return err
+	}, changed)
+}
+
+func numberEntry(text string, set func(string) error, changed func()) *widget.Entry {
+	e := widget.NewEntry()
+	e.SetText(text)
+	e.OnChanged = func(s string) {
+		if set(s) == nil {
+			changed()
+		}
+	}
+	return e
+}

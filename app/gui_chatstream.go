@@ -1,0 +1,199 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/serve"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+// generator is what the chat streams from now: the remote server when the
+// settings say so, else the loaded local models; label says which.
+func (c *chatWindow) generator() (generator, string, error) {
+	if r := c.m.set.Remote; r.Use {
+		if r.URL == "" {
+			return nil, "", errors.New("Enter the remote server's URL in the settings, or switch back to the local models.")
+		}
+		return &serve.Remote{BaseURL: r.URL, APIKey: r.Key}, "Remote server " + r.URL, nil
+	}
+	if c.local == nil {
+		return nil, "", errors.New("No model loaded: press Load in the main window (or use a remote server).")
+	}
+	return c.local, "Local: " + describeConfig(c.localCfg), nil
+}
+
+// sendInput sends the prompt, or resends an edited message.
+func (c *chatWindow) sendInput() {
+	text := strings.TrimSpace(c.input.Text)
+	if text == "" || c.cancel != nil {
+		return
+	}
+	if _, _, err := c.generator(); err != nil {
+		c.notice.Set(widgets.NoticeWarning, sentence(err), "")
+		return
+	}
+	conv := c.current()
+	if c.editing >= 0 && c.editing < len(conv.Messages) {
+		conv.Messages = conv.Messages[:c.editing]
+	}
+	c.editing = -1
+	c.notice.Hide()
+	if len(conv.Messages) == 0 {
+		conv.Title = titleFrom(text)
+	}
+	conv.Messages = append(conv.Messages, Message{Role: "user", Content: text})
+	c.input.SetText("")
+	c.generate()
+}
+
+// regenerate answers the last user message again.
+func (c *chatWindow) regenerate() {
+	conv := c.conv
+	if c.cancel != nil || conv == nil || len(conv.Messages) == 0 {
+		return
+	}
+	if last := len(conv.Messages) - 1; conv.Messages[last].Role == "assistant" {
+		conv.Messages = conv.Messages[:last]
+	}
+	if len(conv.Messages) > 0 {
+		c.generate()
+	}
+}
+
+// edit puts user message i in the prompt; sending replaces it and drops
+// everything after it.
+func (c *chatWindow) edit(i int) {
+	if c.cancel != nil || c.conv == nil || i >= len(c.conv.Messages) {
+		return
+	}
+	c.editing = i
+	c.input.SetText(c.conv.Messages[i].Content)
+	c.win.Canvas().Focus(c.input)
+	c.notice.Set(widgets.NoticeInfo, "Editing a message: Ctrl+Enter resends it (the replies after it are replaced), Esc cancels.", "")
+}
+
+// streamChunk is what arrives between two UI updates.
+type streamChunk struct {
+	text  string
+	stats engine.Stats
+}
+
+// generate streams an answer to conv's messages into a new assistant
+// message, updating the transcript at most once per frame.
+func (c *chatWindow) generate() {
+	gen, label, err := c.generator()
+	if err != nil {
+		c.notice.Set(widgets.NoticeWarning, sentence(err), "")
+		return
+	}
+	conv := c.conv
+	req := c.request(conv)
+	i := len(conv.Messages)
+	conv.Messages = append(conv.Messages, Message{Role: "assistant"})
+	c.showTranscript(i)
+	c.save(conv)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.m.frames.setPhase("streaming")
+	c.meter.Set(0, "generating…")
+	c.refresh()
+	th := newThrottle(frameInterval, c.m.post,
+		func(acc, v streamChunk) streamChunk { return streamChunk{acc.text + v.text, v.stats} },
+		func(ch streamChunk) { c.showChunk(conv, i, ch) })
+	go func() {
+		stats, err := gen.Generate(ctx, req, func(ev engine.Event) { th.push(streamChunk{ev.Text, ev.Stats}) })
+		th.flush()
+		c.m.post(func() { c.finished(conv, i, label, stats, err) })
+	}()
+}
+
+// request is conv as an engine request under the current settings.
+func (c *chatWindow) request(conv *Conversation) engine.Request {
+	var msgs []chat.Message
+	if conv.System != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: conv.System})
+	}
+	for _, m := range conv.Messages {
+		msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+	}
+	s := c.m.set.Chat
+	return engine.Request{Messages: msgs, ChatMLFallback: true, MaxTokens: s.MaxTokens, NoDraft: !s.UseDraft,
+		Sampling: engine.Sampling{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed}}
+}
+
+// showChunk adds streamed text to message i of conv (main goroutine).
+func (c *chatWindow) showChunk(conv *Conversation, i int, ch streamChunk) {
+	if i >= len(conv.Messages) {
+		return
+	}
+	conv.Messages[i].Content += ch.text
+	if conv != c.conv {
+		return
+	}
+	c.view.UpdateMessage(i, widgets.ChatMessage{Role: "assistant", Text: conv.Messages[i].Content, Streaming: true})
+	c.showMeter(ch.stats)
+}
+
+func (c *chatWindow) showMeter(s engine.Stats) {
+	text := fmt.Sprintf("%d tokens, %.1f tok/s", s.GeneratedTokens, s.DecodeTokS())
+	if s.Drafted > 0 {
+		text = fmt.Sprintf("acceptance %.0f%% (%d of %d drafted) · %s", 100*s.Acceptance(), s.Accepted, s.Drafted, text)
+	}
+	c.meter.Set(s.Acceptance(), text)
+}
+
+// finished ends a generation: final statistics, save, and any error.
+func (c *chatWindow) finished(conv *Conversation, i int, label string, s engine.Stats, err error) {
+	c.cancel = nil
+	c.m.frames.setPhase("idle")
+	if i < len(conv.Messages) {
+		msg := &conv.Messages[i]
+		reason := s.FinishReason
+		if errors.Is(err, context.Canceled) {
+			reason, err = "cancelled", nil
+		}
+		msg.Stats = &MessageStats{Tokens: s.GeneratedTokens, TokS: s.DecodeTokS(), Drafted: s.Drafted,
+			Accepted: s.Accepted, FinishReason: reason, Model: label}
+		if err != nil && msg.Content == "" {
+			conv.Messages = conv.Messages[:i] // nothing came: no empty answer
+		}
+	}
+	if err != nil {
+		c.notice.Set(widgets.NoticeError, "The answer failed: "+sentence(err), err.Error())
+	}
+	c.save(conv)
+	if conv == c.conv {
+		c.showTranscript(-1)
+		c.showMeter(s)
+	}
+	c.refresh()
+}
+
+// stopGenerating cancels the generation; what came so far is kept.
+func (c *chatWindow) stopGenerating() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// showTranscript shows the open conversation; message streaming (-1:
+// none) is marked as still being written.
+func (c *chatWindow) showTranscript(streaming int) {
+	var msgs []widgets.ChatMessage
+	if c.conv != nil {
+		for i, m := range c.conv.Messages {
+			cm := widgets.ChatMessage{Role: m.Role, Text: m.Content, Streaming: i == streaming}
+			if m.Stats != nil {
+				cm.Stats = m.Stats.summary()
+			}
+			msgs = append(msgs, cm)
+		}
+	}
+	c.view.SetMessages(msgs)
+}

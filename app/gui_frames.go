@@ -1,0 +1,108 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// frameMonitor measures how long the main goroutine goes without running
+// queued work: a ticker posts a tiny function every period, and the gap
+// between two of them running is how long the UI could not respond. Gaps
+// are kept per phase (idle, loading, streaming) so a report says which
+// activity stalls the window.
+type frameMonitor struct {
+	period time.Duration
+	now    func() time.Time
+	post   func(func())
+
+	// Touched only on the main goroutine.
+	phase string
+	last  time.Time
+	gaps  map[string][]time.Duration
+
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+func newFrameMonitor(period time.Duration, now func() time.Time, post func(func())) *frameMonitor {
+	return &frameMonitor{period: period, now: now, post: post, phase: "idle",
+		gaps: map[string][]time.Duration{}, stop: make(chan struct{})}
+}
+
+// start ticks until close.
+func (m *frameMonitor) start() {
+	go func() {
+		t := time.NewTicker(m.period)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				m.post(m.tick)
+			}
+		}
+	}()
+}
+
+func (m *frameMonitor) close() { m.stopOnce.Do(func() { close(m.stop) }) }
+
+// tick runs on the main goroutine.
+func (m *frameMonitor) tick() {
+	now := m.now()
+	if !m.last.IsZero() {
+		m.gaps[m.phase] = append(m.gaps[m.phase], now.Sub(m.last))
+	}
+	m.last = now
+}
+
+// setPhase names what the window is doing from now on (main goroutine).
+func (m *frameMonitor) setPhase(p string) {
+	if m != nil {
+		m.phase = p
+	}
+}
+
+// frameReport is the gap statistics of one phase, in milliseconds.
+type frameReport struct {
+	Samples int     `json:"samples"`
+	MaxMS   float64 `json:"max_ms"`
+	P99MS   float64 `json:"p99_ms"`
+	P50MS   float64 `json:"p50_ms"`
+	Over100 int     `json:"over_100ms"`
+}
+
+// report summarises the gaps per phase (main goroutine).
+func (m *frameMonitor) report() map[string]frameReport {
+	out := map[string]frameReport{}
+	for phase, g := range m.gaps {
+		s := slices.Clone(g)
+		slices.Sort(s)
+		r := frameReport{Samples: len(s), MaxMS: ms(s[len(s)-1]), P99MS: ms(s[len(s)*99/100]), P50MS: ms(s[len(s)/2])}
+		for _, d := range s {
+			if d > 100*time.Millisecond {
+				r.Over100++
+			}
+		}
+		out[phase] = r
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// writeReport saves report() as JSON.
+func (m *frameMonitor) writeReport(path string) error {
+	b, err := json.MarshalIndent(m.report(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("app: frame stats: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/device"
+)
+
+// frameInterval is how often streamed text and progress reach the widgets:
+// about two frames at 60 Hz.
+const frameInterval = 33 * time.Millisecond
+
+// canLoad says why Load is not possible now (nil: it is). A layout the
+// planner rejected cannot be loaded.
+func (m *mainWindow) canLoad() error {
+	switch {
+	case m.target == nil:
+		return errors.New("Choose a target model.")
+	case len(m.set.Layout.TargetDevices) == 0:
+		return errors.New("Drag a device into the Target zone.")
+	case m.draft != nil && !draftOK(m):
+		return errors.New("The draft cannot draft for this target: choose another draft or None.")
+	case m.plan == nil:
+		return errors.New("Planning…")
+	case !m.plan.Fits:
+		return errors.New("The layout does not fit: apply a suggestion or change it.")
+	}
+	return nil
+}
+
+func draftOK(m *mainWindow) bool {
+	_, ok := draftVerdict(m.target, m.draft)
+	return ok
+}
+
+// engineConfig is what Load loads for the current choices.
+func (m *mainWindow) engineConfig() engine.Config {
+	l, c := m.set.Layout, m.set.Chat
+	cfg := engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
+		Context: m.plan.Ctx, KVType: cmpOr(l.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin}
+	if slices.ContainsFunc(l.TargetDevices, func(i int) bool {
+		d, ok := m.inv.Device(i)
+		return ok && d.Kind == device.CUDA
+	}) {
+		cfg.Backend = "cuda"
+	}
+	return cfg
+}
+
+// describeConfig is one line on what is loaded.
+func describeConfig(c engine.Config) string {
+	s := filepath.Base(c.Target)
+	switch {
+	case c.Draft != "":
+		s += " with draft " + filepath.Base(c.Draft)
+	case c.Lookup:
+		s += " with prompt lookup"
+	}
+	return fmt.Sprintf("%s on %s, context %d tokens.", s, strings.ToUpper(c.Backend), c.Context)
+}
+
+// startLoad loads the models on a goroutine, showing progress.
+func (m *mainWindow) startLoad() {
+	if m.cancelLoad != nil || m.canLoad() != nil {
+		return
+	}
+	if m.model != nil {
+		m.unload()
+	}
+	cfg := m.engineConfig()
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancelLoad = cancel
+	m.progress = map[string]engine.Progress{}
+	m.bar.SetValue(0)
+	m.status.SetText("Loading " + describeConfig(cfg))
+	m.errNotice.Hide()
+	m.frames.setPhase("loading")
+	m.refreshButtons()
+	prog := newThrottle(frameInterval, m.post,
+		func(acc, v []engine.Progress) []engine.Progress { return append(acc, v...) },
+		m.showProgress)
+	load := m.load
+	go func() {
+		model, err := load(ctx, cfg, func(p engine.Progress) { prog.push([]engine.Progress{p}) })
+		prog.flush()
+		m.post(func() { m.loaded(model, cfg, err) })
+	}()
+}
+
+func (m *mainWindow) showProgress(ps []engine.Progress) {
+	if m.cancelLoad == nil {
+		return
+	}
+	for _, p := range ps {
+		m.progress[p.Model] = p
+	}
+	var done, total int64
+	for _, p := range m.progress {
+		done, total = done+p.BytesDone, total+p.BytesTotal
+	}
+	if total > 0 {
+		m.bar.SetValue(float64(done) / float64(total))
+	}
+}
+
+// loaded ends a load.
+func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
+	m.cancelLoad = nil
+	m.frames.setPhase("idle")
+	switch {
+	case errors.Is(err, context.Canceled):
+		m.status.SetText("Loading cancelled.")
+	case err != nil:
+		m.showError("Loading failed.", err)
+	default:
+		m.model, m.loadedCfg = model, cfg
+		m.bar.SetValue(1)
+	}
+	m.refreshButtons()
+	if m.model != nil {
+		m.openChat()
+	}
+}
+
+func (m *mainWindow) cancel() {
+	if m.cancelLoad != nil {
+		m.cancelLoad()
+		m.status.SetText("Cancelling…")
+	}
+}
+
+// unload closes the loaded models (on the disk worker: freeing takes time).
+func (m *mainWindow) unload() {
+	model := m.model
+	if model == nil {
+		return
+	}
+	m.model = nil
+	if m.chat != nil {
+		m.chat.stopGenerating()
+		m.chat.useLocal(nil, engine.Config{})
+	}
+	m.disk.add(func() {
+		if err := model.Close(); err != nil {
+			m.post(func() { m.showError("Unloading reported a problem.", err) })
+		}
+	})
+	m.refreshButtons()
+}
+
+// openChat shows the chat window, making it the first time.
+func (m *mainWindow) openChat() {
+	if m.chat == nil {
+		m.chat = newChatWindow(m)
+	}
+	m.chat.useLocal(m.model, m.loadedCfg)
+	m.chat.win.Show()
+	m.chat.win.RequestFocus()
+	m.chat.win.Canvas().Focus(m.chat.input)
+}

@@ -1,0 +1,209 @@
+package app
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+// mainWindow is the first window: the two models, the devices they go on,
+// what each device will hold, and Load. Its fields are touched on the main
+// goroutine only; work that takes time runs on workers and comes back
+// through post.
+type mainWindow struct {
+	app    fyne.App
+	win    fyne.Window
+	post   func(func()) // fyne.Do in the app
+	store  *store
+	set    Settings
+	load   loadFunc
+	picker filePicker
+	frames *frameMonitor // nil unless measuring
+	inv    device.Inventory
+
+	target, draft *gguf.File // headers of the chosen models; nil: none
+	filesMu       sync.Mutex // held while a plan reads the headers
+	planner       worker     // plans, newest first
+	disk          worker     // settings and conversation writes, in order
+	planSeq       int
+	plan          *plan.Plan // the plan of what is shown; nil: none
+
+	model      loadedModel // loaded local models; nil: none
+	loadedCfg  engine.Config
+	cancelLoad context.CancelFunc // non-nil while loading
+	progress   map[string]engine.Progress
+
+	chat *chatWindow
+
+	notice     *widgets.Notice // notes (demo pair, settings kept aside)
+	errNotice  *widgets.Notice // errors
+	targetCard *widgets.ModelCard
+	draftCard  *widgets.ModelCard
+	draftBox   fyne.CanvasObject // drop zone for a dragged-in draft file
+	gpus       *widgets.GPUCanvas
+	preview    *widgets.MemoryPreview
+	ctxEntry   *widget.Entry
+	kvSelect   *widget.Select
+	loadBtn    *widget.Button
+	cancelBtn  *widget.Button
+	unloadBtn  *widget.Button
+	chatBtn    *widget.Button
+	bar        *widget.ProgressBar
+	status     *widget.Label
+}
+
+// build makes the window's widgets.
+func (m *mainWindow) build() {
+	m.notice, m.errNotice = widgets.NewNotice(), widgets.NewNotice()
+	m.targetCard = widgets.NewModelCard(modelInfo("Target model", nil))
+	m.draftCard = widgets.NewModelCard(modelInfo("Draft model", nil))
+	m.gpus = widgets.NewGPUCanvas()
+	m.gpus.OnChanged = func(p widgets.Placement) {
+		m.set.Layout = m.set.Layout.withCanvas(p)
+		m.changed()
+	}
+	m.preview = widgets.NewMemoryPreview()
+	m.preview.OnApply = m.applySuggestion
+
+	m.ctxEntry = widget.NewEntry()
+	m.ctxEntry.SetPlaceHolder("model's, at most 4096")
+	m.ctxEntry.OnChanged = func(s string) {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 || s == "" {
+			m.set.Layout.Ctx = n
+			m.changed()
+		}
+	}
+	m.kvSelect = widget.NewSelect([]string{"f16", "q8_0", "f32"}, func(s string) {
+		if s != m.set.Layout.KVType {
+			m.set.Layout.KVType = s
+			m.changed()
+		}
+	})
+
+	chooseTarget := widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), func() { m.pick("target") })
+	chooseDraft := widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), func() { m.pick("draft") })
+	noDraft := widget.NewButtonWithIcon("None", theme.ContentClearIcon(), func() { m.setModel("draft", nil) })
+	var recentTarget, recentDraft *widget.Button
+	recentTarget = widget.NewButtonWithIcon("Recent", theme.HistoryIcon(), func() { m.showRecent("target", recentTarget) })
+	recentDraft = widget.NewButtonWithIcon("Recent", theme.HistoryIcon(), func() { m.showRecent("draft", recentDraft) })
+	targetBox := container.NewVBox(container.NewHBox(chooseTarget, recentTarget), m.targetCard)
+	m.draftBox = container.NewVBox(container.NewHBox(chooseDraft, recentDraft, noDraft), m.draftCard)
+	models := container.NewVScroll(container.NewVBox(targetBox, widget.NewSeparator(), m.draftBox,
+		widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it (on this column's lower half: the draft).",
+			fyne.TextAlignLeading, fyne.TextStyle{Italic: true})))
+
+	ctxRow := container.NewHBox(widget.NewLabel("Context"), container.NewGridWrap(fyne.NewSize(170, m.ctxEntry.MinSize().Height), m.ctxEntry),
+		widget.NewLabel("tokens   KV cache"), m.kvSelect)
+	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
+		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))
+	split := container.NewHSplit(models, right)
+	split.Offset = 0.34
+
+	m.loadBtn = widget.NewButtonWithIcon("Load", theme.MediaPlayIcon(), m.startLoad)
+	m.loadBtn.Importance = widget.HighImportance
+	m.cancelBtn = widget.NewButtonWithIcon("Cancel", theme.CancelIcon(), m.cancel)
+	m.unloadBtn = widget.NewButtonWithIcon("Unload", theme.MediaStopIcon(), m.unload)
+	m.chatBtn = widget.NewButtonWithIcon("Chat", theme.MailComposeIcon(), m.openChat)
+	m.bar = widget.NewProgressBar()
+	m.status = widget.NewLabel("")
+	m.status.Truncation = fyne.TextTruncateEllipsis
+	bottom := container.NewBorder(nil, nil, container.NewHBox(m.loadBtn, m.cancelBtn, m.unloadBtn), m.chatBtn,
+		container.NewVBox(m.bar, m.status))
+
+	m.win.SetContent(container.NewBorder(container.NewVBox(m.notice, m.errNotice), container.NewPadded(bottom), nil, nil, split))
+	m.win.SetOnDropped(m.dropped)
+	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
+		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},
+		&fyne.MenuItem{Label: "Choose draft…", Action: func() { m.pick("draft") }},
+		fyne.NewMenuItemSeparator(),
+		&fyne.MenuItem{Label: "Load", Action: m.startLoad, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyL, Modifier: fyne.KeyModifierShortcutDefault}},
+		&fyne.MenuItem{Label: "Unload", Action: m.unload},
+		&fyne.MenuItem{Label: "Chat", Action: m.openChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyT, Modifier: fyne.KeyModifierShortcutDefault}},
+	)))
+	m.showLayout()
+	m.refreshButtons()
+}
+
+// showLayout puts the settings' layout into the widgets.
+func (m *mainWindow) showLayout() {
+	l := m.set.Layout
+	m.gpus.SetDevices(chipsFor(m.inv))
+	m.gpus.SetPlacement(canvasPlacement(l))
+	if l.Ctx > 0 {
+		m.ctxEntry.SetText(strconv.Itoa(l.Ctx))
+	} else {
+		m.ctxEntry.SetText("")
+	}
+	m.kvSelect.SetSelected(cmpOr(l.KVType, "f16"))
+}
+
+// changed replans and remembers the settings after any edit.
+func (m *mainWindow) changed() {
+	m.replan()
+	m.saveSettings()
+}
+
+// saveSettings writes a copy of the settings on the disk worker.
+func (m *mainWindow) saveSettings() {
+	set := cloneSettings(m.set)
+	m.disk.add(func() {
+		if err := m.store.saveSettings(set); err != nil {
+			m.post(func() { m.showError("Settings could not be saved.", err) })
+		}
+	})
+}
+
+func cloneSettings(s Settings) Settings {
+	s.Recent = append([]RecentFile(nil), s.Recent...)
+	l := &s.Layout
+	l.TargetDevices = append([]int(nil), l.TargetDevices...)
+	l.TargetRatios = append([]float64(nil), l.TargetRatios...)
+	l.DraftDevices = append([]int(nil), l.DraftDevices...)
+	return s
+}
+
+// showError shows a readable message with the error's full text one click
+// away.
+func (m *mainWindow) showError(text string, err error) {
+	m.errNotice.Set(widgets.NoticeError, text+" "+sentence(err), err.Error())
+}
+
+func (m *mainWindow) refreshButtons() {
+	loading := m.cancelLoad != nil
+	enable(m.loadBtn, !loading && m.canLoad() == nil)
+	enable(m.cancelBtn, loading)
+	enable(m.unloadBtn, !loading && m.model != nil)
+	m.bar.Hidden = !loading
+	m.bar.Refresh()
+	switch {
+	case loading:
+	case m.model != nil:
+		m.status.SetText("Loaded: " + describeConfig(m.loadedCfg))
+	default:
+		if err := m.canLoad(); err != nil {
+			m.status.SetText(sentence(err))
+		} else {
+			m.status.SetText("Ready to load.")
+		}
+	}
+}
+
+func enable(w fyne.Disableable, on bool) {
+	if on {
+		w.Enable()
+	} else {
+		w.Disable()
+	}
+}

@@ -1,0 +1,167 @@
+package app
+
+import (
+	"path/filepath"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+// pick asks for a model file for role ("target" or "draft").
+func (m *mainWindow) pick(role string) {
+	m.picker.openModel("Choose the "+role+" model", func(path string) {
+		if path != "" {
+			m.chooseModel(role, path)
+		}
+	})
+}
+
+// showRecent offers the recent files under the button.
+func (m *mainWindow) showRecent(role string, under fyne.CanvasObject) {
+	var items []*fyne.MenuItem
+	for _, r := range m.set.Recent {
+		items = append(items, fyne.NewMenuItem(filepath.Base(r.Path)+"  —  "+filepath.Dir(r.Path), func() { m.chooseModel(role, r.Path) }))
+	}
+	if len(items) == 0 {
+		items = append(items, &fyne.MenuItem{Label: "No recent files", Disabled: true})
+	}
+	c := m.win.Canvas()
+	pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(under).Add(fyne.NewPos(0, under.Size().Height))
+	widget.ShowPopUpMenuAtPosition(fyne.NewMenu("", items...), c, pos)
+}
+
+// dropped takes a file dropped on the window: on the draft's half of the
+// models column it becomes the draft, anywhere else the target.
+func (m *mainWindow) dropped(pos fyne.Position, uris []fyne.URI) {
+	if len(uris) == 0 {
+		return
+	}
+	role := "target"
+	d := fyne.CurrentApp().Driver()
+	at, size := d.AbsolutePositionForObject(m.draftBox), m.draftBox.Size()
+	if pos.X >= at.X && pos.X < at.X+size.Width && pos.Y >= at.Y {
+		role = "draft"
+	}
+	m.chooseModel(role, uris[0].Path())
+}
+
+// chooseModel opens path's header off the main goroutine and shows it.
+func (m *mainWindow) chooseModel(role, path string) {
+	if err := checkModelPath(path); err != nil {
+		m.showError("That file cannot be used as the "+role+" model.", err)
+		return
+	}
+	m.disk.add(func() {
+		f, err := gguf.Open(path)
+		m.post(func() {
+			if err != nil {
+				m.showError("The "+role+" model could not be opened.", err)
+				return
+			}
+			m.errNotice.Hide()
+			m.set.Recent = addRecent(m.set.Recent, path, m.store.now())
+			m.setModel(role, f)
+		})
+	})
+}
+
+// setModel makes f (nil: none) the target or draft model.
+func (m *mainWindow) setModel(role string, f *gguf.File) {
+	old := &m.target
+	if role == "draft" {
+		old = &m.draft
+	}
+	if prev := *old; prev != nil {
+		m.disk.add(func() {
+			m.filesMu.Lock() // a plan may still read its header
+			defer m.filesMu.Unlock()
+			prev.Close()
+		})
+	}
+	*old = f
+	path := ""
+	if f != nil {
+		path = f.Path
+	}
+	if role == "draft" {
+		m.set.Draft = path
+	} else {
+		m.set.Target = path
+	}
+	m.showModels()
+	m.changed()
+}
+
+// showModels fills the model cards and the draft's verdict.
+func (m *mainWindow) showModels() {
+	m.targetCard.Set(modelInfo("Target model", m.target))
+	info := modelInfo("Draft model", m.draft)
+	if m.draft == nil {
+		info.File = "No draft: the target decodes alone (or with prompt lookup, in the chat settings)."
+	}
+	verdict, ok := draftVerdict(m.target, m.draft)
+	info.Verdict, info.Bad = verdict, !ok
+	m.draftCard.Set(info)
+}
+
+// replan makes a plan for what is shown, on the planner worker; only the
+// newest request's result is shown.
+func (m *mainWindow) replan() {
+	m.planSeq++
+	seq := m.planSeq
+	m.plan = nil
+	if m.target == nil {
+		m.preview.Set(widgets.Preview{Error: "Choose a target model to see what each device will hold."})
+		m.refreshButtons()
+		return
+	}
+	in, err := planInput(m.target, m.draft, m.set.Layout, m.inv)
+	if err != nil {
+		m.preview.Set(previewOf(nil, err))
+		m.refreshButtons()
+		return
+	}
+	m.refreshButtons() // Load waits for the plan
+	m.planner.replace(func() {
+		m.filesMu.Lock()
+		p, err := plan.Make(in)
+		m.filesMu.Unlock()
+		m.post(func() {
+			if seq == m.planSeq {
+				m.showPlan(p, err)
+			}
+		})
+	})
+}
+
+func (m *mainWindow) showPlan(p *plan.Plan, err error) {
+	m.plan = p
+	m.preview.Set(previewOf(p, err))
+	if p != nil && m.set.Layout.TargetRatios == nil && len(p.Target.Placement.Ratios) > 1 {
+		var pct []float64
+		for _, r := range p.Target.Placement.Ratios {
+			pct = append(pct, float64(int(r*100+0.5)))
+		}
+		m.gpus.SetAutoRatios(pct)
+	}
+	m.refreshButtons()
+}
+
+// applySuggestion applies the planner's suggestion i to the layout.
+func (m *mainWindow) applySuggestion(i int) {
+	if m.plan == nil || i >= len(m.plan.Suggestions) {
+		return
+	}
+	l, err := applyChanges(m.set.Layout, m.plan.Suggestions[i].Changes)
+	if err != nil {
+		m.showError("The suggestion could not be applied.", err)
+		return
+	}
+	m.set.Layout = l
+	m.showLayout()
+	m.changed()
+}

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/spec"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+// modelInfo is a model card's content from a GGUF header.
+func modelInfo(title string, f *gguf.File) widgets.ModelInfo {
+	if f == nil {
+		return widgets.ModelInfo{Title: title}
+	}
+	d := f.Describe()
+	var types []string
+	for i, tb := range d.TypeBytes {
+		if i == 3 {
+			types = append(types, "…")
+			break
+		}
+		types = append(types, fmt.Sprintf("%s %s", tb.Type, humanize.IBytes(uint64(tb.Bytes))))
+	}
+	arch := d.Architecture
+	if d.Name != "" {
+		arch += " (" + d.Name + ")"
+	}
+	rows := [][2]string{
+		{"architecture", arch},
+		{"parameters", fmt.Sprintf("%s, %d layers, width %d", humanize.SIWithDigits(float64(d.Parameters), 1, ""), d.Layers, d.EmbeddingWidth)},
+		{"types", strings.Join(types, ", ")},
+		{"context", fmt.Sprintf("%d tokens", d.ContextLength)},
+		{"tokenizer", fmt.Sprintf("%s, %d tokens", cmpOr(d.Tokenizer, "none"), d.VocabSize)},
+		{"chat template", yesNo(d.ChatTemplate)},
+	}
+	return widgets.ModelInfo{Title: title, File: filepath.Base(d.Path) + " · " + humanize.IBytes(uint64(d.FileBytes)), Rows: rows}
+}
+
+// draftVerdict says in words whether draft can draft for target.
+func draftVerdict(target, draft *gguf.File) (string, bool) {
+	if target == nil || draft == nil {
+		return "", true
+	}
+	kind, err := spec.Compatible(target, draft)
+	if err != nil {
+		why := err.Error()
+		if _, rest, ok := strings.Cut(why, spec.ErrIncompatible.Error()+": "); ok {
+			why = rest
+		}
+		return "Cannot draft for this target: " + why + ".", false
+	}
+	if kind == spec.DraftEagle3 {
+		return "Can draft for the target: an EAGLE-3 head that reads the target's hidden states and borrows its embedding and output head.", true
+	}
+	return "Can draft for the target: same tokenizer and vocabulary.", true
+}
+
+// errNotGGUF is a dropped or chosen file that is not a model.
+var errNotGGUF = errors.New("not a .gguf file")
+
+// checkModelPath rejects paths that are obviously not models before opening.
+func checkModelPath(path string) error {
+	if !strings.EqualFold(filepath.Ext(path), ".gguf") {
+		return fmt.Errorf("app: %s: %w", filepath.Base(path), errNotGGUF)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Starts the real app under Xvfb on a fresh config and cache (so it opens on
+# the bundled demo pair), loads the pair with Ctrl+L, sends one chat message
+# and writes PNGs of the main and chat windows, plus the UI thread's frame
+# gaps (frames.json).
+#
+#   packaging/screenshot.sh [OUT_DIR]     (default: packaging/screenshots)
+#
+# Needs xvfb, xdotool and imagemagick (make deps installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-packaging/screenshots}")
+mkdir -p "$out"
+work=$(mktemp -d)
+app_pid= xvfb_pid=
+cleanup() {
+	[ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null || true
+	[ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/tandem" .
+
+display=:$((90 + RANDOM % 100))
+Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+export DISPLAY=$display LANGUAGE=en GSETTINGS_BACKEND=memory NO_AT_BRIDGE=1
+export XDG_CONFIG_HOME=$work/config XDG_CACHE_HOME=$work/cache
+for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+
+"$work/tandem" gui --frame-stats "$out/frames.json" >"$work/app.log" 2>&1 &
+app_pid=$!
+
+# waitwin NAME: the id of the window titled NAME, once it is mapped.
+waitwin() {
+	for _ in $(seq 150); do
+		local id
+		id=$(xdotool search --onlyvisible --name "$1" 2>/dev/null | head -1 || true)
+		if [ -n "$id" ]; then echo "$id"; return; fi
+		sleep 0.2
+	done
+	echo "screenshot.sh: no window named $1; the app said:" >&2
+	cat "$work/app.log" >&2
+	exit 1
+}
+
+main=$(waitwin '^Tandem$')
+sleep 4 # the demo pair is written to the cache, opened and planned
+import -window "$main" "$out/main.png"
+
+xdotool windowfocus "$main"
+xdotool key --window "$main" ctrl+l
+chat=$(waitwin 'chat')
+sleep 1
+xdotool windowfocus "$chat"
+xdotool type --delay 30 "Quote Genesis 1:3."
+xdotool key ctrl+Return
+
+# The conversation is saved with its finish reason once the answer is done.
+for _ in $(seq 300); do
+	grep -qs '"finish_reason"' "$XDG_CONFIG_HOME"/tandem/conversations/*.json && break
+	sleep 0.2
+done
+sleep 1
+import -window "$chat" "$out/chat.png"
+
+kill -TERM "$app_pid"
+wait "$app_pid" || true
+app_pid=
+echo "wrote $out/main.png, $out/chat.png and $out/frames.json:"
+cat "$out/frames.json"
