@@ -26,6 +26,7 @@ type command struct {
 func commands() []command {
 	cmds := []command{
 		{"info", "describe a GGUF model file", runInfo},
+		{"gui", "open the window (what tandem with no command does)", runGUICommand},
 		{"tokenize", "print the token ids of a text for a model's vocabulary", runTokenize},
 		{"chat-template", "print the prompt a model's chat template makes of messages", runChatTemplate},
 		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
