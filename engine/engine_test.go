@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"slices"
@@ -44,8 +45,13 @@ func loadOracle(t *testing.T) []oraclePrompt {
 	return o.Prompts
 }
 
+// backend runs the engine tests on another backend: the GPU machine runs
+// them with -engine.backend=cuda.
+var backend = flag.String("engine.backend", "cpu", "backend the engine tests load models on")
+
 func load(t *testing.T, cfg Config) *Runner {
 	t.Helper()
+	cfg.Backend = *backend
 	r, err := Load(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
