@@ -17,10 +17,14 @@ func (f *stopFilter) push(piece string) (out string, hit bool) {
 		return piece, false
 	}
 	text := f.held + piece
-	cut := -1
+	// The stop string that ends first is the one a byte-by-byte stream
+	// would meet first (the longer one when two end together); choosing it
+	// makes the answer independent of how the text was cut into tokens.
+	cut, end := -1, -1
 	for _, s := range f.stops {
-		if i := strings.Index(text, s); i >= 0 && (cut < 0 || i < cut) {
-			cut = i
+		i := strings.Index(text, s)
+		if i >= 0 && (end < 0 || i+len(s) < end || i+len(s) == end && i < cut) {
+			cut, end = i, i+len(s)
 		}
 	}
 	if cut >= 0 {
