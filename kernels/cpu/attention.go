@@ -9,19 +9,29 @@ import (
 
 // attention is causal attention over the KV cache; each (query row, head)
 // pair is one item of the parallel loop.
+//
+// F32 caches are attended exactly: scores, a float64-summed softmax, then
+// the weighted sum of values. F16 caches are attended the way llama.cpp's
+// CPU flash attention does — the query rounded to F16, one pass with a
+// running maximum, values accumulated in F16 — because quantized models
+// quantize every activation to 8 bits, which turns the last bit of an
+// attention output into a different token a few steps later; matching that
+// rounding is what lets a quantized model reproduce llama.cpp's greedy text.
 type attention struct {
 	dst, q, k, v, pos view
 	nHead, group      int // group = query heads per KV head
 	headDim           int
 	scale             float32
-	scratch           []attnScratch // per worker
+	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type
+	scratch           []attnScratch                          // per worker
 }
 
 type attnScratch struct {
 	scores []float32 // [n_ctx]
-	row    []float32 // [headDim]: a dequantized K or V head
+	row    []float32 // [headDim]: a value head converted to F32
 	acc    []float32 // [headDim]
-	qv     quant.Vec // the query head prepared for F16 keys
+	half   []byte    // [headDim] in F16: the accumulator's rounding
+	qv     quant.Vec // the query head, as the dot product takes it
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
@@ -38,12 +48,16 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 			return nil, err
 		}
 	}
+	if s.dot, err = quant.DotFunc(o.K.Type); err != nil {
+		return nil, err
+	}
 	s.scratch = make([]attnScratch, b.pool.size)
 	for w := range s.scratch {
 		s.scratch[w] = attnScratch{
 			scores: make([]float32, s.k.rows),
 			row:    make([]float32, s.headDim),
 			acc:    make([]float32, s.headDim),
+			half:   make([]byte, 2*s.headDim),
 		}
 	}
 	return s, nil
@@ -60,40 +74,78 @@ func (s *attention) exec(p *pool) error {
 
 func (s *attention) run(w, lo, hi int) {
 	sc := &s.scratch[w]
-	hd := s.headDim
-	pos := s.pos.i32(0)
 	for item := lo; item < hi; item++ {
 		r, h := item/s.nHead, item%s.nHead
-		kvOff := (h / s.group) * hd
-		q := s.q.f32(r)[h*hd : (h+1)*hd]
-		n := int(pos[r]) + 1
-		scores := sc.scores[:n]
+		q := s.q.f32(r)[h*s.headDim : (h+1)*s.headDim]
+		out := s.dst.f32(r)[h*s.headDim : (h+1)*s.headDim]
+		n := int(s.pos.i32(0)[r]) + 1
+		kv := (h / s.group) * s.headDim // first element of the KV head
+		if s.k.typ == quant.F16 {
+			s.flashF16(sc, q, out, n, kv)
+		} else {
+			s.exact(sc, q, out, n, kv)
+		}
+	}
+}
 
-		if s.k.typ == quant.F32 {
-			for t := range n {
-				scores[t] = s.scale * dotF32(q, s.k.f32(t)[kvOff:kvOff+hd])
+// head is the bytes of one KV head in cache row t.
+func head(v view, t, first, n int) []byte {
+	es := v.typ.TypeSize() // F32 or F16: one element per block
+	return v.row(t)[first*es : (first+n)*es]
+}
+
+func (s *attention) exact(sc *attnScratch, q, out []float32, n, kv int) {
+	hd := s.headDim
+	_ = sc.qv.Prepare(quant.F32, q)
+	scores := sc.scores[:n]
+	for t := range n {
+		scores[t] = s.scale * s.dot(head(s.k, t, kv, hd), &sc.qv)
+	}
+	softmaxInPlace(scores)
+	clear(out)
+	for t, p := range scores {
+		axpyF32(out, p, s.v.f32(t)[kv:kv+hd])
+	}
+}
+
+func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
+	hd := s.headDim
+	// The query rounded to F16, kept as float32 for the F16 dot product.
+	_ = quant.Quantize(quant.F16, q, sc.half)
+	_ = quant.Dequantize(quant.F16, sc.half, sc.acc)
+	_ = sc.qv.Prepare(quant.F16, sc.acc)
+
+	acc := sc.acc
+	clear(acc)
+	m, sum := float32(math.Inf(-1)), float32(0)
+	for t := range n {
+		x := s.scale * s.dot(head(s.k, t, kv, hd), &sc.qv)
+		ms, vs := float32(1), float32(1)
+		if x > m {
+			ms = float32(math.Exp(float64(m - x)))
+			m = x
+			if ms != 1 {
+				scaleF32(acc, ms)
+				roundF16(acc, sc.half)
 			}
 		} else {
-			for t := range n {
-				_ = quant.Dequantize(s.k.typ, s.k.row(t)[2*kvOff:2*(kvOff+hd)], sc.row)
-				scores[t] = s.scale * dotF32(q, sc.row)
-			}
+			vs = float32(math.Exp(float64(x - m)))
 		}
-		softmaxInPlace(scores)
-
-		acc := sc.acc
-		clear(acc)
-		for t, p := range scores {
-			vrow := sc.row
-			if s.v.typ == quant.F32 {
-				vrow = s.v.f32(t)[kvOff : kvOff+hd]
-			} else {
-				_ = quant.Dequantize(s.v.typ, s.v.row(t)[2*kvOff:2*(kvOff+hd)], sc.row)
-			}
-			axpyF32(acc, p, vrow)
-		}
-		copy(s.dst.f32(r)[h*hd:(h+1)*hd], acc)
+		_ = quant.Dequantize(quant.F16, head(s.v, t, kv, hd), sc.row)
+		axpyF32(acc, vs, sc.row)
+		roundF16(acc, sc.half)
+		sum = sum*ms + vs
 	}
+	inv := 1 / sum
+	for i, a := range acc {
+		out[i] = a * inv
+	}
+}
+
+// roundF16 rounds x to binary16 precision in place (tmp holds 2*len(x) bytes).
+func roundF16(x []float32, tmp []byte) {
+	_ = quant.Quantize(quant.F16, x, tmp)
+	_ = quant.Dequantize(quant.F16, tmp, x)
 }
 
 // softmaxInPlace turns x into exp(x - max) / sum, summing in float64.

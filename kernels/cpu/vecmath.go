@@ -24,3 +24,10 @@ func axpyF32(y []float32, a float32, x []float32) {
 		y[i] += a * x[i]
 	}
 }
+
+// scaleF32 is x *= a.
+func scaleF32(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
