@@ -219,6 +219,8 @@ func (s *Server) apiError(err error) *APIError {
 	switch {
 	case errors.As(err, &api):
 		return api
+	case errors.Is(err, engine.ErrPromptTooLong):
+		return &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "context_length_exceeded", Message: err.Error()}
 	case errors.Is(err, errQueueFull):
 		return &APIError{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_full",
 			Message: fmt.Sprintf("%d requests are already waiting for the model; retry later", s.opt.MaxQueue)}

@@ -93,3 +93,18 @@ func (p pieces) Generate(ctx context.Context, req engine.Request, emit func(engi
 	st.FinishReason = "stop"
 	return st, nil
 }
+
+// failing is a Generator that emits its pieces, then fails with err.
+type failing struct {
+	pieces []string
+	err    error
+}
+
+func (f failing) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	st := engine.Stats{PromptTokens: 1}
+	for _, p := range f.pieces {
+		st.GeneratedTokens++
+		emit(engine.Event{Kind: engine.EventToken, Text: p, Stats: st})
+	}
+	return st, f.err
+}

@@ -1,0 +1,80 @@
+package serve
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/kernels/sharedtest"
+)
+
+// TestDemoPairOverHTTP serves the demo target with its draft and checks
+// that what a client gets over HTTP, through the official client and
+// through Remote, is exactly what the engine generates for the same
+// request called directly: greedy, and sampled with a seed.
+func TestDemoPairOverHTTP(t *testing.T) {
+	r, err := engine.Load(t.Context(), engine.Config{
+		Target:  sharedtest.Path(t, "models", "factory-target-Q8_0.gguf"),
+		Draft:   sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"),
+		Context: 512,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	srv := httptest.NewServer(New(r, Options{Model: "factory-target"}))
+	defer srv.Close()
+	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"),
+		option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
+	remote := &Remote{BaseURL: srv.URL, Client: srv.Client()}
+
+	messages := []chat.Message{{Role: "user", Content: "Write a short story about a robot."}}
+	for _, s := range []engine.Sampling{{Seed: 7}, {Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 42}} {
+		direct := engine.Request{Messages: messages, ChatMLFallback: true, MaxTokens: 32, Sampling: s}
+		want, wantStats, err := collect(t.Context(), r, direct)
+		if err != nil || want == "" {
+			t.Fatalf("direct: %q, %v", want, err)
+		}
+
+		stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+			Model:         "factory-target",
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage(messages[0].Content)},
+			MaxTokens:     openai.Int(32),
+			Temperature:   openai.Float(s.Temperature),
+			TopP:          openai.Float(map[bool]float64{true: s.TopP, false: 1}[s.TopP > 0]),
+			Seed:          openai.Int(int64(s.Seed)),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}, option.WithJSONSet("top_k", s.TopK))
+		var acc openai.ChatCompletionAccumulator
+		var tandem string
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			if f, ok := stream.Current().JSON.ExtraFields["tandem"]; ok {
+				tandem = f.Raw()
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		stream.Close()
+		if got := acc.Choices[0].Message.Content; got != want {
+			t.Errorf("sampling %+v: over HTTP\n%q\ndirect\n%q", s, got, want)
+		}
+		if int(acc.Usage.CompletionTokens) != wantStats.GeneratedTokens || int(acc.Usage.PromptTokens) != wantStats.PromptTokens {
+			t.Errorf("usage %+v, direct stats %+v", acc.Usage, wantStats)
+		}
+		if !strings.Contains(tandem, `"drafted":`) || wantStats.Drafted == 0 {
+			t.Errorf("no speculative statistics: %q (direct drafted %d)", tandem, wantStats.Drafted)
+		}
+
+		got, st, err := collect(t.Context(), remote, direct)
+		if err != nil || got != want || st.Drafted != wantStats.Drafted || st.Accepted != wantStats.Accepted {
+			t.Errorf("Remote: %q, %+v, %v; want %q, %+v", got, st, err, want, wantStats)
+		}
+	}
+}
