@@ -1,0 +1,482 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/tandem-run/tandem/kernels"
+)
+
+// progKey names one compiled program of a part.
+type progKey struct {
+	kind  progKind
+	block int
+	n     int // rows
+}
+
+type progKind uint8
+
+const (
+	progEmbed  progKind = iota // token lookup
+	progStage                  // layer split: all of the part's blocks
+	progAttn                   // tensor split: a block's attention, partial output
+	progFFN                    // tensor split: a block's FFN, partial output
+	progFinish                 // tensor split: the last block's sum into the stream
+	progHead                   // output norm and the part's head rows
+)
+
+// Forward is Model.Forward on a placed model: it runs tokens at positions
+// pos, pos+1, ... and returns the logits of rows out (nil: the last row).
+// A vocabulary-split head's shards are gathered into whole rows.
+func (m *Placed) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
+	n := len(tokens)
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("model: forward: no tokens: %w", ErrBadParam)
+	case pos < 0 || pos > m.n:
+		return nil, fmt.Errorf("model: forward at %d with %d cached: %w", pos, m.n, ErrPosition)
+	case pos+n > m.ctx:
+		return nil, fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.ctx, ErrContext)
+	}
+	for i, t := range tokens {
+		if t < 0 || int(t) >= m.params.Vocab {
+			return nil, fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.params.Vocab)
+		}
+	}
+	if out == nil {
+		out = []int{n - 1}
+	}
+	for i, r := range out {
+		if r < 0 || r >= n || i > 0 && r <= out[i-1] {
+			return nil, fmt.Errorf("model: output rows %v of %d tokens: %w", out, n, ErrBadParam)
+		}
+	}
+	vocab := m.params.Vocab
+	if need := len(out) * vocab; cap(m.logits) < need {
+		m.logits = make([]float32, need)
+	}
+	logits := m.logits[:len(out)*vocab]
+	m.n = pos
+	done := 0
+	for c := 0; c < n; c += m.batch {
+		b := min(m.batch, n-c)
+		if err := m.body(ctx, tokens[c:c+b], pos+c); err != nil {
+			return nil, err
+		}
+		m.n = pos + c + b
+		k := 0
+		for done+k < len(out) && out[done+k] < c+b { // at most b rows, so one head pass
+			m.outIdx[k] = int32(out[done+k] - c)
+			k++
+		}
+		if k > 0 {
+			if err := m.runHead(ctx, k, logits[done*vocab:(done+k)*vocab]); err != nil {
+				return nil, err
+			}
+			done += k
+		}
+	}
+	return logits, nil
+}
+
+// body embeds b tokens and runs every block on its devices.
+func (m *Placed) body(ctx context.Context, tokens []int32, pos int) error {
+	b := len(tokens)
+	copy(m.tokens, tokens)
+	for i := range b {
+		m.positions[i] = int32(pos + i)
+	}
+	for _, pt := range m.parts {
+		if err := pt.be.Write(pt.s.pos.ColSlice(0, b), kernels.I32Bytes(m.positions[:b])); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
+	local, err := m.embed(ctx, b)
+	if err != nil {
+		return err
+	}
+	if m.layered {
+		return m.layerBody(ctx, b, local)
+	}
+	return m.tensorBody(ctx, b, local)
+}
+
+// embed looks the tokens up where the embedding is. With one embedding
+// device it returns that part, whose x holds the result; with the
+// vocabulary split, every shard looks up all tokens (ids outside its rows
+// clamped to its first row) and the host keeps each token's own row,
+// leaving the stream in hostX and returning nil.
+func (m *Placed) embed(ctx context.Context, b int) (*part, error) {
+	for _, h := range m.embd {
+		pt := m.byDev[h.Device]
+		ids := m.outIdx[:b] // free until the head runs
+		for i, t := range m.tokens[:b] {
+			ids[i] = 0
+			if int64(t) >= h.Rows.Lo && int64(t) < h.Rows.Hi {
+				ids[i] = t - int32(h.Rows.Lo)
+			}
+		}
+		if err := pt.be.Write(pt.s.tokens.ColSlice(0, b), kernels.I32Bytes(ids)); err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		dst := pt.embedDst(b)
+		err := pt.run(ctx, progKey{progEmbed, 0, b}, func() []kernels.Op {
+			return []kernels.Op{kernels.GetRows{Dst: dst, Src: pt.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)}}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(m.embd) == 1 {
+			return pt, nil
+		}
+		if err := pt.be.Read(kernels.F32Bytes(m.partial[:b*m.params.Embd]), dst); err != nil {
+			return nil, fmt.Errorf("model: embedding: %w", err)
+		}
+		e := m.params.Embd
+		for i, t := range m.tokens[:b] {
+			if int64(t) >= h.Rows.Lo && int64(t) < h.Rows.Hi {
+				copy(m.hostX[i*e:(i+1)*e], m.partial[i*e:(i+1)*e])
+			}
+		}
+	}
+	return nil, nil
+}
+
+// embedDst is where a part's token lookup lands: its stream, or its normed
+// input buffer on a part without blocks.
+func (pt *part) embedDst(b int) kernels.Tensor {
+	if pt.s.x.Valid() {
+		return pt.s.x.RowSlice(0, b)
+	}
+	return pt.s.xn.RowSlice(0, b)
+}
+
+// readStream copies t, b rows of the stream on pt, into hostX.
+func (m *Placed) readStream(pt *part, t kernels.Tensor) error {
+	if err := pt.be.Read(kernels.F32Bytes(m.hostX[:t.Rows*m.params.Embd]), t); err != nil {
+		return fmt.Errorf("model: stream from device %d: %w", pt.dev, err)
+	}
+	return nil
+}
+
+// send writes b rows of hostX into pt's receive buffer.
+func (m *Placed) send(pt *part, b int) error {
+	if err := pt.be.Write(pt.s.recv.RowSlice(0, b), kernels.F32Bytes(m.hostX[:b*m.params.Embd])); err != nil {
+		return fmt.Errorf("model: stream to device %d: %w", pt.dev, err)
+	}
+	return nil
+}
+
+// layerBody runs each device's blocks in pipeline order, the stream
+// crossing to the next device after each.
+func (m *Placed) layerBody(ctx context.Context, b int, local *part) error {
+	var prev *part
+	for _, pt := range m.parts {
+		if !pt.hasBlocks() {
+			continue
+		}
+		from := prev
+		if from == nil {
+			from = local
+		}
+		received := from != pt
+		if received {
+			if from != nil {
+				src := from.embedDst(b)
+				if from == prev {
+					src = from.s.x.RowSlice(0, b)
+				}
+				if err := m.readStream(from, src); err != nil {
+					return err
+				}
+			}
+			if err := m.send(pt, b); err != nil {
+				return err
+			}
+		}
+		err := pt.run(ctx, progKey{progStage, 0, b}, func() []kernels.Op {
+			var ops []kernels.Op
+			if received {
+				ops = append(ops, kernels.Copy{Dst: pt.s.x.RowSlice(0, b), Src: pt.s.recv.RowSlice(0, b)})
+			}
+			for l, lb := range pt.local {
+				if !lb.present() {
+					continue
+				}
+				x, out := pt.s.x.RowSlice(0, b), pt.s.xn.RowSlice(0, b)
+				ops = append(ops, m.attnOps(pt, l, b)...)
+				ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+				ops = append(ops, m.ffnOps(pt, l, b)...)
+				ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+			}
+			return ops
+		})
+		if err != nil {
+			return err
+		}
+		prev = pt
+	}
+	// The stream goes on to head devices other than the last block's.
+	for _, h := range m.head {
+		if pt := m.byDev[h.Device]; pt != prev {
+			if err := m.readStream(prev, prev.s.x.RowSlice(0, b)); err != nil {
+				return err
+			}
+			return m.sendAll(b, func(pt *part) bool { return pt != prev && pt.headRows.Len() > 0 })
+		}
+	}
+	return nil
+}
+
+// tensorBody runs every block on all devices at once: each computes its
+// heads' and FFN rows' share of the block's output, and the shares are
+// summed (on the host, in device order, so every run adds alike) and sent
+// back to every device, which adds the sum to its copy of the stream.
+func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
+	if local != nil {
+		if err := m.readStream(local, local.embedDst(b)); err != nil {
+			return err
+		}
+	}
+	if err := m.sendAll(b, func(pt *part) bool { return pt != local }); err != nil {
+		return err
+	}
+	for l := range m.params.Layers {
+		for _, kind := range []progKind{progAttn, progFFN} {
+			for _, pt := range m.parts {
+				err := pt.run(ctx, progKey{kind, l, b}, func() []kernels.Op {
+					x, recv := pt.s.x.RowSlice(0, b), pt.s.recv.RowSlice(0, b)
+					var ops []kernels.Op
+					switch {
+					case kind == progAttn && l == 0 && pt != local:
+						ops = append(ops, kernels.Copy{Dst: x, Src: recv})
+					case kind == progFFN || l > 0:
+						ops = append(ops, kernels.Add{Dst: x, A: x, B: recv})
+					}
+					if kind == progAttn && pt.local[l].heads > 0 {
+						return append(ops, m.attnOps(pt, l, b)...)
+					}
+					if kind == progFFN && pt.local[l].ffn > 0 {
+						return append(ops, m.ffnOps(pt, l, b)...)
+					}
+					return ops
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if err := m.sumShares(b, l, kind); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range m.head {
+		pt := m.byDev[h.Device]
+		err := pt.run(ctx, progKey{progFinish, 0, b}, func() []kernels.Op {
+			x := pt.s.x.RowSlice(0, b)
+			return []kernels.Op{kernels.Add{Dst: x, A: x, B: pt.s.recv.RowSlice(0, b)}}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sumShares adds the devices' shares of block l's attention or FFN output
+// into hostX and sends the sum to every device.
+func (m *Placed) sumShares(b, l int, kind progKind) error {
+	sum := m.hostX[:b*m.params.Embd]
+	clear(sum)
+	share := m.partial[:len(sum)]
+	for _, pt := range m.parts {
+		lb := pt.local[l]
+		if kind == progAttn && lb.heads == 0 || kind == progFFN && lb.ffn == 0 {
+			continue
+		}
+		if err := pt.be.Read(kernels.F32Bytes(share), pt.s.xn.RowSlice(0, b)); err != nil {
+			return fmt.Errorf("model: block %d share from device %d: %w", l, pt.dev, err)
+		}
+		for i, v := range share {
+			sum[i] += v
+		}
+	}
+	return m.sendAll(b, func(*part) bool { return true })
+}
+
+// sendAll sends hostX to the parts that want it.
+func (m *Placed) sendAll(b int, want func(*part) bool) error {
+	for _, pt := range m.parts {
+		if want(pt) {
+			if err := m.send(pt, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runHead computes logits for the first k entries of m.outIdx into dst,
+// each head device its vocabulary rows.
+func (m *Placed) runHead(ctx context.Context, k int, dst []float32) error {
+	vocab := m.params.Vocab
+	for _, h := range m.head {
+		pt := m.byDev[h.Device]
+		src := pt.s.x
+		if m.layered && !m.lastStage(pt) {
+			src = pt.s.recv
+		}
+		if err := pt.be.Write(pt.s.outIdx.ColSlice(0, k), kernels.I32Bytes(m.outIdx[:k])); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		err := pt.run(ctx, progKey{progHead, 0, k}, func() []kernels.Op {
+			sel := pt.s.xn.RowSlice(0, k)
+			return []kernels.Op{
+				kernels.GetRows{Dst: sel, Src: src, Idx: pt.s.outIdx.ColSlice(0, k)},
+				kernels.RMSNorm{Dst: sel, X: sel, W: pt.outNorm, Eps: m.params.NormEps},
+				kernels.MatMul{Dst: pt.s.logits.RowSlice(0, k), W: pt.output, X: sel},
+			}
+		})
+		if err != nil {
+			return err
+		}
+		w := int(h.Rows.Len())
+		if w == vocab {
+			if err := pt.be.Read(kernels.F32Bytes(dst[:k*vocab]), pt.s.logits.RowSlice(0, k)); err != nil {
+				return fmt.Errorf("model: logits: %w", err)
+			}
+			continue
+		}
+		rows := m.rows[:k*w]
+		if err := pt.be.Read(kernels.F32Bytes(rows), pt.s.logits.RowSlice(0, k)); err != nil {
+			return fmt.Errorf("model: logits: %w", err)
+		}
+		for r := range k {
+			copy(dst[r*vocab+int(h.Rows.Lo):r*vocab+int(h.Rows.Hi)], rows[r*w:(r+1)*w])
+		}
+	}
+	return nil
+}
+
+// lastStage reports whether pt runs the last block of a layer split.
+func (m *Placed) lastStage(pt *part) bool {
+	return pt.local[len(pt.local)-1].present()
+}
+
+func (pt *part) hasBlocks() bool {
+	for _, l := range pt.local {
+		if l.present() {
+			return true
+		}
+	}
+	return false
+}
+
+// attnOps is block l's attention on pt's heads for b tokens: the output
+// (pt's share of it, under a tensor split) ends in xn.
+func (m *Placed) attnOps(pt *part, l, b int) []kernels.Op {
+	p, s, w, lb := m.params, pt.s, pt.blk[l], pt.local[l]
+	pos := s.pos.ColSlice(0, b)
+	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
+	q, attn := packed(s.q, b, lb.heads*p.HeadDim), packed(s.attn, b, lb.heads*p.HeadDim)
+	k, v := packed(s.k, b, lb.kvHeads*p.HeadDim), packed(s.v, b, lb.kvHeads*p.HeadDim)
+	rope := func(t kernels.Tensor) kernels.Rope {
+		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
+			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: pt.ropeFreqs}
+	}
+	ops := []kernels.Op{
+		kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps},
+		kernels.MatMul{Dst: q, W: w.wq, X: h},
+		kernels.MatMul{Dst: k, W: w.wk, X: h},
+		kernels.MatMul{Dst: v, W: w.wv, X: h},
+	}
+	for _, bias := range []struct{ t, b kernels.Tensor }{{q, w.bq}, {k, w.bk}, {v, w.bv}} {
+		if bias.b.Valid() {
+			ops = append(ops, kernels.Add{Dst: bias.t, A: bias.t, B: bias.b})
+		}
+	}
+	if p.arch.qkNorm {
+		qh, kh := q.Reshape(b*lb.heads, p.HeadDim), k.Reshape(b*lb.kvHeads, p.HeadDim)
+		ops = append(ops,
+			kernels.RMSNorm{Dst: qh, X: qh, W: w.qNorm, Eps: p.NormEps},
+			kernels.RMSNorm{Dst: kh, X: kh, W: w.kNorm, Eps: p.NormEps},
+		)
+	}
+	return append(ops,
+		rope(q), rope(k),
+		kernels.SetRows{Dst: pt.kvK[l], Src: k, Idx: pos},
+		kernels.SetRows{Dst: pt.kvV[l], Src: v, Idx: pos},
+		kernels.Attention{Dst: attn, Q: q, K: pt.kvK[l], V: pt.kvV[l], Pos: pos,
+			NHead: lb.heads, NKVHead: lb.kvHeads, HeadDim: p.HeadDim,
+			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
+		kernels.MatMul{Dst: h, W: w.wo, X: attn},
+	)
+}
+
+// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens: the output (or
+// pt's share) ends in xn.
+func (m *Placed) ffnOps(pt *part, l, b int) []kernels.Op {
+	s, w, lb := pt.s, pt.blk[l], pt.local[l]
+	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
+	gate, up := packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn)
+	return []kernels.Op{
+		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps},
+		kernels.MatMul{Dst: gate, W: w.gate, X: h},
+		kernels.MatMul{Dst: up, W: w.up, X: h},
+		kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
+		kernels.MatMul{Dst: h, W: w.down, X: gate},
+	}
+}
+
+// packed is a [rows, cols] view at the start of t's buffer space: blocks
+// with fewer local heads or FFN rows than the widest use a prefix of it.
+func packed(t kernels.Tensor, rows, cols int) kernels.Tensor {
+	return kernels.NewTensor(t.Buf, t.Type, rows, cols, t.Off)
+}
+
+// run runs pt's program key, compiling it with ops on first use.
+func (pt *part) run(ctx context.Context, key progKey, ops func() []kernels.Op) error {
+	prog, ok := pt.progs[key]
+	if !ok {
+		list := ops()
+		if len(list) == 0 {
+			return nil
+		}
+		var err error
+		if prog, err = pt.be.Compile(list); err != nil {
+			return fmt.Errorf("model: device %d: compile for %d rows: %w", pt.dev, key.n, err)
+		}
+		pt.evict(key.n)
+		pt.progs[key] = prog
+	}
+	if err := prog.Run(ctx); err != nil {
+		return fmt.Errorf("model: device %d: %w", pt.dev, err)
+	}
+	return nil
+}
+
+// evict bounds the program cache as Model.program does: when more than
+// maxPrograms batch sizes are cached, the programs of one size other than
+// 1 (decode) and n go.
+func (pt *part) evict(n int) {
+	sizes := map[int]bool{}
+	for k := range pt.progs {
+		sizes[k.n] = true
+	}
+	if len(sizes) < maxPrograms {
+		return
+	}
+	for size := range sizes {
+		if size == 1 || size == n {
+			continue
+		}
+		for k, p := range pt.progs {
+			if k.n == size {
+				_ = p.Close()
+				delete(pt.progs, k)
+			}
+		}
+		return
+	}
+}

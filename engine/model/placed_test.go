@@ -1,0 +1,177 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/quant"
+	"github.com/tandem-run/tandem/kernels/sharedtest"
+)
+
+// placedLayout is one way of spreading a model over CPU virtual devices.
+type placedLayout struct {
+	name   string
+	target bool // only for the target: the draft has 2 blocks, too few for these ratios
+	split  plan.Split
+	head   plan.HeadMode
+	ratios []float64
+}
+
+func (l placedLayout) placement() plan.Placement {
+	devs := make([]int, len(l.ratios))
+	for i := range devs {
+		devs[i] = i
+	}
+	return plan.Placement{Devices: devs, Ratios: l.ratios, Split: l.split, Head: l.head}
+}
+
+var placedLayouts = []placedLayout{
+	{"layer-2", false, plan.SplitLayer, "", []float64{1, 3}},
+	{"layer-3", true, plan.SplitLayer, "", []float64{2, 1, 5}},
+	{"layer-3-head-split", false, plan.SplitLayer, plan.HeadSplit, []float64{3, 2, 3}},
+	{"tensor-2-head-split", false, plan.SplitTensor, plan.HeadSplit, []float64{1, 1}},
+	{"tensor-3-head-split", false, plan.SplitTensor, plan.HeadSplit, []float64{1, 2, 1}},
+	{"tensor-2-head-replicated", false, plan.SplitTensor, plan.HeadReplicated, []float64{3, 1}},
+	{"tensor-3-head-replicated", false, plan.SplitTensor, plan.HeadReplicated, []float64{1, 1, 1}},
+}
+
+// placedRig is a plan and its Placed model on CPU virtual devices.
+type placedRig struct {
+	plan     *plan.Plan
+	backends map[int]kernels.Backend
+	m        *Placed
+}
+
+// placeModel plans file over CPU virtual devices of the given caps with
+// placement pl, and loads it if the plan fits (m is nil otherwise).
+func placeModel(t testing.TB, file, caps string, pl plan.Placement, ctx, batch int) *placedRig {
+	t.Helper()
+	f, err := gguf.Open(sharedtest.Path(t, "models", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	inv, err := device.ParseVirtual(caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Make(plan.Input{Target: f, Devices: inv.Devices, TargetPlacement: pl,
+		Ctx: ctx, Batch: batch, KVType: quant.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &placedRig{plan: p, backends: map[int]kernels.Backend{}}
+	for _, d := range inv.Devices {
+		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
+		r.backends[d.Index] = be
+		t.Cleanup(func() { be.Close() })
+	}
+	r.m, err = LoadPlaced(context.Background(), f, p, &p.Target, r.backends, nil)
+	if err != nil {
+		if !p.Fits && errors.Is(err, ErrBadParam) {
+			return r
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// TestPlacedOracle runs the demo target and draft on every layout and
+// compares with the oracle and with one device: teacher-forced top-1 ids
+// equal the reference's, logits within 1e-4 of the largest of one device's
+// run (tensor split adds shares in another order), and greedy decoding
+// reproduces the reference continuation.
+func TestPlacedOracle(t *testing.T) {
+	o := loadOracle(t)
+	greedyLen := 24
+	if testing.Short() {
+		greedyLen = 8
+	}
+	for _, tc := range []struct {
+		file  string
+		draft bool
+		ref   func(i int) refRun
+	}{
+		{"factory-target-F16.gguf", false, func(i int) refRun { return o.Prompts[i].Target }},
+		{"factory-draft-F16.gguf", true, func(i int) refRun { return o.Prompts[i].Draft }},
+	} {
+		one := openModel(t, tc.file, Options{Context: 128})
+		vocab := one.Params().Vocab
+		want := make([][]float32, len(o.Prompts))
+		for pi, p := range o.Prompts {
+			seq := append(slices.Clone(p.IDs), tc.ref(pi).Greedy...)
+			logits, err := one.Forward(context.Background(), seq, 0, allRows(len(seq)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[pi] = slices.Clone(logits)
+		}
+		for _, l := range placedLayouts {
+			if tc.draft && l.target {
+				continue
+			}
+			t.Run(tc.file+"/"+l.name, func(t *testing.T) {
+				r := placeModel(t, tc.file, "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 32)
+				var worst float64
+				for pi, p := range o.Prompts {
+					ref := tc.ref(pi)
+					seq := append(slices.Clone(p.IDs), ref.Greedy...)
+					logits, err := r.m.Forward(context.Background(), seq, 0, allRows(len(seq)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for pos := range seq {
+						row, one := logits[pos*vocab:(pos+1)*vocab], want[pi][pos*vocab:(pos+1)*vocab]
+						if got := argmax(row); got != ref.Teacher.TopIDs[pos][0] {
+							t.Errorf("prompt %d pos %d: top-1 %d, reference %d", pi, pos, got, ref.Teacher.TopIDs[pos][0])
+						}
+						scale := math.Abs(float64(one[argmax(one)]))
+						for id := range row {
+							worst = max(worst, math.Abs(float64(row[id]-one[id]))/scale)
+						}
+					}
+					got := placedGreedy(t, r.m, p.IDs, greedyLen)
+					if !slices.Equal(got, ref.Greedy[:greedyLen]) {
+						t.Errorf("prompt %d greedy:\n got %v\nwant %v", pi, got, ref.Greedy[:greedyLen])
+					}
+				}
+				t.Logf("largest logit difference from one device: %.2e of the largest logit", worst)
+				if worst > 1e-4 {
+					t.Errorf("logits depart from one device's by %.2e of the largest", worst)
+				}
+			})
+		}
+	}
+}
+
+func placedGreedy(t testing.TB, m *Placed, prompt []int32, n int) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	logits, err := m.Forward(ctx, prompt, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for len(out) < n {
+		next := argmax(logits)
+		out = append(out, next)
+		if logits, err = m.Forward(ctx, []int32{next}, m.Len(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
