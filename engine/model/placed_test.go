@@ -175,3 +175,67 @@ func placedGreedy(t testing.TB, m *Placed, prompt []int32, n int) []int32 {
 	}
 	return out
 }
+
+// TestPlacedQuantized runs the Q8_0 target, whose column cuts fall on its
+// 32-value blocks, and must decode as it does on one device.
+func TestPlacedQuantized(t *testing.T) {
+	o := loadOracle(t)
+	one := openModel(t, "factory-target-Q8_0.gguf", Options{Context: 128})
+	for _, l := range []placedLayout{placedLayouts[1], placedLayouts[4]} {
+		t.Run(l.name, func(t *testing.T) {
+			r := placeModel(t, "factory-target-Q8_0.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 32)
+			for _, p := range o.Prompts[:3] {
+				want := greedy(t, one, p.IDs, 16)
+				if got := placedGreedy(t, r.m, p.IDs, 16); !slices.Equal(got, want) {
+					t.Errorf("greedy:\n got %v\nwant %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPlacedUsage checks what each device really holds against the plan:
+// per device and category within 3% (the only bytes outside the plan are
+// 12 per batch row of token ids, positions and output rows).
+func TestPlacedUsage(t *testing.T) {
+	for _, l := range placedLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			r := placeModel(t, "factory-target-Q8_0.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 256, 64)
+			for _, b := range r.plan.Devices {
+				held := r.backends[b.Device.Index].Usage()
+				planned := b.Target
+				for _, c := range []struct {
+					cat       kernels.Category
+					want, got int64
+				}{
+					{kernels.Weights, planned.Weights, 0},
+					{kernels.Embedding, planned.Embedding, 0},
+					{kernels.Head, planned.Head, 0},
+					{kernels.KV, planned.KV, 0},
+					{kernels.Scratch, planned.Scratch, 0},
+				} {
+					got := held[kernels.Label{Owner: "target", Cat: c.cat}]
+					if math.Abs(float64(got-c.want)) > 0.03*float64(c.want) {
+						t.Errorf("device %d %v: holds %d bytes, plan %d", b.Device.Index, c.cat, got, c.want)
+					}
+				}
+				t.Logf("device %d: holds %d bytes, plan %d (%+.3f%%)", b.Device.Index, held.Total(), b.Total(),
+					100*float64(held.Total()-b.Total())/float64(b.Total()))
+			}
+		})
+	}
+}
+
+// TestPlacedRefusesOverBudget: a cap too small is the planner's verdict,
+// and nothing is allocated on any device.
+func TestPlacedRefusesOverBudget(t *testing.T) {
+	r := placeModel(t, "factory-target-Q8_0.gguf", "cpu:4MiB,cpu:40MiB", placedLayouts[0].placement(), 256, 64)
+	if r.plan.Fits || r.m != nil {
+		t.Fatalf("a 4 MiB device took a quarter of a 20 MB model: fits %v", r.plan.Fits)
+	}
+	for i, be := range r.backends {
+		if n := be.Usage().Total(); n != 0 {
+			t.Errorf("device %d holds %d bytes after a refused load", i, n)
+		}
+	}
+}
