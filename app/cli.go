@@ -34,6 +34,7 @@ func commands() []command {
 		{"run", "generate text, with a draft model or prompt lookup when given", runRun},
 		{"perplexity", "score a text file with a model as llama.cpp's perplexity tool does", runPerplexity},
 		{"bench", "time a model's prefill and decode tokens/s", runBench},
+		{"serve", "serve a model over an OpenAI-compatible HTTP API", runServe},
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	return cmds
