@@ -14,6 +14,7 @@ import (
 	"github.com/tandem-run/tandem/engine/tokenizer"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -38,6 +39,7 @@ type Runner struct {
 	target    *sequence
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
+	placed    *placed // the devices of a multi-device placement (placement.go)
 
 	mu sync.Mutex
 }
@@ -74,6 +76,9 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
+	if cfg.Placement != nil {
+		return r, r.loadPlaced(ctx, tf, df, progress)
+	}
 	if r.backend, err = newBackend(cfg); err != nil {
 		return nil, err
 	}
@@ -82,14 +87,24 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		return nil, err
 	}
 	opts := model.Options{Owner: "target", Context: cfg.Context, KVType: kv, Progress: reporter("target", progress)}
+	var eagle *eagle3Drafter
+	if df != nil && r.draftKind == spec.DraftEagle3 {
+		// The target must capture the hidden states the draft reads.
+		if eagle, err = newEagle3Drafter(df, cfg.DraftPMin, &opts); err != nil {
+			return nil, fmt.Errorf("engine: draft %s: %w", cfg.Draft, err)
+		}
+	}
 	tm, err := model.Load(ctx, tf, r.backend, opts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: target %s: %w", cfg.Target, err)
 	}
 	r.target = &sequence{m: tm}
 	switch {
-	case df != nil && r.draftKind == spec.DraftEagle3:
-		return nil, fmt.Errorf("engine: %s: EAGLE-3 drafts: %w", cfg.Draft, model.ErrUnsupported)
+	case eagle != nil:
+		if err := eagle.load(ctx, df, r.target, kv, reporter("draft", progress)); err != nil {
+			return nil, fmt.Errorf("engine: draft %s: %w", cfg.Draft, err)
+		}
+		r.draft = eagle
 	case df != nil:
 		opts := model.Options{Owner: "draft", Context: tm.Context(), KVType: kv, Progress: reporter("draft", progress)}
 		dm, err := model.Load(ctx, df, r.backend, opts)
@@ -129,8 +144,14 @@ func newBackend(cfg Config) (kernels.Backend, error) {
 	switch strings.ToLower(cfg.Backend) {
 	case "", "cpu":
 		return cpu.New(cpu.Options{Threads: cfg.Threads}), nil
+	case "cuda":
+		be, err := cuda.Open(cuda.Options{Ordinal: cfg.GPU})
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		return be, nil
 	}
-	return nil, fmt.Errorf("engine: backend %q: %w (cpu)", cfg.Backend, model.ErrUnsupported)
+	return nil, fmt.Errorf("engine: backend %q: %w (cpu or cuda)", cfg.Backend, model.ErrUnsupported)
 }
 
 func kvType(name string) (quant.Type, error) {
@@ -159,19 +180,25 @@ func (r *Runner) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	if d, ok := r.draft.(*modelDrafter); ok {
-		errs = append(errs, d.seq.m.Close())
+	switch d := r.draft.(type) {
+	case *modelDrafter:
+		errs = append(errs, d.seq.close())
+	case *eagle3Drafter:
+		errs = append(errs, d.m.Close())
 	}
 	if r.target != nil {
-		errs = append(errs, r.target.m.Close())
+		errs = append(errs, r.target.close())
 	}
 	if r.backend != nil {
 		errs = append(errs, r.backend.Close())
 	}
+	if r.placed != nil {
+		errs = append(errs, r.placed.close())
+	}
 	for _, f := range r.files {
 		errs = append(errs, f.Close())
 	}
-	r.draft, r.target, r.backend, r.files = nil, nil, nil, nil
+	r.draft, r.target, r.backend, r.files, r.placed = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -190,8 +217,8 @@ type Info struct {
 func (r *Runner) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	in := Info{Target: r.files[0].Describe(), Context: r.target.m.Context(),
-		ChatTemplate: r.template != nil, Usage: r.backend.Usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
+	in := Info{Target: r.files[0].Describe(), Context: r.target.context(),
+		ChatTemplate: r.template != nil, Usage: r.usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()
 		in.Draft, in.DraftKind = &d, r.draftKind

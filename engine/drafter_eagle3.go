@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/sample"
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// eagle3Drafter drafts with an EAGLE-3 head. The target hands it the hidden
+// states of every position it runs, prompt and verification batches alike;
+// before drafting, the head catches up on the positions the target has run
+// since the last step, then drafts on its own states.
+//
+// Draft position p reads token p+1 and the state of position p, so the
+// head can only start once the target has run every token but the last:
+// the generation loop keeps the target there between steps.
+type eagle3Drafter struct {
+	m      *model.Eagle3
+	target *sequence // its cache says which captured states are current
+	pMin   float64
+	fed    []int32 // fed[p]: the token draft position p read, from the history
+	toks   []int32
+	dists  [][]float32
+}
+
+// newEagle3Drafter reads the draft's header and sets opts, the target's
+// load options, to capture the states the draft reads; load completes it
+// once the target is loaded.
+func newEagle3Drafter(f *gguf.File, pMin float64, opts *model.Options) (*eagle3Drafter, error) {
+	p, err := model.ReadEagle3Params(f)
+	if err != nil {
+		return nil, err
+	}
+	d := &eagle3Drafter{pMin: pMin}
+	opts.CaptureLayers = p.TargetLayers
+	opts.OnCapture = func(pos int, hidden kernels.Tensor) error {
+		// This runs inside the target's pass, which checks its context
+		// between chunks; fusing a chunk is one matrix product.
+		return d.m.Encode(context.Background(), pos, hidden)
+	}
+	return d, nil
+}
+
+// load places the draft next to target, borrowing what it lacks.
+func (d *eagle3Drafter) load(ctx context.Context, f *gguf.File, target *sequence, kv quant.Type, progress func(model.Progress)) error {
+	m, err := model.LoadEagle3(ctx, f, target.m, model.Eagle3Options{Owner: "draft", KVType: kv, Progress: progress})
+	if err != nil {
+		return err
+	}
+	d.m, d.target = m, target
+	return nil
+}
+
+func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sample.Sampler) ([]int32, [][]float32, error) {
+	last := len(history) - 1
+	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
+	if ran < last || ran == 0 {
+		return nil, nil, nil
+	}
+	// Catch up from the first position whose token or state changed; rerun
+	// at least the last one, whose logits give the first draft.
+	c := min(d.m.Len(), commonPrefix(d.fed, history[1:]), ran-1)
+	logits, err := d.m.Forward(ctx, history[c+1:ran+1], c)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.fed = append(d.fed[:c], history[c+1:ran+1]...)
+
+	d.toks = append(d.toks[:0], history...)
+	greedy := s.Params().Greedy()
+	if !greedy && cap(d.dists) < n {
+		d.dists = make([][]float32, n)
+	}
+	for i := 0; ; i++ {
+		var t int32
+		var top float64
+		if greedy {
+			t, top = greedyPick(s, logits, d.toks)
+		} else {
+			q := s.Probs(d.dists[:n][i], logits, d.toks)
+			d.dists[i] = q
+			t = sample.Draw(q, s.Uniform())
+			top = float64(q[sample.Argmax(q)])
+		}
+		if top < d.pMin {
+			break
+		}
+		d.toks = append(d.toks, t)
+		if i == n-1 {
+			break
+		}
+		// Position ran+i reads the token just drafted and the state the
+		// previous call left.
+		if logits, err = d.m.Forward(ctx, d.toks[len(d.toks)-1:], ran+i); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Positions fed with the draft's own states are not kept: the target
+	// will provide its states for them.
+	if err := d.m.Truncate(min(ran, d.m.Len())); err != nil {
+		return nil, nil, err
+	}
+	proposed := d.toks[len(history):]
+	if greedy {
+		return proposed, nil, nil
+	}
+	return proposed, d.dists[:len(proposed)], nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
