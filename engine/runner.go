@@ -14,7 +14,6 @@ import (
 	"github.com/tandem-run/tandem/engine/tokenizer"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
-	"github.com/tandem-run/tandem/kernels/cuda"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -39,7 +38,6 @@ type Runner struct {
 	target    *sequence
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
-	placed    *placed // the devices of a multi-device placement (placement.go)
 
 	mu sync.Mutex
 }
@@ -75,9 +73,6 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		if r.template, err = chat.FromGGUF(tf); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
-	}
-	if cfg.Placement != nil {
-		return r, r.loadPlaced(ctx, tf, df, progress)
 	}
 	if r.backend, err = newBackend(cfg); err != nil {
 		return nil, err
@@ -144,14 +139,8 @@ func newBackend(cfg Config) (kernels.Backend, error) {
 	switch strings.ToLower(cfg.Backend) {
 	case "", "cpu":
 		return cpu.New(cpu.Options{Threads: cfg.Threads}), nil
-	case "cuda":
-		be, err := cuda.Open(cuda.Options{Ordinal: cfg.GPU})
-		if err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-		return be, nil
 	}
-	return nil, fmt.Errorf("engine: backend %q: %w (cpu or cuda)", cfg.Backend, model.ErrUnsupported)
+	return nil, fmt.Errorf("engine: backend %q: %w (cpu)", cfg.Backend, model.ErrUnsupported)
 }
 
 func kvType(name string) (quant.Type, error) {
@@ -182,23 +171,20 @@ func (r *Runner) Close() error {
 	var errs []error
 	switch d := r.draft.(type) {
 	case *modelDrafter:
-		errs = append(errs, d.seq.close())
+		errs = append(errs, d.seq.m.Close())
 	case *eagle3Drafter:
 		errs = append(errs, d.m.Close())
 	}
 	if r.target != nil {
-		errs = append(errs, r.target.close())
+		errs = append(errs, r.target.m.Close())
 	}
 	if r.backend != nil {
 		errs = append(errs, r.backend.Close())
 	}
-	if r.placed != nil {
-		errs = append(errs, r.placed.close())
-	}
 	for _, f := range r.files {
 		errs = append(errs, f.Close())
 	}
-	r.draft, r.target, r.backend, r.files, r.placed = nil, nil, nil, nil, nil
+	r.draft, r.target, r.backend, r.files = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -217,8 +203,8 @@ type Info struct {
 func (r *Runner) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	in := Info{Target: r.files[0].Describe(), Context: r.target.context(),
-		ChatTemplate: r.template != nil, Usage: r.usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
+	in := Info{Target: r.files[0].Describe(), Context: r.target.m.Context(),
+		ChatTemplate: r.template != nil, Usage: r.backend.Usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()
 		in.Draft, in.DraftKind = &d, r.draftKind
