@@ -12,6 +12,9 @@ import (
 // decodeBody reads r's body, at most limit bytes, into v: one JSON object,
 // no field v does not list.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *APIError {
+	if r.ContentLength > limit { // known too large: refuse before reading
+		return decodeError(&http.MaxBytesError{Limit: limit}, limit)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

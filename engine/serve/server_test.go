@@ -418,3 +418,30 @@ func TestAPIKey(t *testing.T) {
 		t.Errorf("health needs no key, got %d", status)
 	}
 }
+
+// TestOversizedBodies: a body over the limit is a 413, whether its length
+// is announced or it arrives chunked, and whatever it holds.
+func TestOversizedBodies(t *testing.T) {
+	opt := testOptions()
+	opt.MaxBodyBytes = 1 << 10
+	srv := startServer(t, &echo{}, opt)
+	big := `{"prompt":"` + strings.Repeat("a", 2000) + `"}`
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+	}{
+		{"announced", strings.NewReader(big)},
+		{"announced, not JSON", strings.NewReader(strings.Repeat("a", 2000))},
+		{"chunked", io.MultiReader(strings.NewReader(big))},
+	} {
+		resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json", tc.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "larger than") {
+			t.Errorf("%s: %d %s", tc.name, resp.StatusCode, b)
+		}
+	}
+}
