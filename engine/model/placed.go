@@ -99,7 +99,8 @@ func LoadPlaced(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelP
 	}
 	m := &Placed{
 		params: params, role: string(mp.Role), ctx: p.Ctx, batch: p.Batch,
-		layered: mp.Placement.Split == plan.SplitLayer,
+		// One device has nothing to sum across: it runs its blocks whole.
+		layered: mp.Placement.Split == plan.SplitLayer || len(mp.Placement.Devices) == 1,
 		byDev:   map[int]*part{}, embd: mp.EmbeddingRun, head: mp.HeadRun,
 	}
 	for _, d := range mp.Placement.Devices {
@@ -144,10 +145,14 @@ func (m *Placed) assign(mp *plan.ModelPlan) error {
 	p := m.params
 	group := p.Heads / p.KVHeads
 	if m.layered {
-		if len(mp.BlockDevice) != p.Layers {
+		if mp.BlockDevice != nil && len(mp.BlockDevice) != p.Layers {
 			return fmt.Errorf("model: plan has %d blocks, the model %d: %w", len(mp.BlockDevice), p.Layers, ErrShape)
 		}
-		for b, d := range mp.BlockDevice {
+		for b := range p.Layers {
+			d := mp.Placement.Devices[0]
+			if mp.BlockDevice != nil {
+				d = mp.BlockDevice[b]
+			}
 			m.byDev[d].local[b] = localBlock{heads: p.Heads, kvHeads: p.KVHeads, ffn: p.FF}
 		}
 	} else {
