@@ -16,6 +16,7 @@ import (
 	fyneapp "fyne.io/fyne/v2/app"
 
 	"github.com/tandem-run/tandem/assets"
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/widgets"
 )
 
@@ -50,22 +51,11 @@ func openWindow(opt guiOptions) error {
 	if err != nil {
 		return err
 	}
-	set, note, err := st.loadSettings()
-	if err != nil {
-		return err
-	}
 	a := fyneapp.NewWithID(appID)
 	a.SetIcon(fyne.NewStaticResource("tandem.png", assets.Icon()))
-	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: fyne.Do, store: st, set: set,
-		load: engineLoad, inv: hostInventory()}
-	m.picker = &nativePicker{win: m.win, post: fyne.Do}
-	m.set.Layout = defaultLayout(m.set.Layout, m.inv)
-	m.build()
-	if note != "" {
-		m.notice.Set(widgets.NoticeWarning, note, "")
-	}
-	if m.inv.Reason != "" {
-		m.status.SetText("No GPUs listed: " + m.inv.Reason)
+	m, err := newMainWindow(a, st, hostInventory(), engineLoad, fyne.Do)
+	if err != nil {
+		return err
 	}
 	m.openModels()
 
@@ -102,6 +92,30 @@ func openWindow(opt guiOptions) error {
 		return m.frames.writeReport(opt.frameStats)
 	}
 	return nil
+}
+
+// newMainWindow reads the settings and builds the main window (shown by
+// the caller) and the chat window (hidden); a settings file that had to be
+// kept aside is reported in the window.
+func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, post func(func())) (*mainWindow, error) {
+	set, note, err := st.loadSettings()
+	if err != nil {
+		return nil, err
+	}
+	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: post, store: st, set: set, load: load, inv: inv}
+	m.picker = &nativePicker{win: m.win, post: post}
+	m.set.Layout = defaultLayout(m.set.Layout, m.inv)
+	m.build()
+	if note != "" {
+		m.notice.Set(widgets.NoticeWarning, note, "")
+	}
+	if m.inv.Reason != "" {
+		m.status.SetText("No GPUs listed: " + m.inv.Reason)
+	}
+	// The chat window is made now, hidden, so saved conversations are read
+	// at start and opening it later costs only the window itself.
+	m.chat = newChatWindow(m)
+	return m, nil
 }
 
 // openModels opens the models of the last run; on a first start (or when

@@ -12,8 +12,8 @@ import (
 // frameMonitor measures how long the main goroutine goes without running
 // queued work: a ticker posts a tiny function every period, and the gap
 // between two of them running is how long the UI could not respond. Gaps
-// are kept per phase (idle, loading, streaming) so a report says which
-// activity stalls the window.
+// are kept per phase (startup, idle, loading, streaming) so a report says
+// which activity stalls the window.
 type frameMonitor struct {
 	period time.Duration
 	now    func() time.Time
@@ -23,13 +23,14 @@ type frameMonitor struct {
 	phase string
 	last  time.Time
 	gaps  map[string][]time.Duration
+	worst []stall // gaps over 100 ms, in order
 
 	stopOnce sync.Once
 	stop     chan struct{}
 }
 
 func newFrameMonitor(period time.Duration, now func() time.Time, post func(func())) *frameMonitor {
-	return &frameMonitor{period: period, now: now, post: post, phase: "idle",
+	return &frameMonitor{period: period, now: now, post: post, phase: "startup",
 		gaps: map[string][]time.Duration{}, stop: make(chan struct{})}
 }
 
@@ -55,9 +56,24 @@ func (m *frameMonitor) close() { m.stopOnce.Do(func() { close(m.stop) }) }
 func (m *frameMonitor) tick() {
 	now := m.now()
 	if !m.last.IsZero() {
-		m.gaps[m.phase] = append(m.gaps[m.phase], now.Sub(m.last))
+		gap := now.Sub(m.last)
+		m.gaps[m.phase] = append(m.gaps[m.phase], gap)
+		if gap > stallGap {
+			m.worst = append(m.worst, stall{m.phase, m.last.UnixMilli(), ms(gap)})
+		}
 	}
 	m.last = now
+}
+
+// stallGap is the longest gap the UI may take (issue 10: no frame over 100 ms).
+const stallGap = 100 * time.Millisecond
+
+// stall is one gap over stallGap and when it began (Unix milliseconds, to
+// line it up with what a script did then).
+type stall struct {
+	Phase  string  `json:"phase"`
+	UnixMS int64   `json:"unix_ms"`
+	GapMS  float64 `json:"gap_ms"`
 }
 
 // setPhase names what the window is doing from now on (main goroutine).
@@ -84,7 +100,7 @@ func (m *frameMonitor) report() map[string]frameReport {
 		slices.Sort(s)
 		r := frameReport{Samples: len(s), MaxMS: ms(s[len(s)-1]), P99MS: ms(s[len(s)*99/100]), P50MS: ms(s[len(s)/2])}
 		for _, d := range s {
-			if d > 100*time.Millisecond {
+			if d > stallGap {
 				r.Over100++
 			}
 		}
@@ -95,9 +111,12 @@ func (m *frameMonitor) report() map[string]frameReport {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// writeReport saves report() as JSON.
+// writeReport saves the phases' report() and the stalls as JSON.
 func (m *frameMonitor) writeReport(path string) error {
-	b, err := json.MarshalIndent(m.report(), "", "  ")
+	b, err := json.MarshalIndent(struct {
+		Phases map[string]frameReport `json:"phases"`
+		Stalls []stall                `json:"stalls"`
+	}{m.report(), m.worst}, "", "  ")
 	if err != nil {
 		return err
 	}

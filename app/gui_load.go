@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,13 +43,18 @@ func draftOK(m *mainWindow) bool {
 // engineConfig is what Load loads for the current choices.
 func (m *mainWindow) engineConfig() engine.Config {
 	l, c := m.set.Layout, m.set.Chat
+	// One core is left to the window, so it keeps drawing while the CPU
+	// backend loads and decodes.
 	cfg := engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
-		Context: m.plan.Ctx, KVType: cmpOr(l.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin}
-	if slices.ContainsFunc(l.TargetDevices, func(i int) bool {
-		d, ok := m.inv.Device(i)
-		return ok && d.Kind == device.CUDA
-	}) {
-		cfg.Backend = "cuda"
+		Context: m.plan.Ctx, KVType: cmpOr(l.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin,
+		Threads: max(1, runtime.NumCPU()-1)}
+	// The engine runs a model on one device for now: the first GPU of the
+	// target zone, else the CPU.
+	for _, i := range l.TargetDevices {
+		if d, ok := m.inv.Device(i); ok && d.Kind == device.CUDA {
+			cfg.Backend, cfg.GPU = "cuda", d.Index
+			break
+		}
 	}
 	return cfg
 }
@@ -114,17 +119,18 @@ func (m *mainWindow) showProgress(ps []engine.Progress) {
 func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 	m.cancelLoad = nil
 	m.frames.setPhase("idle")
-	switch {
-	case errors.Is(err, context.Canceled):
-		m.status.SetText("Loading cancelled.")
-	case err != nil:
-		m.showError("Loading failed.", err)
-	default:
+	if err == nil {
 		m.model, m.loadedCfg = model, cfg
 		m.bar.SetValue(1)
 	}
 	m.refreshButtons()
-	if m.model != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		m.status.SetText("Loading cancelled.")
+	case err != nil:
+		m.status.SetText("Loading failed.")
+		m.showError("Loading failed.", err)
+	default:
 		m.openChat()
 	}
 }

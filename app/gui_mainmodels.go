@@ -139,6 +139,9 @@ func (m *mainWindow) replan() {
 }
 
 func (m *mainWindow) showPlan(p *plan.Plan, err error) {
+	if m.frames != nil && m.frames.phase == "startup" {
+		m.frames.setPhase("idle") // the window is up and has its first plan
+	}
 	m.plan = p
 	m.preview.Set(previewOf(p, err))
 	if p != nil && m.set.Layout.TargetRatios == nil && len(p.Target.Placement.Ratios) > 1 {

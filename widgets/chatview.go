@@ -73,10 +73,9 @@ func (v *ChatView) UpdateMessage(i int, m ChatMessage) {
 	follow := v.atEnd()
 	v.msgs[i] = m
 	v.bubbles[i].set(m, v.canRegenerate(i))
-	if i > 0 {
-		v.bubbles[i-1].set(v.msgs[i-1], v.canRegenerate(i-1))
-	}
-	v.list.Refresh()
+	// Only the scroller is refreshed: it lays the list out again when the
+	// message grew, without refreshing every other message.
+	v.scroll.Refresh()
 	if follow {
 		v.scroll.ScrollToBottom()
 	}

@@ -100,3 +100,15 @@ func (g *GPUCanvas) chipIn(zone Zone, id int) *Chip {
 	}
 	return g.chips[zone][id]
 }
+
+// ChipOf is the chip showing device id in zone (ZonePool: every device);
+// nil when the device is not in that zone.
+func (g *GPUCanvas) ChipOf(zone Zone, id int) *Chip { return g.chipIn(zone, id) }
+
+// ZoneArea is the object a chip is dropped on to join zone.
+func (g *GPUCanvas) ZoneArea(zone Zone) fyne.CanvasObject {
+	if v, ok := g.zones[zone]; ok {
+		return v.all
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tandem-run/tandem/engine"
+)
+
+// loadedHarness is a harness with the demo pair chosen on the CPU and fake
+// models loaded.
+func loadedHarness(t *testing.T, model *fakeModel) *guiHarness {
+	t.Helper()
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{2}, []int{2} }, loadReturning(model))
+	h.m.chooseModel("target", h.demo.Target)
+	h.m.chooseModel("draft", h.demo.Draft)
+	h.settle()
+	h.m.startLoad()
+	h.waitFor("the load", func() bool { return h.m.cancelLoad == nil })
+	if h.m.model != model {
+		t.Fatalf("not loaded: %q", h.m.errNotice.Text())
+	}
+	return h
+}
+
+func TestLoadShowsProgressAndOpensChat(t *testing.T) {
+	h := loadedHarness(t, &fakeModel{})
+	m := h.m
+	if m.bar.Value != 1 || !strings.HasPrefix(m.status.Text, "Loaded: factory-target-Q4_K_M.gguf with draft factory-draft-Q8_0.gguf on CPU") {
+		t.Errorf("bar %v, status %q", m.bar.Value, m.status.Text)
+	}
+	if m.chat.local != m.model || !strings.HasPrefix(m.chat.engine.Text, "Local:") {
+		t.Errorf("chat engine %q", m.chat.engine.Text)
+	}
+	if !m.loadBtn.Disabled() == false || m.unloadBtn.Disabled() {
+		t.Error("after loading, Unload should be enabled")
+	}
+	m.unload()
+	h.settle()
+	if m.model != nil || m.chat.local != nil || !h.m.unloadBtn.Disabled() {
+		t.Error("unload left the model in place")
+	}
+}
+
+func TestLoadCancelAndError(t *testing.T) {
+	started := make(chan struct{})
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices = []int{2} }, func(ctx context.Context, cfg engine.Config, progress func(engine.Progress)) (loadedModel, error) {
+		if cfg.Backend != "cpu" || cfg.Threads < 1 || cfg.Context == 0 {
+			return nil, errors.New("bad config")
+		}
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	h.settle()
+	m.startLoad()
+	<-started
+	if m.cancelBtn.Disabled() || !m.loadBtn.Disabled() {
+		t.Error("while loading, Cancel should be the enabled one")
+	}
+	m.cancel()
+	h.waitFor("the cancelled load", func() bool { return m.cancelLoad == nil })
+	if m.model != nil || m.status.Text != "Loading cancelled." {
+		t.Errorf("status %q", m.status.Text)
+	}
+
+	m.load = func(context.Context, engine.Config, func(engine.Progress)) (loadedModel, error) {
+		return nil, errors.New("engine: target x.gguf: out of memory")
+	}
+	m.startLoad()
+	h.waitFor("the failed load", func() bool { return m.cancelLoad == nil })
+	if !m.errNotice.Visible() || !strings.Contains(m.errNotice.Text(), "Loading failed") {
+		t.Errorf("error notice %q", m.errNotice.Text())
+	}
+}
+
+func lastMessage(c *chatWindow) Message { return c.conv.Messages[len(c.conv.Messages)-1] }
+
+// The answer streams into the transcript, Stop keeps what came, and
+// Regenerate answers again.
+func TestChatStreamsStopsRegenerates(t *testing.T) {
+	model := &fakeModel{pieces: []string{"And God", " said,", " Let there be light"}, step: make(chan struct{})}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	c.input.SetText("Quote Genesis 1:3.")
+	c.sendInput()
+	model.step <- struct{}{}
+	model.step <- struct{}{}
+	h.waitFor("two streamed pieces", func() bool {
+		msgs := c.view.Messages()
+		return len(msgs) == 2 && msgs[1].Text == "And God said,"
+	})
+	if msgs := c.view.Messages(); !msgs[1].Streaming || c.stop.Disabled() || !c.send.Disabled() {
+		t.Errorf("while streaming: %+v, stop disabled %v", msgs[1], c.stop.Disabled())
+	}
+	if !strings.Contains(c.meter.Text(), "acceptance 50%") {
+		t.Errorf("meter %q", c.meter.Text())
+	}
+	c.escape() // Esc stops
+	h.waitFor("the stop", func() bool { return c.cancel == nil })
+	if m := lastMessage(c); m.Content != "And God said," || m.Stats == nil || m.Stats.FinishReason != "cancelled" {
+		t.Fatalf("after Stop: %+v %+v", m, m.Stats)
+	}
+	if got := c.view.Messages()[1]; got.Streaming || !strings.Contains(got.Stats, "stopped") {
+		t.Errorf("stopped message shows %+v", got)
+	}
+
+	model.step = nil
+	c.regenerate()
+	h.waitFor("the regenerated answer", func() bool { return c.cancel == nil })
+	if len(c.conv.Messages) != 2 || lastMessage(c).Content != "And God said, Let there be light" {
+		t.Fatalf("after Regenerate: %+v", c.conv.Messages)
+	}
+	reqs := model.requests()
+	last := reqs[len(reqs)-1]
+	if len(last.Messages) != 2 || last.Messages[0].Role != "system" || last.Messages[1].Content != "Quote Genesis 1:3." {
+		t.Errorf("regenerate asked %+v", last.Messages)
+	}
+	if c.conv.Title != "Quote Genesis 1:3." {
+		t.Errorf("title %q", c.conv.Title)
+	}
+}
+
+func TestChatEditResend(t *testing.T) {
+	model := &fakeModel{pieces: []string{"ok"}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	for _, q := range []string{"first", "second"} {
+		c.input.SetText(q)
+		c.sendInput()
+		h.waitFor("an answer", func() bool { return c.cancel == nil })
+	}
+	c.edit(0)
+	if c.input.Text != "first" || !c.notice.Visible() {
+		t.Fatalf("edit did not load the message: %q", c.input.Text)
+	}
+	c.input.SetText("first, edited")
+	c.sendInput()
+	h.waitFor("the resent answer", func() bool { return c.cancel == nil })
+	if len(c.conv.Messages) != 2 || c.conv.Messages[0].Content != "first, edited" {
+		t.Errorf("after edit and resend: %+v", c.conv.Messages)
+	}
+}
+
+// Conversations are saved as they change and reopened by the next start;
+// export writes Markdown.
+func TestConversationsReopenAndExport(t *testing.T) {
+	model := &fakeModel{pieces: []string{"A fortune."}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	c.input.SetText("Tell me a fortune.")
+	c.sendInput()
+	h.waitFor("an answer", func() bool { return c.cancel == nil })
+	h.settle()
+
+	m2, err := newMainWindow(h.m.app, h.m.store, testInventory(t), nil, h.q.post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := &guiHarness{t: t, m: m2, q: h.q}
+	h2.settle()
+	c2 := m2.chat
+	if c2.conv == nil || c2.conv.Title != "Tell me a fortune." || len(c2.conv.Messages) != 2 {
+		t.Fatalf("reopened conversation %+v", c2.conv)
+	}
+	if got := c2.view.Messages(); len(got) != 2 || got[1].Text != "A fortune." {
+		t.Errorf("reopened transcript %+v", got)
+	}
+
+	out := filepath.Join(t.TempDir(), "fortune.md")
+	m2.picker = fakePicker{path: out}
+	c2.export()
+	h2.settle()
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), "## Assistant\n\nA fortune.") {
+		t.Errorf("export: %v\n%s", err, b)
+	}
+}
+
+func TestChatWithoutModelSaysWhatToDo(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	c := h.m.chat
+	c.input.SetText("hello")
+	c.sendInput()
+	if !c.notice.Visible() || !strings.Contains(c.notice.Text(), "No model loaded") {
+		t.Errorf("notice %q", c.notice.Text())
+	}
+	if c.conv != nil && len(c.conv.Messages) > 0 {
+		t.Error("a message was added with nothing to answer it")
+	}
+}

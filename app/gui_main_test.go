@@ -1,0 +1,167 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+
+	"github.com/tandem-run/tandem/kernels/sharedtest"
+	"github.com/tandem-run/tandem/widgets"
+)
+
+func center(o fyne.CanvasObject) fyne.Position {
+	p := fyne.CurrentApp().Driver().AbsolutePositionForObject(o)
+	return p.Add(fyne.NewPos(o.Size().Width/2, o.Size().Height/2))
+}
+
+// A first start selects the demo pair, says so, and plans it.
+func TestFirstStartSelectsDemoPair(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	h.m.openModels()
+	h.settle()
+	m := h.m
+	if m.target == nil || m.target.Path != h.demo.Target || m.draft == nil || m.draft.Path != h.demo.Draft {
+		t.Fatalf("models %v %v, want the demo pair", m.target, m.draft)
+	}
+	if !m.notice.Visible() || !strings.Contains(m.notice.Text(), "demo pair") {
+		t.Errorf("notice %q", m.notice.Text())
+	}
+	if m.plan == nil || len(m.preview.Preview().Devices) == 0 {
+		t.Error("no plan shown for the demo pair")
+	}
+	if !strings.Contains(m.draftCard.Info().Verdict, "Can draft") || m.draftCard.Info().Bad {
+		t.Errorf("draft verdict %+v", m.draftCard.Info())
+	}
+}
+
+// Cleared cache: the demo pair is written again and still opens.
+func TestDemoPairAfterCacheCleared(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	os.RemoveAll(filepath.Dir(h.demo.Target))
+	h.m.set.Target = h.demo.Target // the last run used the demo pair
+	h.m.openModels()
+	h.settle()
+	if h.m.target == nil || h.m.errNotice.Visible() {
+		t.Fatalf("target %v, error %q", h.m.target, h.m.errNotice.Text())
+	}
+}
+
+// Dragging a GPU into the Target zone changes the placement and the preview.
+func TestDragChipChangesPlacementAndPreview(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{0}, nil }, nil)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	h.settle()
+	if got := len(m.preview.Preview().Devices); got != 1 {
+		t.Fatalf("preview has %d devices before the drag, want 1", got)
+	}
+	chip := m.gpus.ChipOf(widgets.ZonePool, 1)
+	from, to := center(chip), center(m.gpus.ZoneArea(widgets.ZoneTarget))
+	test.Drag(h.win.Canvas(), from, to.X-from.X, to.Y-from.Y)
+	h.settle()
+	if !slices.Equal(m.set.Layout.TargetDevices, []int{0, 1}) {
+		t.Fatalf("target devices %v after dragging GPU 1 in, want [0 1]", m.set.Layout.TargetDevices)
+	}
+	pv := m.preview.Preview()
+	if len(pv.Devices) != 2 || !pv.Fits {
+		t.Fatalf("preview after the drag: %+v", pv)
+	}
+	for _, d := range pv.Devices {
+		if d.Total() == 0 || d.Role != "target" {
+			t.Errorf("device %s holds %d bytes as %q", d.Label, d.Total(), d.Role)
+		}
+	}
+	// The saved settings follow.
+	h.settle()
+	saved, _, _ := m.store.loadSettings()
+	if !slices.Equal(saved.Layout.TargetDevices, []int{0, 1}) {
+		t.Errorf("saved target devices %v", saved.Layout.TargetDevices)
+	}
+}
+
+// Both models on one small GPU: the preview turns red with the amount, Load
+// is refused, and the planner's fix makes it fit.
+func TestOverBudgetOffersFix(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{0}, []int{0} }, nil)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	m.chooseModel("draft", h.demo.Draft)
+	h.settle()
+	pv := m.preview.Preview()
+	if pv.Fits || !strings.Contains(pv.Summary, "over by") {
+		t.Fatalf("preview %+v, want over budget", pv)
+	}
+	if len(pv.Devices) != 1 || pv.Devices[0].Over() == 0 {
+		t.Errorf("no device shown over budget: %+v", pv.Devices)
+	}
+	if !m.loadBtn.Disabled() {
+		t.Error("Load is enabled for a layout that does not fit")
+	}
+	fix := slices.IndexFunc(pv.Suggestions, func(s string) bool { return strings.HasPrefix(s, "Put the draft on") })
+	if fix < 0 {
+		t.Fatalf("suggestions %q: none moves the draft", pv.Suggestions)
+	}
+	m.preview.Apply(fix)
+	h.settle()
+	if !m.preview.Preview().Fits || m.loadBtn.Disabled() {
+		t.Fatalf("after the fix: %+v, Load disabled %v", m.preview.Preview(), m.loadBtn.Disabled())
+	}
+	if d := m.set.Layout.DraftDevices; len(d) != 1 || d[0] == 0 || !slices.Equal(m.gpus.Placement().Draft, d) {
+		t.Errorf("draft devices %v, canvas %v: the draft did not move", d, m.gpus.Placement().Draft)
+	}
+}
+
+func TestIncompatibleDraftBlocksLoad(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{2}, []int{2} }, nil)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	m.chooseModel("draft", sharedtest.Path(t, "models", "factory-eagle3-F16.gguf"))
+	h.settle()
+	if m.draftCard.Info().Bad {
+		t.Fatalf("EAGLE-3 draft judged incompatible: %q", m.draftCard.Info().Verdict)
+	}
+	m.chooseModel("target", h.demo.Draft) // a llama target for an EAGLE-3 draft of a qwen3
+	h.settle()
+	if info := m.draftCard.Info(); !info.Bad || !strings.HasPrefix(info.Verdict, "Cannot draft") {
+		t.Errorf("verdict %+v", info)
+	}
+	if !m.loadBtn.Disabled() {
+		t.Error("Load enabled with an incompatible draft")
+	}
+}
+
+func TestChoosingAWrongFileSaysWhy(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	bad := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(bad, []byte("hello"), 0o644)
+	h.m.chooseModel("target", bad)
+	h.settle()
+	if !h.m.errNotice.Visible() || !strings.Contains(h.m.errNotice.Text(), "not a .gguf file") {
+		t.Errorf("error notice %q", h.m.errNotice.Text())
+	}
+	corrupt := filepath.Join(t.TempDir(), "broken.gguf")
+	os.WriteFile(corrupt, []byte("GGUF but not really"), 0o644)
+	h.m.chooseModel("target", corrupt)
+	h.settle()
+	if !strings.Contains(h.m.errNotice.Text(), "could not be opened") || h.m.target != nil {
+		t.Errorf("error notice %q, target %v", h.m.errNotice.Text(), h.m.target)
+	}
+}
+
+// A settings file that cannot be read is reported in the window.
+func TestCorruptSettingsReported(t *testing.T) {
+	h := newHarness(t, func(s *Settings) {}, nil)
+	os.WriteFile(filepath.Join(h.m.store.dir, settingsFile), []byte("{garbage"), 0o600)
+	m, err := newMainWindow(h.m.app, h.m.store, testInventory(t), nil, h.q.post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.notice.Visible() || !strings.Contains(m.notice.Text(), "default settings") {
+		t.Errorf("notice %q", m.notice.Text())
+	}
+}
