@@ -129,7 +129,7 @@ func (h *guiHarness) waitFor(what string, cond func() bool) {
 // fakePicker answers every question with path.
 type fakePicker struct{ path string }
 
-func (p fakePicker) openModel(_ string, done func(string))    { done(p.path) }
+func (p fakePicker) openModel(_ string, done func(string))   { done(p.path) }
 func (p fakePicker) saveFile(_, _ string, done func(string)) { done(p.path) }
 
 // fakeModel is a loaded model that answers with scripted pieces; each
