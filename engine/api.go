@@ -24,6 +24,9 @@ type Config struct {
 	Context int    // KV-cache length in tokens; 0 = min(trained context, 4096)
 	KVType  string // "f16" (default), "q8_0" or "f32"
 	Threads int    // CPU worker threads; 0 = all cores
+	// Placement spreads the models over several devices (placement.go);
+	// nil runs both on the one device of Backend and GPU.
+	Placement *Placement
 
 	DraftMax  int     // most tokens drafted per step (default 8)
 	DraftMin  int     // fewest the adaptive length goes down to (default 1)

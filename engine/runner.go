@@ -38,6 +38,7 @@ type Runner struct {
 	target    *sequence
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
+	placed    *placed // the devices of a multi-device placement (placement.go)
 
 	mu sync.Mutex
 }
@@ -73,6 +74,12 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		if r.template, err = chat.FromGGUF(tf); err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
+	}
+	if cfg.Placement != nil {
+		if err := r.loadPlaced(ctx, tf, df, progress); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
 	if r.backend, err = newBackend(cfg); err != nil {
 		return nil, err
@@ -171,20 +178,23 @@ func (r *Runner) Close() error {
 	var errs []error
 	switch d := r.draft.(type) {
 	case *modelDrafter:
-		errs = append(errs, d.seq.m.Close())
+		errs = append(errs, d.seq.close())
 	case *eagle3Drafter:
 		errs = append(errs, d.m.Close())
 	}
 	if r.target != nil {
-		errs = append(errs, r.target.m.Close())
+		errs = append(errs, r.target.close())
 	}
 	if r.backend != nil {
 		errs = append(errs, r.backend.Close())
 	}
+	if r.placed != nil {
+		errs = append(errs, r.placed.close())
+	}
 	for _, f := range r.files {
 		errs = append(errs, f.Close())
 	}
-	r.draft, r.target, r.backend, r.files = nil, nil, nil, nil
+	r.draft, r.target, r.backend, r.files, r.placed = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -203,8 +213,8 @@ type Info struct {
 func (r *Runner) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	in := Info{Target: r.files[0].Describe(), Context: r.target.m.Context(),
-		ChatTemplate: r.template != nil, Usage: r.backend.Usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
+	in := Info{Target: r.files[0].Describe(), Context: r.target.context(),
+		ChatTemplate: r.template != nil, Usage: r.usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()
 		in.Draft, in.DraftKind = &d, r.draftKind

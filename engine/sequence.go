@@ -11,6 +11,7 @@ import (
 // speculative step the cache rolls back to the longest common prefix.
 type sequence struct {
 	m      *model.Model
+	placed *model.Placed // instead of m when the model spans devices (placement.go)
 	cached []int32
 }
 
@@ -27,7 +28,7 @@ func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32
 		out[i] = len(tokens) - rows - c + i
 	}
 	s.cached = s.cached[:min(c, len(s.cached))]
-	logits, err := s.m.Forward(ctx, tokens[c:], c, out)
+	logits, err := s.forward(ctx, tokens[c:], c, out)
 	if err != nil {
 		return nil, err // the cache keeps tokens[:c]; nothing after it is trusted
 	}
