@@ -1,12 +1,16 @@
 package serve
 
 import (
+	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.uber.org/goleak"
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/chat"
@@ -76,5 +80,55 @@ func TestDemoPairOverHTTP(t *testing.T) {
 		if err != nil || got != want || st.Drafted != wantStats.Drafted || st.Accepted != wantStats.Accepted {
 			t.Errorf("Remote: %q, %+v, %v; want %q, %+v", got, st, err, want, wantStats)
 		}
+	}
+}
+
+// TestDemoPairHundredConcurrent: 100 short requests at once against the
+// real engine all complete, each with the answer the engine gives that
+// prompt alone, and nothing is left running once the runner is closed.
+func TestDemoPairHundredConcurrent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	r, err := engine.Load(t.Context(), engine.Config{
+		Target:  sharedtest.Path(t, "models", "factory-target-Q8_0.gguf"),
+		Draft:   sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"),
+		Context: 256,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const distinct = 5 // prompts; each is asked 20 times
+	want := make([]string, distinct)
+	for i := range want {
+		req := engine.Request{Prompt: fmt.Sprintf("Chapter %d.", i+1), MaxTokens: 4}
+		if want[i], _, err = collect(t.Context(), r, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(New(r, Options{Model: "factory-target"}))
+	defer srv.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			stream := i%2 == 0
+			body := fmt.Sprintf(`{"prompt":"Chapter %d.","max_tokens":4,"temperature":0,"stream":%v}`, i%distinct+1, stream)
+			resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got, aerr := answer(b, stream)
+			if err != nil || aerr != nil || resp.StatusCode != 200 || got != want[i%distinct] {
+				errs <- fmt.Errorf("request %d: %d %q (%v, %v), want %q", i, resp.StatusCode, got, err, aerr, want[i%distinct])
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
