@@ -31,6 +31,7 @@ for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
 
 "$work/tandem" gui --frame-stats "$out/frames.json" >"$work/app.log" 2>&1 &
 app_pid=$!
+mark() { echo "$(date +%s%3N) (Unix ms): $*"; }
 
 # waitwin NAME: the id of the window titled NAME, once it is mapped.
 waitwin() {
@@ -47,12 +48,16 @@ waitwin() {
 
 main=$(waitwin '^Tandem$')
 sleep 4 # the demo pair is written to the cache, opened and planned
+mark main window screenshot
 import -window "$main" "$out/main.png"
+mark loading
 
 xdotool windowfocus "$main"
 xdotool key --window "$main" ctrl+l
 chat=$(waitwin 'chat')
+mark chat window mapped
 sleep 1
+mark typing
 xdotool windowfocus "$chat"
 xdotool type --delay 30 "Quote Genesis 1:3."
 xdotool key ctrl+Return
@@ -62,6 +67,7 @@ for _ in $(seq 300); do
 	grep -qs '"finish_reason"' "$XDG_CONFIG_HOME"/tandem/conversations/*.json && break
 	sleep 0.2
 done
+mark answer saved
 sleep 1
 import -window "$chat" "$out/chat.png"
 
