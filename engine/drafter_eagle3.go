@@ -93,13 +93,13 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 		if i == n-1 {
 			break
 		}
-		// Position ran+i reads the token just drafted and the state the
+		// Position ran+i reads the token just drafted and the output the
 		// previous call left.
-		if logits, err = d.m.Forward(ctx, d.toks[len(d.toks)-1:], ran+i); err != nil {
+		if logits, err = d.m.Step(ctx, t, ran+i); err != nil {
 			return nil, nil, err
 		}
 	}
-	// Positions fed with the draft's own states are not kept: the target
+	// Positions run on the draft's own outputs are not kept: the target
 	// will provide its states for them.
 	if err := d.m.Truncate(min(ran, d.m.Len())); err != nil {
 		return nil, nil, err

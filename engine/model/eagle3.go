@@ -29,13 +29,13 @@ type Eagle3Options struct {
 // Eagle3 is an EAGLE-3 draft: one decoder layer that proposes tokens from
 // the target's hidden states. It reads, at position p, the pair
 // (token[p+1], g[p]): g[p] is fc of the target's captured block inputs at p
-// (Encode) for positions the target has run, and the draft's own pre-norm
-// state of position p-1 for positions it drafts past them (Forward stores
-// it). Its logits come from output_norm and a head, and its token embedding
-// from a table, that are the target's unless the file has its own.
+// (Encode) for positions the target has run (Forward), and the draft's own
+// pre-norm output at p-1 for positions it drafts past them (Step). Its
+// logits come from output_norm and a head, and its token embedding from a
+// table, that are the target's unless the file has its own.
 //
-// The draft's positions are the target's: the KV cache and the state g
-// span the target's context, and both roll back with it.
+// The draft's positions are the target's: the KV cache and the fused
+// states span the target's context, and both roll back with it.
 type Eagle3 struct {
 	params      Eagle3Params
 	targetVocab int
@@ -48,14 +48,17 @@ type Eagle3 struct {
 	s           eagle3Scratch
 	bufs        []kernels.Buffer
 
-	// g is the state every position reads: [context+1, n_embd] (the row
-	// past the context takes the last position's own state). Rows [0, gEnd)
-	// hold one.
-	g    kernels.Tensor
-	gEnd int
+	// fused are the target's states, fc'ed: [context, n_embd], rows
+	// [0, nFused) current. own is the draft's last pre-norm output
+	// [1, n_embd], the state position next reads when drafting goes on.
+	fused  kernels.Tensor
+	nFused int
+	own    kernels.Tensor
+	next   int
 
 	fuse map[int]kernels.Program // Encode, by rows
 	body map[int]kernels.Program // Forward, by rows
+	step map[int]kernels.Program // Step (one row)
 
 	// host staging
 	tokens, positions []int32
@@ -66,7 +69,7 @@ type Eagle3 struct {
 // eagle3Scratch is the activations of one pass, sized for the largest batch.
 type eagle3Scratch struct {
 	tokens, pos kernels.Tensor // I32 [1, batch]: token[p+1] and p of each row
-	fused       kernels.Tensor // [batch, n_fused] target states being fused
+	hidden      kernels.Tensor // [batch, n_fused] target states being fused
 	fcOut       kernels.Tensor // [batch, n_embd] their g
 	emb, g      kernels.Tensor // [batch, n_embd] token embedding, state read
 	in          kernels.Tensor // [batch, 2*n_embd] RMSNorm(emb) | RMSNorm(g)
@@ -126,7 +129,8 @@ func LoadEagle3(ctx context.Context, f *gguf.File, target *Model, opts Eagle3Opt
 		}
 	}()
 	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: target.opts.Context, batch: min(opts.Batch, target.opts.Context),
-		be: be, d2t: d2t, fuse: map[int]kernels.Program{}, body: map[int]kernels.Program{}}
+		be: be, d2t: d2t, next: -1,
+		fuse: map[int]kernels.Program{}, body: map[int]kernels.Program{}, step: map[int]kernels.Program{}}
 	if err := l.placeAll(e.specs(&m.w, tp.Vocab)); err != nil {
 		return nil, err
 	}
@@ -170,20 +174,21 @@ func (m *Eagle3) borrow(target *Model) error {
 	return nil
 }
 
-// allocState allocates the state rows g (counted with the KV cache: both
-// hold one row per position) and the scratch.
+// allocState allocates the fused states (counted with the KV cache: both
+// hold one row per position), the draft's own state and the scratch.
 func (m *Eagle3) allocState(l *loader, owner string) error {
 	p, b := m.params, m.batch
 	var state arena
-	state.add(&m.g, quant.F32, m.context+1, p.Embd)
+	state.add(&m.fused, quant.F32, m.context, p.Embd)
 	if err := state.alloc(l, kernels.Label{Owner: owner, Cat: kernels.KV}); err != nil {
 		return fmt.Errorf("model: EAGLE-3 state: %w", err)
 	}
 	s := &m.s
 	var a arena
+	a.add(&m.own, quant.F32, 1, p.Embd)
 	a.add(&s.tokens, quant.I32, 1, b)
 	a.add(&s.pos, quant.I32, 1, b)
-	a.add(&s.fused, quant.F32, b, p.FusedWidth())
+	a.add(&s.hidden, quant.F32, b, p.FusedWidth())
 	a.add(&s.fcOut, quant.F32, b, p.Embd)
 	a.add(&s.emb, quant.F32, b, p.Embd)
 	a.add(&s.g, quant.F32, b, p.Embd)
@@ -234,21 +239,21 @@ func (m *Eagle3) Truncate(n int) error {
 
 // Encode fuses the target's captured states of positions pos, pos+1, ...
 // (hidden [n, n_fused], as Options.OnCapture hands them over, on the
-// target's backend) into the state g those positions read. Positions from
-// pos on are overwritten, and drafted positions that read them are dropped
+// target's backend) into the states those positions read. Fused states
+// from pos on are replaced, and draft positions that read them are dropped
 // from the cache; pos may not be past the states held.
 func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) error {
 	n := hidden.Rows
 	switch {
 	case hidden.Cols != m.params.FusedWidth() || n <= 0:
 		return fmt.Errorf("model: EAGLE-3 encode of %v, want [n,%d]: %w", hidden, m.params.FusedWidth(), ErrShape)
-	case pos < 0 || pos > m.gEnd:
-		return fmt.Errorf("model: EAGLE-3 encode at %d with states up to %d: %w", pos, m.gEnd, ErrPosition)
+	case pos < 0 || pos > m.nFused:
+		return fmt.Errorf("model: EAGLE-3 encode at %d with states up to %d: %w", pos, m.nFused, ErrPosition)
 	case pos+n > m.context:
 		return fmt.Errorf("model: EAGLE-3 encode of %d positions at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
 	m.kv.n = min(m.kv.n, pos)
-	m.gEnd = pos
+	m.nFused = pos
 	for c := 0; c < n; c += m.batch {
 		b := min(m.batch, n-c)
 		if err := m.writeInputs(nil, pos+c, b); err != nil {
@@ -256,7 +261,7 @@ func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) err
 		}
 		// The capture belongs to the target's pass: copy it before the
 		// target's next pass reuses the buffer.
-		if err := m.be.Copy(m.s.fused.RowSlice(0, b), hidden.RowSlice(c, b)); err != nil {
+		if err := m.be.Copy(m.s.hidden.RowSlice(0, b), hidden.RowSlice(c, b)); err != nil {
 			return fmt.Errorf("model: EAGLE-3 encode: %w", err)
 		}
 		prog, err := cachedProgram(m.be, m.fuse, b, m.fuseOps)
@@ -266,18 +271,18 @@ func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) err
 		if err := prog.Run(ctx); err != nil {
 			return fmt.Errorf("model: EAGLE-3 encode: %w", err)
 		}
-		m.gEnd = pos + c + b
+		m.nFused = pos + c + b
 	}
 	return nil
 }
 
-// Forward runs the draft at positions pos, pos+1, ...: row i takes
-// tokens[i] (the token at position pos+i+1) and the state of position
-// pos+i. It returns the logits of the last row over the target's
-// vocabulary (ids outside a d2t map get -Inf) and keeps that row's
-// pre-norm state as the state of the next position, so drafting goes on
-// one token at a time. Positions from pos on are overwritten; pos may not
-// be past Len(). The returned slice is reused by the next call.
+// Forward runs the draft at positions pos, pos+1, ... on the target's
+// states: row i takes tokens[i] (the token at position pos+i+1) and the
+// fused state of position pos+i. It returns the logits of the last row
+// over the target's vocabulary (ids outside a d2t map get -Inf) and keeps
+// that row's pre-norm output for Step. Positions from pos on are
+// overwritten; pos may not be past Len(). The returned slice is reused by
+// the next call.
 func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
 	n := len(tokens)
 	switch {
@@ -285,22 +290,43 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 		return nil, fmt.Errorf("model: EAGLE-3 forward: no tokens: %w", ErrBadParam)
 	case pos < 0 || pos > m.kv.n:
 		return nil, fmt.Errorf("model: EAGLE-3 forward at %d with %d cached: %w", pos, m.kv.n, ErrPosition)
-	case pos+n > m.gEnd:
-		return nil, fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with states up to %d: %w", n, pos, m.gEnd, ErrPosition)
+	case pos+n > m.nFused:
+		return nil, fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
+	}
+	return m.run(ctx, tokens, pos, m.body, m.bodyOps)
+}
+
+// Step drafts on past the target's states: position pos takes token (the
+// one at pos+1, just drafted) and the pre-norm output the previous call
+// left at pos-1. It returns the logits as Forward does and keeps its own
+// output for the next Step.
+func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, error) {
+	if pos != m.next || pos > m.kv.n || pos >= m.context {
+		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.kv.n, ErrPosition)
+	}
+	return m.run(ctx, []int32{token}, pos, m.step, m.stepOps)
+}
+
+// run runs the tokens at pos through the programs ops compiles, in chunks,
+// keeps the last row's pre-norm output and reads its logits.
+func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int]kernels.Program, ops func(int) []kernels.Op) ([]float32, error) {
+	n := len(tokens)
+	if pos+n > m.context {
+		return nil, fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
 	for i, t := range tokens {
 		if t < 0 || int(t) >= m.targetVocab {
 			return nil, fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.targetVocab)
 		}
 	}
-	m.kv.n = pos
+	m.kv.n, m.next = pos, -1
 	b := 0
 	for c := 0; c < n; c += b {
 		b = min(m.batch, n-c)
 		if err := m.writeInputs(tokens[c:c+b], pos+c, b); err != nil {
 			return nil, err
 		}
-		prog, err := cachedProgram(m.be, m.body, b, m.bodyOps)
+		prog, err := cachedProgram(m.be, cache, b, ops)
 		if err != nil {
 			return nil, err
 		}
@@ -309,10 +335,10 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 		}
 		m.kv.n = pos + c + b
 	}
-	if err := m.be.Copy(m.g.Row(pos+n), m.s.x.Row(b-1)); err != nil {
+	if err := m.be.Copy(m.own, m.s.x.Row(b-1)); err != nil {
 		return nil, fmt.Errorf("model: EAGLE-3 state: %w", err)
 	}
-	m.gEnd = pos + n + 1
+	m.next = pos + n
 	return m.readLogits()
 }
 
@@ -360,25 +386,33 @@ func (m *Eagle3) readLogits() ([]float32, error) {
 // positions: g = fc(x), x optionally RMS-normalised first.
 func (m *Eagle3) fuseOps(b int) []kernels.Op {
 	s, w := m.s, m.w
-	x, g := s.fused.RowSlice(0, b), s.fcOut.RowSlice(0, b)
+	x, g := s.hidden.RowSlice(0, b), s.fcOut.RowSlice(0, b)
 	var ops []kernels.Op
 	if m.params.NormBeforeFC {
 		ops = append(ops, kernels.RMSNorm{Dst: x, X: x, W: w.fcNorm, Eps: m.params.NormEps})
 	}
 	return append(ops,
 		kernels.MatMul{Dst: g, W: w.fc, X: x},
-		kernels.SetRows{Dst: m.g, Src: g, Idx: s.pos.ColSlice(0, b)},
+		kernels.SetRows{Dst: m.fused, Src: g, Idx: s.pos.ColSlice(0, b)},
 	)
 }
 
-// bodyOps is the draft for b rows: the borrowed embedding, the decoder
-// layer, the borrowed head on the last row. The three parts are kept apart
-// because the borrowed tensors are where the draft would meet another
-// device, were the target's embedding or head not on the draft's.
+// bodyOps is the draft for b rows on the target's states: the borrowed
+// embedding, the decoder layer, the borrowed head on the last row. The
+// parts are kept apart because the borrowed tensors are where the draft
+// would meet another device, were the target's embedding or head not on
+// the draft's.
 func (m *Eagle3) bodyOps(b int) []kernels.Op {
-	ops := m.embedOps(b)
-	ops = append(ops, m.layerOps(b)...)
+	g := m.s.g.RowSlice(0, b)
+	ops := append(m.embedOps(b), kernels.GetRows{Dst: g, Src: m.fused, Idx: m.s.pos.ColSlice(0, b)})
+	ops = append(ops, m.layerOps(b, g)...)
 	return append(ops, m.headOps(b)...)
+}
+
+// stepOps is the draft for one row on its own previous output.
+func (m *Eagle3) stepOps(int) []kernels.Op {
+	ops := append(m.embedOps(1), m.layerOps(1, m.own)...)
+	return append(ops, m.headOps(1)...)
 }
 
 // embedOps looks up the embedding of each row's token.
@@ -386,13 +420,13 @@ func (m *Eagle3) embedOps(b int) []kernels.Op {
 	return []kernels.Op{kernels.GetRows{Dst: m.s.emb.RowSlice(0, b), Src: m.w.tokEmbd, Idx: m.s.tokens.ColSlice(0, b)}}
 }
 
-// layerOps is the decoder layer: attention over the normalised embedding
-// and state side by side, the state as residual, then a pre-norm SwiGLU
-// FFN. It leaves the pre-norm output in s.x.
-func (m *Eagle3) layerOps(b int) []kernels.Op {
+// layerOps is the decoder layer on states g [b, n_embd]: attention over
+// the normalised embedding and state side by side, the state as residual,
+// then a pre-norm SwiGLU FFN. It leaves the pre-norm output in s.x.
+func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	p, s, w := m.params, m.s, m.w
 	pos := s.pos.ColSlice(0, b)
-	emb, g, in := s.emb.RowSlice(0, b), s.g.RowSlice(0, b), s.in.RowSlice(0, b)
+	emb, in := s.emb.RowSlice(0, b), s.in.RowSlice(0, b)
 	embNormed, gNormed := in.ColSlice(0, p.Embd), in.ColSlice(p.Embd, p.Embd)
 	x, h, tmp := s.x.RowSlice(0, b), s.h.RowSlice(0, b), s.tmp.RowSlice(0, b)
 	q, k, v, attn := s.q.RowSlice(0, b), s.k.RowSlice(0, b), s.v.RowSlice(0, b), s.attn.RowSlice(0, b)
@@ -406,7 +440,6 @@ func (m *Eagle3) layerOps(b int) []kernels.Op {
 		residual = gNormed
 	}
 	return []kernels.Op{
-		kernels.GetRows{Dst: g, Src: m.g, Idx: pos},
 		kernels.RMSNorm{Dst: embNormed, X: emb, W: w.embdNorm, Eps: p.NormEps},
 		kernels.RMSNorm{Dst: gNormed, X: g, W: w.gNorm, Eps: p.NormEps},
 
@@ -442,11 +475,21 @@ func (m *Eagle3) headOps(b int) []kernels.Op {
 	}
 }
 
+// weightBytes is the bytes of weights one drafted token reads: the layer's
+// matrices and the head (the embedding is read one row per token).
+func (m *Eagle3) weightBytes() int64 {
+	n := m.w.output.Bytes()
+	for _, t := range []kernels.Tensor{m.w.wq, m.w.wk, m.w.wv, m.w.wo, m.w.gate, m.w.up, m.w.down} {
+		n += t.Bytes()
+	}
+	return n
+}
+
 // Close releases the programs and the draft's own device memory; borrowed
 // tensors stay with the target.
 func (m *Eagle3) Close() error {
 	var errs []error
-	for _, progs := range []map[int]kernels.Program{m.fuse, m.body} {
+	for _, progs := range []map[int]kernels.Program{m.fuse, m.body, m.step} {
 		for k, p := range progs {
 			errs = append(errs, p.Close())
 			delete(progs, k)

@@ -26,7 +26,7 @@ type eagle3Pair struct {
 	states [][]float64 // per position: the concatenated captured block inputs
 }
 
-func loadEagle3Pair(t *testing.T, draftPath string, targetBatch int, opts Eagle3Options) (*eagle3Pair, error) {
+func loadEagle3Pair(t testing.TB, draftPath string, targetBatch int, opts Eagle3Options) (*eagle3Pair, error) {
 	t.Helper()
 	pr := &eagle3Pair{}
 	var err error
@@ -75,7 +75,7 @@ func loadEagle3Pair(t *testing.T, draftPath string, targetBatch int, opts Eagle3
 	return pr, nil
 }
 
-func demoEagle3(t *testing.T) string { return sharedtest.Path(t, "models", "factory-eagle3-F16.gguf") }
+func demoEagle3(t testing.TB) string { return sharedtest.Path(t, "models", "factory-eagle3-F16.gguf") }
 
 // demoSequence is the first oracle prompt and the target's continuation.
 func demoSequence(t *testing.T) []int32 {
@@ -98,7 +98,7 @@ func (pr *eagle3Pair) draftRun(t *testing.T, seq []int32, n int, drafted []int32
 	}
 	out := [][]float32{slices.Clone(logits)}
 	for i, tok := range drafted {
-		if logits, err = pr.draft.Forward(ctx, []int32{tok}, n+i); err != nil {
+		if logits, err = pr.draft.Step(ctx, tok, n+i); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, slices.Clone(logits))
@@ -354,14 +354,30 @@ func TestEagle3Positions(t *testing.T) {
 	if _, err := pr.draft.Forward(ctx, []int32{-1}, 0); !errors.Is(err, ErrToken) {
 		t.Errorf("bad token: %v", err)
 	}
-	// Three positions, then two drafted ones.
-	for i, c := range []struct{ pos, n int }{{0, 4}, {4, 1}, {5, 1}} {
-		if _, err := pr.draft.Forward(ctx, seq[c.pos+1:c.pos+1+c.n], c.pos); err != nil {
-			t.Fatalf("call %d: %v", i, err)
+	if _, err := pr.draft.Step(ctx, seq[1], 0); !errors.Is(err, ErrPosition) {
+		t.Errorf("step with no state of the draft's own: %v", err)
+	}
+	// The four positions the target ran, then two drafted ones.
+	if _, err := pr.draft.Forward(ctx, seq[1:5], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.draft.Step(ctx, seq[5], 5); !errors.Is(err, ErrPosition) {
+		t.Errorf("step past a gap: %v", err)
+	}
+	for pos := 4; pos < 6; pos++ {
+		if _, err := pr.draft.Step(ctx, seq[pos+1], pos); err != nil {
+			t.Fatalf("step at %d: %v", pos, err)
 		}
 	}
 	if err := pr.draft.Truncate(7); !errors.Is(err, ErrPosition) {
 		t.Errorf("truncate past the cache: %v", err)
+	}
+	// Drafted states are the draft's own: the target's stay as they were.
+	if err := pr.draft.Truncate(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.draft.Forward(ctx, seq[3:5], 2); err != nil {
+		t.Errorf("forward on the target's states after drafting: %v", err)
 	}
 }
 
@@ -519,4 +535,38 @@ func (pr *eagle3Pair) reference(t *testing.T, tokens, drafted []int32) [][]float
 		step(len(tokens)+i, tok)
 	}
 	return out
+}
+
+// BenchmarkEagle3Draft times one drafted token: the decoder layer and the
+// borrowed head, reporting tokens/s and weight bytes streamed per second.
+func BenchmarkEagle3Draft(b *testing.B) {
+	pr, err := loadEagle3Pair(b, demoEagle3(b), 0, Eagle3Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	prompt := []int32{1, 7570, 203, 5139, 1372, 368, 280, 285, 198}
+	if _, err := pr.target.Forward(ctx, prompt[:8], 0, nil); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pr.draft.Forward(ctx, prompt[1:], 0); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(pr.draft.weightBytes())
+	b.ResetTimer()
+	for i := range b.N {
+		pos := 8 + i%100
+		if pos == 8 {
+			if err := pr.draft.Truncate(7); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pr.draft.Forward(ctx, prompt[8:], 7); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := pr.draft.Step(ctx, int32(i%100), pos); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
