@@ -23,6 +23,7 @@ type engineFlags struct {
 	threads            int
 	draftMax, draftMin int
 	draftPMin          float64
+	place              placementFlags
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -37,6 +38,7 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.draftMax, "draft-max", engine.DefaultDraftMax, "most tokens drafted per step")
 	fs.IntVar(&e.draftMin, "draft-min", engine.DefaultDraftMin, "fewest tokens the adaptive draft length goes down to")
 	fs.Float64Var(&e.draftPMin, "draft-p-min", engine.DefaultDraftPMin, "stop drafting when the draft's top probability is below this")
+	e.place.register(fs)
 }
 
 // config resolves the demo pair when no model was given.
@@ -51,8 +53,13 @@ func (e *engineFlags) config(errOut io.Writer) (engine.Config, error) {
 			draft = "" // --lookup alone asks for draftless decoding
 		}
 	}
+	place, err := e.place.placement()
+	if err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{Target: target, Draft: draft, Lookup: e.lookup, Backend: e.backend, GPU: e.gpu, Context: e.ctx,
-		KVType: e.kvType, Threads: e.threads, DraftMax: e.draftMax, DraftMin: e.draftMin, DraftPMin: e.draftPMin}, nil
+		KVType: e.kvType, Threads: e.threads, DraftMax: e.draftMax, DraftMin: e.draftMin, DraftPMin: e.draftPMin,
+		Placement: place}, nil
 }
 
 // samplingFlags are the per-request sampling settings.

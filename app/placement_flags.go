@@ -1,0 +1,43 @@
+package app
+
+import (
+	"flag"
+
+	"github.com/tandem-run/tandem/engine"
+)
+
+// placementFlags are the planner's placement flags (tandem plan's) on the
+// commands that load models: given any, the models spread over devices as
+// the plan lays them out.
+type placementFlags struct {
+	virtual, targetDevs, draftDevs, split, ratios, head string
+}
+
+func (p *placementFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.virtual, "virtual-devices", "", "run on virtual devices, e.g. `cpu:8GiB,cpu:8GiB` or cuda0:12GiB,cuda0:12GiB")
+	fs.StringVar(&p.targetDevs, "target-devices", "", "target's device `indices`, in order (default: all)")
+	fs.StringVar(&p.draftDevs, "draft-devices", "", "draft's device `indices` (default: the target's last)")
+	fs.StringVar(&p.split, "split", "layer", "how the target spreads over its devices: `layer` or tensor")
+	fs.StringVar(&p.ratios, "ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
+	fs.StringVar(&p.head, "head", "", "target's output head: `single`, replicated or split")
+}
+
+// placement is nil when no device flag was given (one device, --backend).
+func (p *placementFlags) placement() (*engine.Placement, error) {
+	if p.virtual == "" && p.targetDevs == "" && p.draftDevs == "" {
+		return nil, nil
+	}
+	inv, err := loadInventory("", p.virtual)
+	if err != nil {
+		return nil, err
+	}
+	target, err := parsePlacement(p.targetDevs, p.split, p.ratios, p.head, inv)
+	if err != nil {
+		return nil, err
+	}
+	draft, err := parseDraftPlacement(p.draftDevs, "target", target)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.Placement{Devices: inv.Devices, Target: target, Draft: draft}, nil
+}
