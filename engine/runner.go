@@ -14,6 +14,7 @@ import (
 	"github.com/tandem-run/tandem/engine/tokenizer"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -146,8 +147,14 @@ func newBackend(cfg Config) (kernels.Backend, error) {
 	switch strings.ToLower(cfg.Backend) {
 	case "", "cpu":
 		return cpu.New(cpu.Options{Threads: cfg.Threads}), nil
+	case "cuda":
+		be, err := cuda.Open(cuda.Options{Ordinal: cfg.GPU})
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		return be, nil
 	}
-	return nil, fmt.Errorf("engine: backend %q: %w (cpu)", cfg.Backend, model.ErrUnsupported)
+	return nil, fmt.Errorf("engine: backend %q: %w (cpu or cuda)", cfg.Backend, model.ErrUnsupported)
 }
 
 func kvType(name string) (quant.Type, error) {
