@@ -58,7 +58,7 @@ func (d *eagle3Drafter) load(ctx context.Context, f *gguf.File, target *sequence
 func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sample.Sampler) ([]int32, [][]float32, error) {
 	last := len(history) - 1
 	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
-	if ran < last || ran == 0 {
+	if ran < last || ran == 0 || n <= 0 {
 		return nil, nil, nil
 	}
 	// Catch up from the first position whose token or state changed; rerun

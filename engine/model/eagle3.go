@@ -27,12 +27,13 @@ type Eagle3Options struct {
 }
 
 // Eagle3 is an EAGLE-3 draft: one decoder layer that proposes tokens from
-// the target's hidden states. It reads, at position p, the pair
-// (token[p+1], g[p]): g[p] is fc of the target's captured block inputs at p
-// (Encode) for positions the target has run (Forward), and the draft's own
-// pre-norm output at p-1 for positions it drafts past them (Step). Its
-// logits come from output_norm and a head, and its token embedding from a
-// table, that are the target's unless the file has its own.
+// the target's hidden states. At position p it reads the pair
+// (token[p+1], g[p]). Where the target has run p, g[p] is fc of the
+// target's captured block inputs there (Encode stores them, Forward reads
+// them); past that, drafting one token at a time, g[p] is the draft's own
+// pre-norm output at p-1 (Step). Its logits come from output_norm and a
+// head, and its token embedding from a table, that are the target's unless
+// the file has its own.
 //
 // The draft's positions are the target's: the KV cache and the fused
 // states span the target's context, and both roll back with it.
