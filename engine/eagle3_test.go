@@ -102,3 +102,33 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 		}
 	}
 }
+
+// A generation cancelled halfway leaves the EAGLE-3 draft's state behind
+// the target's; the next one still reproduces the target.
+func TestEagle3AfterCancel(t *testing.T) {
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf"), DraftMax: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	events := 0
+	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true}, func(Event) {
+		events++
+		if events == 3 {
+			cancel()
+		}
+	})
+	if err != nil || st.FinishReason != "cancelled" {
+		t.Fatalf("finish %q, %v", st.FinishReason, err)
+	}
+	p := loadOracle(t)[3]
+	var ids []int32
+	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true},
+		func(e Event) { ids = append(ids, e.IDs...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, p.Target.Greedy) {
+		t.Errorf("after cancel:\n got %v\nwant %v", ids, p.Target.Greedy)
+	}
+	if st.Accepted == 0 {
+		t.Error("no drafted token was accepted after the cancel")
+	}
+}
