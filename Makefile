@@ -4,7 +4,7 @@ DEB_PACKAGES := gcc pkg-config libgl1-mesa-dev libxcursor-dev libxrandr-dev libx
 	libxi-dev libxxf86vm-dev libgtk-3-dev xvfb xauth imagemagick x11-utils xdotool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test fuzz vet
+.PHONY: deps build run package screenshots test fuzz vet
 
 deps:
 	@dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $(DEB_PACKAGES); }
@@ -12,8 +12,18 @@ deps:
 build: deps
 	go build -o tandem .
 
+# The first start opens on the bundled demo pair.
 run: build
 	./tandem
+
+# dist/Tandem.tar.xz (fyne package) and dist/tandem_VERSION_ARCH.deb (nfpm),
+# each checked installed in a temporary prefix.
+package: deps
+	bash packaging/package.sh
+
+# packaging/screenshots/{main,chat}.png and frames.json, from the real app under Xvfb.
+screenshots: deps
+	bash packaging/screenshot.sh
 
 vet:
 	go vet ./...
