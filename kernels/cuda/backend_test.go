@@ -57,7 +57,7 @@ func TestEmbeddedKernels(t *testing.T) {
 	want := []string{"quantize_q8", "rms_norm", "rms_norm_q8", "swiglu_q8", "softmax", "argmax", "top_k_chunk", "top_k_merge",
 		"get_rows_f32_any", "set_rows_f32", "set_rows_f16", "add_f32", "mul_f32", "swiglu_f32",
 		"copy_f32_f32", "copy_f32_f16", "copy_f16_f32", "copy_f16_f16", "rope_f32",
-		"attn_partial_f32", "attn_partial_f16", "attn_combine", "spin"}
+		"attention_f32", "attention_f16", "spin"}
 	for _, name := range weightKernels {
 		want = append(want, "mm_"+name, "get_rows_"+name)
 		for _, nb := range []int{1, 2, 4, 8} {

@@ -9,7 +9,26 @@ import (
 // the cache so that decode, one query, still fills the GPU.
 const attnMaxSplits = 64
 
-func (c *compiler) attention(o kernels.Attention) error {
+// attnSharedBytes is the dynamic shared memory of attention.cu for rows of
+// hd elements of elem bytes: the query, a K tile padded by G chunks a row,
+// a V tile, and the tile's scores and weights.
+func attnSharedBytes(hd, elem int) uint32 {
+	c := hd * elem / 16
+	t := 16
+	switch {
+	case c <= 16:
+		t = 64
+	case c <= 32:
+		t = 32
+	}
+	g := 128 / t
+	return uint32(1024 + t*(c+g)*16 + t*c*16 + 512)
+}
+
+// attention runs as one launch: the last split of each (head, query) to
+// finish merges the others, and when the next op is an integer product of
+// the output it also leaves the output quantized for it.
+func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 	q, k, v, err := c.addr3(o.Q, o.K, o.V)
 	if err != nil {
 		return err
@@ -22,15 +41,21 @@ func (c *compiler) attention(o kernels.Attention) error {
 	splits := (2*c.be.info.Multiprocessors + nh*b - 1) / (nh * b)
 	splits = max(1, min(splits, attnMaxSplits, (o.K.Rows+127)/128))
 	part := c.scratch(scratchAttn, int64(b)*int64(nh)*int64(splits)*int64(hd+2)*4)
-	kernel := "attn_partial_f32"
+	done := c.scratch(scratchAttnDone, int64(b)*int64(nh)*4)
+	var xq, xd devicePtr
+	if quantize {
+		xq, xd = c.q8Region(o.Dst)
+	}
+	kernel, elem := "attention_f32", 4
 	if o.K.Type == quant.F16 {
-		kernel = "attn_partial_f16"
+		kernel, elem = "attention_f16", 2
 	}
-	if err := c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, 0,
+	err = c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, attnSharedBytes(hd, elem),
 		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(part),
-		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows)); err != nil {
-		return err
+		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
+		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows))
+	if quantize {
+		c.q8, c.q8Set = o.Dst, err == nil
 	}
-	return c.add(o.Name(), "attn_combine", [3]uint32{uint32(nh), uint32(b), 1}, [3]uint32{uint32(hd), 1, 1}, 0,
-		argPtr(part), argPtr(y), argI64(stride(o.Dst)), argInt(nh), argInt(hd), argInt(splits))
+	return err
 }

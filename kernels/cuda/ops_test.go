@@ -214,6 +214,16 @@ func TestRope(t *testing.T) {
 	}
 }
 
+// attentionTolerance: the CPU backend attends F16 caches with F16 queries
+// and an F16 accumulator, as llama.cpp's CPU flash attention does; the
+// kernels keep both in F32.
+func attentionTolerance(kv quant.Type) float64 {
+	if kv == quant.F16 {
+		return 5e-3
+	}
+	return 1e-5
+}
+
 func TestAttention(t *testing.T) {
 	h := newHarness(t)
 	for _, c := range []struct {
@@ -223,6 +233,7 @@ func TestAttention(t *testing.T) {
 		firstPos int
 	}{
 		{quant.F32, 64, 1, 0}, {quant.F16, 128, 1, 250}, {quant.F16, 64, 5, 17}, {quant.F32, 128, 9, 100},
+		{quant.F16, 256, 1, 299}, {quant.F32, 256, 2, 150}, {quant.F32, 96, 2, 40}, {quant.F16, 32, 1, 299},
 	} {
 		t.Run(fmt.Sprintf("%v/hd%d/b%d/pos%d", c.kv, c.headDim, c.batch, c.firstPos), func(t *testing.T) {
 			h.t = t
@@ -235,7 +246,36 @@ func TestAttention(t *testing.T) {
 			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
 				return []kernels.Op{kernels.Attention{Dst: side(y), Q: side(q), K: side(k), V: side(v), Pos: side(pos),
 					NHead: nHead, NKVHead: nKV, HeadDim: c.headDim, Scale: float32(1 / math.Sqrt(float64(c.headDim)))}}
-			}, []*pair{q, k, v, pos, y}, func(int) { h.expectClose(y, 1e-5, "attention") })
+			}, []*pair{q, k, v, pos, y}, func(int) { h.expectClose(y, attentionTolerance(c.kv), "attention") })
+		})
+	}
+}
+
+// Attention followed by an integer product of its output quantizes the
+// output in the attention launch; both results must match the CPU's.
+func TestAttentionQuantized(t *testing.T) {
+	h := newHarness(t)
+	for _, batch := range []int{1, 2} {
+		t.Run(fmt.Sprintf("b%d", batch), func(t *testing.T) {
+			h.t = t
+			const nHead, nKV, hd, nCtx = 8, 2, 64, 300
+			q := h.random(quant.F32, batch, nHead*hd)
+			k := h.random(quant.F16, nCtx, nKV*hd)
+			v := h.random(quant.F16, nCtx, nKV*hd)
+			pos := h.ints(batch, func(i int) int32 { return int32(200 + i) })
+			y := h.output(quant.F32, batch, nHead*hd)
+			wo := h.random(quant.Q8_0, 256, nHead*hd)
+			out := h.output(quant.F32, batch, 256)
+			h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
+				return []kernels.Op{
+					kernels.Attention{Dst: s(y), Q: s(q), K: s(k), V: s(v), Pos: s(pos),
+						NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.125},
+					kernels.MatMul{Dst: s(out), W: s(wo), X: s(y)},
+				}
+			}, []*pair{q, k, v, pos, y, wo, out}, func(int) {
+				h.expectClose(y, attentionTolerance(quant.F16), "attention")
+				h.expectClose(out, matMulTolerance(quant.Q8_0, batch), "o-projection")
+			})
 		})
 	}
 }

@@ -26,10 +26,11 @@ type step struct {
 type scratchKind int
 
 const (
-	scratchQ8      scratchKind = iota // activations quantized to 8 bits
-	scratchAligned                    // activations copied to 16-byte alignment
-	scratchAttn                       // attention partials per key split
-	scratchTopK                       // top-k candidates per chunk
+	scratchQ8       scratchKind = iota // activations quantized to 8 bits
+	scratchAligned                     // activations copied to 16-byte alignment
+	scratchAttn                        // attention partials per key split
+	scratchAttnDone                    // attention splits finished per head (zero between runs)
+	scratchTopK                        // top-k candidates per chunk
 	numScratch
 )
 
@@ -120,6 +121,12 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 			return nil, err
 		}
 		p.scratch = append(p.scratch, b)
+		if scratchKind(k) == scratchAttnDone { // counters the kernels leave at zero
+			if err := be.w.do(func() error { return be.drv.memset8(b.ptr, 0, c.need[k], be.stream) }); err != nil {
+				p.Close()
+				return nil, err
+			}
+		}
 		c.base[k] = b.ptr
 	}
 	c.measured = true
@@ -202,7 +209,7 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.rope(o)
 	case kernels.Attention:
-		return 1, c.attention(o)
+		return 1, c.attention(o, quantizesNext(ops, i+1, o.Dst))
 	case kernels.Softmax:
 		return 1, c.softmax(o)
 	case kernels.Argmax:

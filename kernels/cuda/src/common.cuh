@@ -51,6 +51,18 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
+// quantize_group quantizes one group of 32 values, one per lane, to the
+// quantize_q8 layout.
+__device__ __forceinline__ void quantize_group(float v, signed char* xq, float2* xd) {
+    int lane = threadIdx.x & 31;
+    float amax = warp_max(fabsf(v));
+    float d = amax / 127.f;
+    int q = amax == 0.f ? 0 : __float2int_rn(v / d);
+    xq[lane] = (signed char)q;
+    float s = warp_sum((float)q);
+    if (lane == 0) *xd = make_float2(d, d * s);
+}
+
 __constant__ signed char kIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1, 13, 25, 38, 53, 69, 89, 113};
 

@@ -297,18 +297,6 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 #define MV_Q8_ALL(name) MV_Q8(name, 1) MV_Q8(name, 2) MV_Q8(name, 4) MV_Q8(name, 8)
 MV_Q8_ALL(q8_0) MV_Q8_ALL(q4_k) MV_Q8_ALL(q6_k)
 
-// quantize_group quantizes one group of 32 values, one per lane, to the
-// quantize_q8 layout.
-__device__ __forceinline__ void quantize_group(float v, signed char* xq, float2* xd) {
-    int lane = threadIdx.x & 31;
-    float amax = warp_max(fabsf(v));
-    float d = amax / 127.f;
-    int q = amax == 0.f ? 0 : __float2int_rn(v / d);
-    xq[lane] = (signed char)q;
-    float s = warp_sum((float)q);
-    if (lane == 0) *xd = make_float2(d, d * s);
-}
-
 // rms_norm_q8: rms_norm that also leaves its output quantized for the
 // integer matrix-vector kernels (n a multiple of 32). Grid (rows, parts),
 // 256 threads: every block sums the whole row (it is in L2) and then
