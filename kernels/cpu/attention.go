@@ -30,7 +30,7 @@ type attnScratch struct {
 	scores []float32 // [n_ctx]
 	row    []float32 // [headDim]: a value head converted to F32
 	acc    []float32 // [headDim]
-	half   []byte    // [headDim] in F16: the accumulator's rounding
+	half   []byte    // [headDim] in F16: the query's rounding
 	qv     quant.Vec // the query head, as the dot product takes it
 }
 
@@ -125,15 +125,14 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 			ms = float32(math.Exp(float64(m - x)))
 			m = x
 			if ms != 1 {
-				scaleF32(acc, ms)
-				roundF16(acc, sc.half)
+				for i, a := range acc {
+					acc[i] = roundHalf(a * ms)
+				}
 			}
 		} else {
 			vs = float32(math.Exp(float64(x - m)))
 		}
-		_ = quant.Dequantize(quant.F16, head(s.v, t, kv, hd), sc.row)
-		axpyF32(acc, vs, sc.row)
-		roundF16(acc, sc.half)
+		accumulateHalf(acc, head(s.v, t, kv, hd), vs)
 		sum = sum*ms + vs
 	}
 	inv := 1 / sum
@@ -142,10 +141,67 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 	}
 }
 
-// roundF16 rounds x to binary16 precision in place (tmp holds 2*len(x) bytes).
-func roundF16(x []float32, tmp []byte) {
-	_ = quant.Quantize(quant.F16, x, tmp)
-	_ = quant.Dequantize(quant.F16, tmp, x)
+// accumulateHalf is acc = f16(acc + v*vs) for a binary16 row v: the
+// bodies of halfBits and roundHalf written out, since the compiler will
+// not inline them into this, the attention's innermost loop.
+func accumulateHalf(acc []float32, v []byte, vs float32) {
+	v = v[:2*len(acc)]
+	for i, a := range acc {
+		h := uint16(v[2*i]) | uint16(v[2*i+1])<<8
+		var x float32
+		if e := h >> 10 & 0x1f; e != 0 && e != 0x1f {
+			x = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+		} else {
+			x = halfBitsSlow(h)
+		}
+		y := a + x*vs
+		b := math.Float32bits(y)
+		if e := b >> 23 & 0xff; e >= 127-14 && e <= 127+14 {
+			b += 0xfff + b>>13&1
+			acc[i] = math.Float32frombits(b &^ 0x1fff)
+		} else {
+			acc[i] = roundHalfSlow(y)
+		}
+	}
+}
+
+// roundHalf rounds f to the nearest binary16 value, ties to even, returned
+// as float32. Normal half values take a few integer operations on the bits;
+// the rest (subnormal, overflowing, NaN) go through kernels/quant.
+func roundHalf(f float32) float32 {
+	b := math.Float32bits(f)
+	if e := b >> 23 & 0xff; e < 127-14 || e > 127+14 {
+		return roundHalfSlow(f)
+	}
+	b += 0xfff + b>>13&1
+	return math.Float32frombits(b &^ 0x1fff)
+}
+
+//go:noinline
+func roundHalfSlow(f float32) float32 {
+	var h [2]byte
+	var r [1]float32
+	_ = quant.Quantize(quant.F16, []float32{f}, h[:])
+	_ = quant.Dequantize(quant.F16, h[:], r[:])
+	return r[0]
+}
+
+// halfBits converts a binary16 value to float32. Normal values are a
+// shift and a rebias, done here so the conversion fuses with the
+// accumulation loop; zeros, subnormals and infinities go through
+// kernels/quant.
+func halfBits(h uint16) float32 {
+	if e := h >> 10 & 0x1f; e == 0 || e == 0x1f {
+		return halfBitsSlow(h)
+	}
+	return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+}
+
+//go:noinline
+func halfBitsSlow(h uint16) float32 {
+	var r [1]float32
+	_ = quant.Dequantize(quant.F16, []byte{byte(h), byte(h >> 8)}, r[:])
+	return r[0]
 }
 
 // softmaxInPlace turns x into exp(x - max) / sum, summing in float64.

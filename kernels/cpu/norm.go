@@ -37,13 +37,15 @@ func (s *rmsNorm) run(_, lo, hi int) {
 	w := s.w.f32(0)
 	for r := lo; r < hi; r++ {
 		x, dst := s.x.f32(r), s.dst.f32(r)
-		// The mean of squares in float64: rows reach thousands of elements
-		// and the oracle's tolerance is relative to the largest logit.
+		// Squares summed in float64, the scale rounded to float32 at the
+		// same steps as ggml and PyTorch: quantized models round every
+		// activation to 8 bits, so the last bit of a norm decides tokens.
 		var ss float64
 		for _, v := range x {
-			ss += float64(v) * float64(v)
+			ss += float64(v * v)
 		}
-		scale := float32(1 / math.Sqrt(ss/float64(len(x))+float64(s.eps)))
+		mean := float32(ss / float64(len(x)))
+		scale := 1 / float32(math.Sqrt(float64(mean+s.eps)))
 		for i, v := range x {
 			dst[i] = v * scale * w[i]
 		}
