@@ -30,7 +30,8 @@ func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int)
 		}
 	}
 	if out == nil {
-		out = []int{n - 1}
+		m.last[0] = n - 1
+		out = m.last[:]
 	}
 	for i, r := range out {
 		if r < 0 || r >= n || i > 0 && r <= out[i-1] {

@@ -63,6 +63,7 @@ type Model struct {
 	// host staging, sized once
 	tokens, positions, outIdx []int32
 	logits                    []float32
+	last                      [1]int // Forward's default output row
 }
 
 // Load reads the hyper-parameters of f, checks every tensor, places the
