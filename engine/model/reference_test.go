@@ -112,6 +112,14 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 		for i, x := range xs {
 			h := rmsnorm(x, w("attn_norm.weight"), eps)
 			q, k, v := matvec(wq, h), matvec(wk, h), matvec(wv, h)
+			for _, b := range []struct {
+				x    []float64
+				name string
+			}{{q, "attn_q.bias"}, {k, "attn_k.bias"}, {v, "attn_v.bias"}} {
+				for i, c := range w(b.name) {
+					b.x[i] += c
+				}
+			}
 			if qn != nil {
 				for o := 0; o < len(q); o += p.HeadDim {
 					copy(q[o:], rmsnorm(q[o:o+p.HeadDim], qn, eps))
