@@ -102,47 +102,61 @@ func TestGreedySpeculativeIsTheTargets(t *testing.T) {
 
 // With sampling, the draft changes nothing about the distribution of the
 // output: the first two tokens under many seeds are distributed alike with
-// and without the draft (a chi-square test of homogeneity).
+// and without the draft (a chi-square test of homogeneity), for a draft
+// model and for an EAGLE-3 draft (fewer samples: the test's power is still
+// ample at these counts, and it keeps the runtime down).
 func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 	if testing.Short() {
-		t.Skip("20,000 sampled generations")
+		t.Skip("48,000 sampled generations")
 	}
 	target := modelPath(t, "factory-target-Q8_0.gguf")
-	with := load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf"), DraftMax: 3, DraftPMin: -1})
-	alone := load(t, Config{Target: target})
-	const n = 20000
+	alone, _ := sampledPairs(t, load(t, Config{Target: target}), 20000, 1<<32)
+	for _, c := range []struct {
+		name, draft string
+		n           int
+	}{
+		{"draft model", "factory-draft-Q8_0.gguf", 20000},
+		{"EAGLE-3", "factory-eagle3-F16.gguf", 8000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			with := load(t, Config{Target: target, Draft: modelPath(t, c.draft), DraftMax: 3, DraftPMin: -1})
+			counts, drafted := sampledPairs(t, with, c.n, 0)
+			if drafted == 0 {
+				t.Fatal("the draft proposed nothing")
+			}
+			for _, pos := range []int{0, -1} { // the first token alone, then the pair
+				chi, df := homogeneity(counts, alone, pos)
+				p := chiSquareSF(chi, df)
+				t.Logf("position %v: chi2 = %.1f, df = %d, p = %.3f", pos, chi, df, p)
+				if p < 0.01 {
+					t.Errorf("distributions differ with the draft: chi2 = %.1f, df = %d, p = %.4f", chi, df, p)
+				}
+			}
+		})
+	}
+}
+
+// sampledPairs counts the first two tokens of n sampled generations with
+// seeds from seedBase on, and the tokens drafted for them.
+func sampledPairs(t *testing.T, r *Runner, n int, seedBase uint64) (map[[2]int32]int, int) {
+	t.Helper()
 	sampling := Sampling{Temperature: 1.5, TopK: 20}
 	prompt := "<|im_start|>user\nTell me a fortune.<|im_end|>\n<|im_start|>assistant\n"
-	counts := func(r *Runner, seedBase uint64) (map[[2]int32]int, int) {
-		c := map[[2]int32]int{}
-		drafted := 0
-		for i := range uint64(n) {
-			s := sampling
-			s.Seed = seedBase + i
-			var ids []int32
-			st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s},
-				func(e Event) { ids = append(ids, e.IDs...) })
-			if err != nil || len(ids) != 2 {
-				t.Fatalf("sample %d: %v %v", i, ids, err)
-			}
-			drafted += st.Drafted
-			c[[2]int32{ids[0], ids[1]}]++
+	c := map[[2]int32]int{}
+	drafted := 0
+	for i := range uint64(n) {
+		s := sampling
+		s.Seed = seedBase + i
+		var ids []int32
+		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s},
+			func(e Event) { ids = append(ids, e.IDs...) })
+		if err != nil || len(ids) != 2 {
+			t.Fatalf("sample %d: %v %v", i, ids, err)
 		}
-		return c, drafted
+		drafted += st.Drafted
+		c[[2]int32{ids[0], ids[1]}]++
 	}
-	a, drafted := counts(with, 0)
-	b, _ := counts(alone, 1<<32)
-	if drafted == 0 {
-		t.Fatal("the draft proposed nothing")
-	}
-	for _, pos := range []int{0, -1} { // the first token alone, then the pair
-		chi, df := homogeneity(a, b, pos)
-		p := chiSquareSF(chi, df)
-		t.Logf("position %v: chi2 = %.1f, df = %d, p = %.3f", pos, chi, df, p)
-		if p < 0.01 {
-			t.Errorf("distributions differ with the draft: chi2 = %.1f, df = %d, p = %.4f", chi, df, p)
-		}
-	}
+	return c, drafted
 }
 
 // homogeneity is Pearson's chi-square for two samples over the same bins
