@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,8 +51,10 @@ func TestLoadShowsProgressAndOpensChat(t *testing.T) {
 func TestLoadCancelAndError(t *testing.T) {
 	started := make(chan struct{})
 	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices = []int{2} }, func(ctx context.Context, cfg engine.Config, progress func(engine.Progress)) (loadedModel, error) {
-		if cfg.Backend != "cpu" || cfg.Threads < 1 || cfg.Context == 0 {
-			return nil, errors.New("bad config")
+		// The engine gets the placement the preview was planned from.
+		if cfg.Threads < 1 || cfg.Context == 0 || cfg.Placement == nil ||
+			!slices.Equal(cfg.Placement.Target.Devices, []int{2}) || len(cfg.Placement.Devices) != 3 {
+			return nil, fmt.Errorf("bad config %+v", cfg)
 		}
 		close(started)
 		<-ctx.Done()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/spec"
 )
 
 // frameInterval is how often streamed text and progress reach the widgets:
@@ -40,21 +41,24 @@ func draftOK(m *mainWindow) bool {
 	return ok
 }
 
-// engineConfig is what Load loads for the current choices.
+// engineConfig is what Load loads for the current choices: the plan's
+// placement, so the engine allocates exactly what the preview showed. An
+// EAGLE-3 draft runs on one device (the engine does not spread it yet), the
+// first of the target zone.
 func (m *mainWindow) engineConfig() engine.Config {
-	l, c := m.set.Layout, m.set.Chat
+	c := m.set.Chat
 	// One core is left to the window, so it keeps drawing while the CPU
 	// backend loads and decodes.
 	cfg := engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
-		Context: m.plan.Ctx, KVType: cmpOr(l.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin,
+		Context: m.plan.Ctx, KVType: cmpOr(m.set.Layout.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin,
 		Threads: max(1, runtime.NumCPU()-1)}
-	// The engine runs a model on one device for now: the first GPU of the
-	// target zone, else the CPU.
-	for _, i := range l.TargetDevices {
-		if d, ok := m.inv.Device(i); ok && d.Kind == device.CUDA {
-			cfg.Backend, cfg.GPU = "cuda", d.Index
-			break
-		}
+	if m.draft == nil || spec.KindOf(m.draft) != spec.DraftEagle3 {
+		in := m.planIn
+		cfg.Placement = &engine.Placement{Devices: in.Devices, Target: in.TargetPlacement, Draft: in.DraftPlacement, Batch: in.Batch}
+		return cfg
+	}
+	if d, ok := m.inv.Device(m.set.Layout.TargetDevices[0]); ok && d.Kind == device.CUDA {
+		cfg.Backend, cfg.GPU = "cuda", d.Index
 	}
 	return cfg
 }
@@ -68,7 +72,19 @@ func describeConfig(c engine.Config) string {
 	case c.Lookup:
 		s += " with prompt lookup"
 	}
-	return fmt.Sprintf("%s on %s, context %d tokens.", s, strings.ToUpper(c.Backend), c.Context)
+	where := strings.ToUpper(c.Backend)
+	if p := c.Placement; p != nil {
+		var names []string
+		for _, i := range p.Target.Devices {
+			for _, d := range p.Devices {
+				if d.Index == i {
+					names = append(names, deviceName(d))
+				}
+			}
+		}
+		where = strings.Join(names, " + ")
+	}
+	return fmt.Sprintf("%s on %s, context %d tokens.", s, where, c.Context)
 }
 
 // startLoad loads the models on a goroutine, showing progress.

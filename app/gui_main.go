@@ -39,6 +39,7 @@ type mainWindow struct {
 	disk          worker     // settings and conversation writes, in order
 	planSeq       int
 	plan          *plan.Plan // the plan of what is shown; nil: none
+	planIn        plan.Input // what plan was made from
 
 	model      loadedModel // loaded local models; nil: none
 	loadedCfg  engine.Config

@@ -132,6 +132,7 @@ func (m *mainWindow) replan() {
 		m.filesMu.Unlock()
 		m.post(func() {
 			if seq == m.planSeq {
+				m.planIn = in
 				m.showPlan(p, err)
 			}
 		})

@@ -23,13 +23,16 @@ trap cleanup EXIT
 go build -o "$work/tandem" .
 
 display=:$((90 + RANDOM % 100))
-Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+# NICE=-10 raises the app and Xvfb above other work on a shared machine, so
+# frames.json measures the app rather than its neighbours.
+nice=(nice -n "${NICE:-0}")
+"${nice[@]}" Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
 xvfb_pid=$!
 export DISPLAY=$display LANGUAGE=en GSETTINGS_BACKEND=memory NO_AT_BRIDGE=1
 export XDG_CONFIG_HOME=$work/config XDG_CACHE_HOME=$work/cache
 for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
 
-"$work/tandem" gui --frame-stats "$out/frames.json" >"$work/app.log" 2>&1 &
+"${nice[@]}" "$work/tandem" gui --frame-stats "$out/frames.json" >"$work/app.log" 2>&1 &
 app_pid=$!
 mark() { echo "$(date +%s%3N) (Unix ms): $*"; }
 
