@@ -115,6 +115,7 @@ __device__ void mv_q8_0_dp4a(const u8* __restrict__ w, long long wstride, const 
     float acc[NB];
 #pragma unroll
     for (int b = 0; b < NB; b++) acc[b] = 0.f;
+#pragma unroll 2
     for (int k = lane; k < nblk; k += 32) {
         const u8* blkp = wr + 34 * (size_t)k;
         float d = ldh(blkp);
@@ -158,6 +159,7 @@ __device__ void mv_q4_k_dp4a(const u8* __restrict__ w, long long wstride, const 
     float acc[NB];
 #pragma unroll
     for (int b = 0; b < NB; b++) acc[b] = 0.f;
+#pragma unroll 2
     for (int k = lane >> 2; k < nblk; k += 8) {
         const u8* blkp = wr + 144 * (size_t)k;
         uint4 hdr = __ldg((const uint4*)blkp);
@@ -210,6 +212,7 @@ __device__ void mv_q6_k_dp4a(const u8* __restrict__ w, long long wstride, const 
     float acc[NB];
 #pragma unroll
     for (int b = 0; b < NB; b++) acc[b] = 0.f;
+#pragma unroll 2
     for (int k = lane >> 3; k < nblk; k += 4) {
         const u8* blkp = wr + 210 * (size_t)k;
         const u8* ql = blkp + 64 * h + l0;
