@@ -62,7 +62,7 @@ mark chat window mapped
 sleep 1
 mark typing
 xdotool windowfocus "$chat"
-xdotool type --delay 30 "Quote Genesis 1:3."
+xdotool type --delay 30 "Tell me a fortune."
 xdotool key ctrl+Return
 
 # The conversation is saved with its finish reason once the answer is done.
