@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/test"
 
 	"github.com/tandem-run/tandem/kernels/sharedtest"
@@ -163,5 +164,22 @@ func TestCorruptSettingsReported(t *testing.T) {
 	}
 	if !m.notice.Visible() || !strings.Contains(m.notice.Text(), "default settings") {
 		t.Errorf("notice %q", m.notice.Text())
+	}
+}
+
+// A .gguf dropped on the draft's part of the models column becomes the
+// draft; anywhere else, the target.
+func TestDroppedFiles(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	m := h.m
+	m.dropped(center(m.draftBox), []fyne.URI{storage.NewFileURI(h.demo.Draft)})
+	h.settle()
+	m.dropped(fyne.NewPos(5, 5), []fyne.URI{storage.NewFileURI(h.demo.Target)})
+	h.settle()
+	if m.draft == nil || m.draft.Path != h.demo.Draft || m.target == nil || m.target.Path != h.demo.Target {
+		t.Fatalf("after the drops: target %v, draft %v", m.target, m.draft)
+	}
+	if len(m.set.Recent) != 2 || m.set.Recent[0].Path != h.demo.Target {
+		t.Errorf("recent files %v", m.set.Recent)
 	}
 }

@@ -33,12 +33,6 @@ type Placement struct {
 	Head   string // "" (automatic), "replicated" or "split"
 }
 
-// Split and head modes offered by the selects, with their labels.
-var (
-	splitModes = []string{"layer", "tensor"}
-	headModes  = []string{"auto", "replicated", "split"}
-)
-
 // GPUCanvas shows every device as a chip in a pool and two zones, Target
 // and Draft, that the chips are dragged into (a device may serve both).
 // Dropping is hit-tested against the zones' absolute positions on DragEnd,
@@ -49,10 +43,9 @@ type GPUCanvas struct {
 	// OnChanged is called after every change the user makes.
 	OnChanged func(Placement)
 
-	devices []ChipInfo
-	pl      Placement
-	// AutoRatios are shown as placeholders when Ratios is nil.
-	autoRatios []float64
+	devices    []ChipInfo
+	pl         Placement
+	autoRatios []float64 // the planner's ratios, shown greyed when pl.Ratios is nil
 
 	chips   map[Zone]map[int]*Chip // reused, so focus survives a rebuild
 	ratios  map[int]*widget.Entry
@@ -85,8 +78,8 @@ func NewGPUCanvas() *GPUCanvas {
 		pl:     Placement{Split: "layer"},
 		quiet:  true,
 	}
-	g.split = widget.NewSelect(splitModes, func(s string) { g.userChange(func(p *Placement) { p.Split = s }) })
-	g.head = widget.NewSelect(headModes, func(s string) {
+	g.split = widget.NewSelect([]string{"layer", "tensor"}, func(s string) { g.userChange(func(p *Placement) { p.Split = s }) })
+	g.head = widget.NewSelect([]string{"auto", "replicated", "split"}, func(s string) {
 		g.userChange(func(p *Placement) {
 			if p.Head = s; s == "auto" {
 				p.Head = ""
@@ -398,12 +391,13 @@ func (g *GPUCanvas) ratioField(i, id int) *widget.Entry {
 	if g.pl.Ratios == nil && i < len(g.autoRatios) && len(g.autoRatios) == len(g.pl.Target) {
 		e.PlaceHolder = "auto " + formatRatio(g.autoRatios[i])
 	}
-	text := ""
+	want := ""
 	if g.pl.Ratios != nil {
-		text = formatRatio(g.pl.Ratios[i])
+		want = formatRatio(g.pl.Ratios[i])
 	}
-	if r, err := parseRatio(e.Text); text != "" || err != nil || g.pl.Ratios == nil || r != g.pl.Ratios[i] {
-		e.SetText(text)
+	// Leave what the user typed when it already says the same number ("3.0").
+	if r, err := parseRatio(e.Text); e.Text != want && (err != nil || formatRatio(r) != want) {
+		e.SetText(want)
 	}
 	e.Refresh()
 	return e
