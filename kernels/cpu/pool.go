@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -13,53 +14,86 @@ type task interface {
 
 // pool is a fixed set of worker goroutines that share one parallel loop at a
 // time. The caller takes part as worker 0, so a one-thread pool runs inline.
-// Work is handed out in chunks through an atomic counter, so a worker slowed
-// by a noisy neighbour simply takes fewer chunks.
+//
+// Work is handed out in chunks through one atomic word holding the loop's
+// number (epoch) and its next free item, and the caller waits for items
+// done, not for helpers to check in. That matters on a busy machine: a
+// helper the OS has not scheduled yet simply finds no chunk left when it
+// wakes, and the caller — which took the chunks itself — never waits for
+// it. Only a chunk a helper has actually claimed is waited for.
 //
 // One pool is driven by one goroutine at a time (its backend's user).
 type pool struct {
 	size  int
-	start []chan struct{} // one per helper goroutine (workers 1..size-1)
-	done  chan struct{}
+	wake  []chan struct{} // one per helper goroutine (workers 1..size-1)
 	wg    sync.WaitGroup
-
-	// the loop in flight
-	t     task
-	n     int
-	grain int
-	next  atomic.Int64
+	state atomic.Uint64 // epoch<<32 | next item of the current loop
+	loops [2]loop       // the current loop is loops[epoch%2]
 }
+
+// loop is one parallel loop's parameters and progress. Its fields are set
+// before its epoch is published and read only by workers holding a claim,
+// so they cannot change under a worker: the next loop using this slot
+// starts only after every claimed item is done.
+type loop struct {
+	t     task
+	n     atomic.Int64 // atomic only because a worker may peek at a slot
+	grain atomic.Int64 // the caller is refilling; its claim then fails
+	done  atomic.Int64 // items finished
+}
+
+// helperSpin is how many times an idle helper polls for the next loop
+// before it sleeps; decode runs a few dozen short loops per token, and
+// catching the next one without a wake-up saves microseconds each time.
+const helperSpin = 64
 
 func newPool(size int) *pool {
 	if size < 1 {
 		size = 1
 	}
-	p := &pool{size: size, done: make(chan struct{}, size)}
+	p := &pool{size: size}
 	for w := 1; w < size; w++ {
 		c := make(chan struct{}, 1)
-		p.start = append(p.start, c)
+		p.wake = append(p.wake, c)
 		p.wg.Add(1)
-		go p.worker(w, c)
+		go p.helper(w, c)
 	}
 	return p
 }
 
-func (p *pool) worker(w int, start <-chan struct{}) {
+func (p *pool) helper(w int, wake <-chan struct{}) {
 	defer p.wg.Done()
-	for range start {
-		p.drain(w)
-		p.done <- struct{}{}
+	for range wake {
+		seen := p.state.Load() >> 32
+		for spin := 0; spin < helperSpin; spin++ {
+			p.drain(w)
+			if e := p.state.Load() >> 32; e != seen {
+				seen, spin = e, 0
+				continue
+			}
+			runtime.Gosched()
+		}
 	}
 }
 
-// drain takes chunks of the current loop until none are left.
+// drain claims chunks of the current loop until none are left.
 func (p *pool) drain(w int) {
 	for {
-		lo := int(p.next.Add(int64(p.grain))) - p.grain
-		if lo >= p.n {
+		s := p.state.Load()
+		epoch, next := s>>32, int(uint32(s))
+		l := &p.loops[epoch%2]
+		// n and grain may belong to a later loop here; the claim below
+		// succeeds only if this is still the loop they were read for.
+		n, grain := int(l.n.Load()), int(l.grain.Load())
+		if next >= n || grain <= 0 {
 			return
 		}
-		p.t.run(w, lo, min(lo+p.grain, p.n))
+		hi := min(next+grain, n)
+		if !p.state.CompareAndSwap(s, epoch<<32|uint64(hi)) {
+			continue
+		}
+		l.t.run(w, next, hi)
+		l.done.Add(int64(hi - next))
 	}
 }
 
@@ -74,17 +108,24 @@ func (p *pool) parallel(t task, n, grain int) {
 		t.run(0, 0, n)
 		return
 	}
-	helpers := min(p.size-1, (n+grain-1)/grain-1)
-	p.t, p.n, p.grain = t, n, grain
-	p.next.Store(0)
-	for _, c := range p.start[:helpers] {
-		c <- struct{}{}
+	epoch := p.state.Load()>>32 + 1
+	l := &p.loops[epoch%2]
+	l.t = t
+	l.n.Store(int64(n))
+	l.grain.Store(int64(grain))
+	l.done.Store(0)
+	p.state.Store(epoch << 32) // publish: item 0 of the new loop is free
+	helpers := min(len(p.wake), (n+grain-1)/grain-1)
+	for _, c := range p.wake[:helpers] {
+		select {
+		case c <- struct{}{}:
+		default: // already awake or about to be
+		}
 	}
 	p.drain(0)
-	for range helpers {
-		<-p.done
+	for l.done.Load() < int64(n) {
+		runtime.Gosched()
 	}
-	p.t = nil
 }
 
 // grainFor splits n items into about four chunks per worker, at least least
@@ -95,9 +136,9 @@ func (p *pool) grainFor(n, least int) int {
 
 // close stops the helper goroutines.
 func (p *pool) close() {
-	for _, c := range p.start {
+	for _, c := range p.wake {
 		close(c)
 	}
-	p.start = nil
+	p.wake = nil
 	p.wg.Wait()
 }
