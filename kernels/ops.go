@@ -92,7 +92,10 @@ type Rope struct {
 // grouped KV heads. Query row b (at position Pos[b]) attends cache rows
 // 0..Pos[b] inclusive, so one op serves decode (B = 1), prefill and
 // verification batches; the batch's own K/V must be written (SetRows) first.
-// Query head h reads KV head h / (NHead/NKVHead).
+// Query head h reads KV head h / (NHead/NKVHead). With an F16 cache a
+// backend may round the query to F16 and accumulate values in F16, as
+// llama.cpp's flash attention does (the CPU backend does, to reproduce its
+// results); kerneltest allows for that.
 //
 //	Q F32 [B, NHead*HeadDim]  K, V F32|F16 [n_ctx, NKVHead*HeadDim]
 //	Pos I32 [1, B]  Dst F32 [B, NHead*HeadDim] (must not overlap Q)
