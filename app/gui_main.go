@@ -156,10 +156,12 @@ func (m *mainWindow) changed() {
 	m.saveSettings()
 }
 
-// saveSettings writes a copy of the settings on the disk worker.
+// saveSettings writes a copy of the settings on the disk worker. Each copy
+// is the whole state, so a burst of edits (typing a system prompt) writes
+// only the newest one.
 func (m *mainWindow) saveSettings() {
 	set := cloneSettings(m.set)
-	m.disk.add(func() {
+	m.disk.replace(func() {
 		if err := m.store.saveSettings(set); err != nil {
 			m.post(func() { m.showError("Settings could not be saved.", err) })
 		}

@@ -21,7 +21,8 @@ func (w *worker) add(job func()) {
 }
 
 // replace sets the job to run next after the queue, dropping a replaceable
-// job that has not started: only the newest plan of a burst of edits runs.
+// job that has not started: only the newest plan (or settings snapshot) of
+// a burst of edits runs.
 func (w *worker) replace(job func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
