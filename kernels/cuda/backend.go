@@ -119,7 +119,7 @@ type Backend struct {
 var _ kernels.Backend = (*Backend)(nil)
 
 // maxParams bounds a kernel's parameter count.
-const maxParams = 24
+const maxParams = 32
 
 // launchArgs is the parameter block cuLaunchKernel reads: ptrs[i] points at
 // vals[i]. It lives on the heap (never moves) and is pinned for the

@@ -191,3 +191,43 @@ func BenchmarkLaunch(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/1e3, "us/op")
 	})
 }
+
+// The step between a decode token's Q/K/V products and attention (Qwen3-8B
+// heads): per-head norms, rotations and cache writes, as one launch; bytes
+// = Q, K and V read and written plus the cache rows written.
+func BenchmarkAttnPrep(b *testing.B) {
+	gpu := openGPU(b)
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
+	const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
+	alloc := func(size int64) kernels.Buffer {
+		buf, err := gpu.Alloc(lbl, size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { gpu.Free(buf) })
+		return buf
+	}
+	q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
+	k := kernels.NewTensor(alloc(4*nKV*hd), quant.F32, 1, nKV*hd, 0)
+	v := kernels.NewTensor(alloc(4*nKV*hd), quant.F32, 1, nKV*hd, 0)
+	kc := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+	vc := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+	qw := kernels.NewTensor(alloc(4*hd), quant.F32, 1, hd, 0)
+	kw := kernels.NewTensor(alloc(4*hd), quant.F32, 1, hd, 0)
+	pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
+	if err := gpu.Write(pos, kernels.I32Bytes([]int32{ctxLen / 2})); err != nil {
+		b.Fatal(err)
+	}
+	rope := func(x kernels.Tensor) kernels.Rope {
+		return kernels.Rope{Dst: x, X: x, Pos: pos, HeadDim: hd, Dims: hd, Base: 1e6, Scale: 1, Neox: true}
+	}
+	qh, kh := q.Reshape(nHead, hd), k.Reshape(nKV, hd)
+	ops := []kernels.Op{
+		kernels.RMSNorm{Dst: qh, X: qh, W: qw, Eps: 1e-6},
+		kernels.RMSNorm{Dst: kh, X: kh, W: kw, Eps: 1e-6},
+		rope(q), rope(k),
+		kernels.SetRows{Dst: kc, Src: k, Idx: pos},
+		kernels.SetRows{Dst: vc, Src: v, Idx: pos},
+	}
+	benchProgram(b, gpu, ops, 4*2*(nHead+nKV)*hd+4*nKV*hd+2*2*nKV*hd)
+}

@@ -76,9 +76,13 @@ func pairRope(ops []kernels.Op, i int) (kernels.Rope, bool) {
 		return a, false
 	}
 	b, ok := ops[i+1].(kernels.Rope)
-	return b, ok && b.Pos == a.Pos && b.X.Rows == a.X.Rows && b.HeadDim == a.HeadDim && b.Dims == a.Dims &&
-		b.Base == a.Base && b.Scale == a.Scale && b.Neox == a.Neox && b.Factors == a.Factors &&
-		kernels.Check(b) == nil && independent(a, b)
+	return b, ok && sameRope(a, b) && kernels.Check(b) == nil && independent(a, b)
+}
+
+// sameRope reports whether a and b rotate the same rows by the same angles.
+func sameRope(a, b kernels.Rope) bool {
+	return b.Pos == a.Pos && b.X.Rows == a.X.Rows && b.HeadDim == a.HeadDim && b.Dims == a.Dims &&
+		b.Base == a.Base && b.Scale == a.Scale && b.Neox == a.Neox && b.Factors == a.Factors
 }
 
 // swiGLUQ8 is SwiGLU that also quantizes its output for the next product.

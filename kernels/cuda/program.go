@@ -193,6 +193,9 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.setRows(o)
 	case kernels.RMSNorm:
+		if p, n, ok := matchAttnPrep(ops, i); ok {
+			return n, c.attnPrep(p)
+		}
 		return 1, c.rmsNorm(o, quantizesNext(ops, i+1, o.Dst))
 	case kernels.Add:
 		return 1, c.binary("add_f32", o.Dst, o.A, o.B)
@@ -204,6 +207,9 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
 	case kernels.Rope:
+		if p, n, ok := matchAttnPrep(ops, i); ok {
+			return n, c.attnPrep(p)
+		}
 		if next, ok := pairRope(ops, i); ok {
 			return 2, c.rope(o, next)
 		}

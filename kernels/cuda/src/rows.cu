@@ -210,3 +210,80 @@ extern "C" __global__ void set_rows_f16(const float* x0, long long xs0, u16* d0,
                                         const int* idx) {
     set_rows_t<u16>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
 }
+
+// attn_prep is what lies between the Q/K/V products and attention, in one
+// launch: each warp takes one head of one row (grid (ceil(heads/4), rows)).
+// A Q or K head is RMS-normalised (when its weight is given), rotated, and
+// written back; a K head is also written to cache row idx[row]; a V head is
+// copied to the V cache. The head passes through shared memory so that a
+// lane can rotate a pair it did not load.
+#define PREP_WARPS 4
+#define PREP_MAX_HEAD 256
+
+template <typename CT>
+__device__ void attn_prep_t(float* q, long long qs, float* k, long long ks, const float* __restrict__ v,
+                            long long vs, CT* kc, long long kcs, int kcrows, CT* vc, long long vcs, int vcrows,
+                            const float* __restrict__ qw, const float* __restrict__ kw, float qeps, float keps,
+                            const int* __restrict__ pos, const int* __restrict__ idx,
+                            const float* __restrict__ factors, int hq, int hk, int hv, int head_dim, int dims,
+                            float base, float scale, int neox) {
+    __shared__ float buf[PREP_WARPS][PREP_MAX_HEAD];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int h = blockIdx.x * PREP_WARPS + warp, r = blockIdx.y;
+    if (h >= hq + hk + hv) return;
+    int dst_row = idx[r];
+    if (h >= hq + hk) { // a V head: to the cache
+        h -= hq + hk;
+        if (dst_row < 0 || dst_row >= vcrows) return;
+        const float* src = v + r * vs + h * head_dim;
+        CT* dst = vc + dst_row * vcs + h * head_dim;
+        for (int e = lane; e < head_dim; e += 32) dst[e] = to_elem<CT>(src[e]);
+        return;
+    }
+    bool is_k = h >= hq;
+    if (is_k) h -= hq;
+    float* x = (is_k ? k + r * ks : q + r * qs) + h * head_dim;
+    const float* w = is_k ? kw : qw;
+    float* hb = buf[warp];
+    float ss = 0.f;
+    for (int e = lane; e < head_dim; e += 32) {
+        float t = x[e];
+        hb[e] = t;
+        ss += t * t;
+    }
+    if (w) {
+        float rs = rsqrtf(warp_sum(ss) / head_dim + (is_k ? keps : qeps));
+        for (int e = lane; e < head_dim; e += 32) hb[e] = hb[e] * rs * w[e];
+    }
+    __syncwarp();
+    int half = dims >> 1;
+    for (int j = lane; j < half; j += 32) {
+        float theta = (float)pos[r] * scale * powf(base, -2.f * j / dims);
+        if (factors) theta /= factors[j];
+        float c, s;
+        sincosf(theta, &s, &c);
+        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+        float a = hb[i0], b = hb[i1];
+        hb[i0] = a * c - b * s;
+        hb[i1] = a * s + b * c;
+    }
+    __syncwarp();
+    bool cache = is_k && dst_row >= 0 && dst_row < kcrows;
+    CT* kr = kc + dst_row * kcs + h * head_dim;
+    for (int e = lane; e < head_dim; e += 32) {
+        float t = hb[e];
+        x[e] = t;
+        if (cache) kr[e] = to_elem<CT>(t);
+    }
+}
+#define ATTN_PREP(CT, name)                                                                                       \
+    extern "C" __global__ void attn_prep_##name(                                                                  \
+        float* q, long long qs, float* k, long long ks, const float* v, long long vs, CT* kc, long long kcs,      \
+        int kcrows, CT* vc, long long vcs, int vcrows, const float* qw, const float* kw, float qeps, float keps,  \
+        const int* pos, const int* idx, const float* factors, int hq, int hk, int hv, int head_dim, int dims,     \
+        float base, float scale, int neox) {                                                                      \
+        attn_prep_t<CT>(q, qs, k, ks, v, vs, kc, kcs, kcrows, vc, vcs, vcrows, qw, kw, qeps, keps, pos, idx,      \
+                        factors, hq, hk, hv, head_dim, dims, base, scale, neox);                                  \
+    }
+ATTN_PREP(float, f32)
+ATTN_PREP(u16, f16)
