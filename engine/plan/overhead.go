@@ -2,9 +2,11 @@ package plan
 
 import "github.com/tandem-run/tandem/engine/device"
 
-// CUDAContextBytes is what a CUDA context takes on a GPU before any tensor:
-// provisional, from llama.cpp on an H200 (527 MiB on an otherwise idle GPU,
-// ../shared/bench/anchors.md), until the CUDA backend measures its own.
+// CUDAContextBytes is what a process's CUDA context and Tandem's loaded
+// kernel modules take on a GPU before any tensor. Measured on an H200
+// (driver 580): engine's TestGPUMemoryMatchesPlan held 115 MiB of tensors
+// while nvidia-smi counted 642 MiB for the process, i.e. 527 MiB of context,
+// the same as llama.cpp's idle context on that GPU (../shared/bench/anchors.md).
 const CUDAContextBytes int64 = 527 << 20
 
 // Overhead is the memory a device costs before the plan's allocations: a
