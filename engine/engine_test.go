@@ -69,7 +69,7 @@ func TestGreedySpeculativeIsTheTargets(t *testing.T) {
 	target := modelPath(t, "factory-target-F16.gguf")
 	runners := map[string]*Runner{
 		"target alone": load(t, Config{Target: target}),
-		"draft F16":    load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-F16.gguf"), DraftMax: 4, DraftPMin: -1}),
+		"draft Q8_0":   load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf"), DraftMax: 4, DraftPMin: -1}),
 		"lookup":       load(t, Config{Target: target, Lookup: true}),
 	}
 	for name, r := range runners {
@@ -94,7 +94,7 @@ func TestGreedySpeculativeIsTheTargets(t *testing.T) {
 			accepted += st.Accepted
 		}
 		t.Logf("%s: drafted %d, accepted %d (%.0f%%)", name, drafted, accepted, 100*float64(accepted)/max(1, float64(drafted)))
-		if name == "draft F16" && accepted == 0 {
+		if name == "draft Q8_0" && accepted == 0 {
 			t.Errorf("%s: no drafted token was accepted", name)
 		}
 	}
@@ -266,7 +266,7 @@ func TestChiSquareSF(t *testing.T) {
 // Cancelling from another goroutine stops a generation within one step, and
 // the runner serves the next request correctly.
 func TestCancelKeepsRunnerUsable(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-Q8_0.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf")})
+	r := load(t, Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf")})
 	ctx, cancel := context.WithCancel(context.Background())
 	events := 0
 	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true}, func(Event) {
@@ -295,7 +295,7 @@ func TestCancelKeepsRunnerUsable(t *testing.T) {
 }
 
 func TestRequestLimits(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-Q8_0.gguf"), Context: 64})
+	r := load(t, Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Context: 64})
 	long := ""
 	for range 100 {
 		long += "In the beginning "
@@ -331,7 +331,8 @@ func TestIncompatibleDraftRefused(t *testing.T) {
 }
 
 func BenchmarkDemoPair(b *testing.B) {
-	target := sharedtest.Path(b, "models", "factory-target-Q8_0.gguf")
+	// The bundled pair, which the GPU machine has too.
+	target := sharedtest.Path(b, "models", "factory-target-Q4_K_M.gguf")
 	draft := sharedtest.Path(b, "models", "factory-draft-Q8_0.gguf")
 	prompt := "<|im_start|>user\nQuote Genesis 1:1.<|im_end|>\n<|im_start|>assistant\n"
 	for _, c := range []struct {
@@ -340,9 +341,11 @@ func BenchmarkDemoPair(b *testing.B) {
 	}{
 		{"target", Config{Target: target}},
 		{"draft", Config{Target: target, Draft: draft}},
+		{"draft-k4", Config{Target: target, Draft: draft, DraftMax: 4, DraftMin: 4, DraftPMin: -1}},
 		{"lookup", Config{Target: target, Lookup: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			c.cfg.Backend = *backend
 			r, err := Load(context.Background(), c.cfg, nil)
 			if err != nil {
 				b.Fatal(err)
