@@ -99,6 +99,13 @@ func (m *matMul) run(_, lo, hi int) {
 		}
 		start -= part.first
 		end -= part.first
+		if m.x.rows == 1 { // decode: one activation row, the common case
+			out, v := part.dst.f32(0), &m.vecs[0]
+			for r := start; r < end; r++ {
+				out[r] = part.dot(part.w.row(r), v)
+			}
+			continue
+		}
 		for b0 := 0; b0 < m.x.rows; b0 += bTile {
 			b1 := min(b0+bTile, m.x.rows)
 			for r := start; r < end; r++ {
