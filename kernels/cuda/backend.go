@@ -108,6 +108,7 @@ type Backend struct {
 	funcs   map[string]cuFunction
 	args    *launchArgs // touched only on the device thread
 	prof    *profiler   // device thread only; nil unless profiling
+	scratch sharedScratch
 
 	mu     sync.Mutex // guards the fields below
 	usage  kernels.Usage
@@ -236,8 +237,8 @@ func (be *Backend) Sync() error {
 	return be.w.do(func() error { return be.drv.streamSync(be.stream) })
 }
 
-// Close frees every buffer and releases the device. Programs compiled on
-// the backend must be closed first; their scratch is freed here anyway.
+// Close frees every buffer, the workspace too, and releases the device.
+// Programs compiled on the backend must be closed first.
 func (be *Backend) Close() error {
 	be.mu.Lock()
 	if be.closed {

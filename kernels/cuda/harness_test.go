@@ -137,38 +137,45 @@ func (h *harness) check(build func(side func(*pair) kernels.Tensor) []kernels.Op
 		h.t.Fatal(err)
 	}
 	defer gp.Close()
-	ctx := context.Background()
 	for round := 0; round < 3; round++ {
-		for _, p := range operands {
-			data := p.gen
-			if data == nil { // an output: poison the GPU side
-				nan := make([]byte, p.g.Bytes())
-				for i := 0; i+4 <= len(nan); i += 4 {
-					binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
-				}
-				if err := h.gpu.Write(p.g, nan); err != nil {
-					h.t.Fatal(err)
-				}
-				continue
-			}
-			b := data()
-			if err := h.cpu.Write(p.c, b); err != nil {
-				h.t.Fatal(err)
-			}
-			if err := h.gpu.Write(p.g, b); err != nil {
-				h.t.Fatal(err)
-			}
-		}
-		if err := cp.Run(ctx); err != nil {
-			h.t.Fatal(err)
-		}
-		if err := gp.Run(ctx); err != nil {
-			h.t.Fatal(err)
-		}
-		if err := h.gpu.Sync(); err != nil {
-			h.t.Fatalf("round %d: %v", round, err)
-		}
+		h.round(cp, gp, operands)
 		compare(round)
+	}
+}
+
+// round fills the inputs afresh, poisons the GPU's outputs, and runs cp on
+// the CPU and gp on the GPU.
+func (h *harness) round(cp, gp kernels.Program, operands []*pair) {
+	h.t.Helper()
+	for _, p := range operands {
+		data := p.gen
+		if data == nil { // an output: poison the GPU side
+			nan := make([]byte, p.g.Bytes())
+			for i := 0; i+4 <= len(nan); i += 4 {
+				binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
+			}
+			if err := h.gpu.Write(p.g, nan); err != nil {
+				h.t.Fatal(err)
+			}
+			continue
+		}
+		b := data()
+		if err := h.cpu.Write(p.c, b); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := h.gpu.Write(p.g, b); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if err := cp.Run(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := gp.Run(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.gpu.Sync(); err != nil {
+		h.t.Fatal(err)
 	}
 }
 

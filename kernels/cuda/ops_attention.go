@@ -2,12 +2,9 @@ package cuda
 
 import (
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
-
-// attention splits each (head, query) over up to attnMaxSplits slices of
-// the cache so that decode, one query, still fills the GPU.
-const attnMaxSplits = 64
 
 // attnSharedBytes is the dynamic shared memory of attention.cu for rows of
 // hd elements of elem bytes: the query, a K tile padded by G chunks a row,
@@ -38,10 +35,11 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 		return err
 	}
 	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
-	splits := (2*c.be.info.Multiprocessors + nh*b - 1) / (nh * b)
-	splits = max(1, min(splits, attnMaxSplits, (o.K.Rows+127)/128))
-	part := c.scratch(scratchAttn, int64(b)*int64(nh)*int64(splits)*int64(hd+2)*4)
-	done := c.scratch(scratchAttnDone, int64(b)*int64(nh)*4)
+	// Each (head, query) is cut over slices of the cache so that decode,
+	// one query, still fills the GPU.
+	splits := workspace.AttentionSplits(nh*b, o.K.Rows, c.be.info.Multiprocessors)
+	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
+	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
 	var xq, xd devicePtr
 	if quantize {
 		xq, xd = c.q8Region(o.Dst)

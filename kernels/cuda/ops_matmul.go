@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -18,7 +19,7 @@ var weightKernels = map[quant.Type]string{
 
 // mvMaxBatch is the largest batch the matrix-vector kernels take; above it
 // the tiled matrix-matrix kernel runs.
-const mvMaxBatch = 8
+const mvMaxBatch = workspace.MaxVectorRows
 
 // batchVariant is the smallest compiled batch size (1, 2, 4, 8) >= nb.
 func batchVariant(nb int) int {
@@ -45,7 +46,7 @@ func pathOf(o kernels.MatMul) mvPath {
 	}
 	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
 	switch {
-	case o.W.Type == quant.Q8_0 || o.W.Type == quant.Q6_K || (o.W.Type == quant.Q4_K && wAligned):
+	case workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned):
 		return pathQ8
 	case o.W.Type == quant.F16 && wAligned && o.W.Cols%8 == 0:
 		return pathF16Vec
@@ -184,10 +185,9 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 
 // q8Region is where x's quantized copy lives in the Q8 scratch.
 func (c *compiler) q8Region(x kernels.Tensor) (xq, xd devicePtr) {
-	n, rows := x.Cols, x.Rows
-	valBytes := (int64(rows)*int64(n) + 15) &^ 15
-	base := c.scratch(scratchQ8, valBytes+int64(rows)*int64(n/32)*8)
-	return base, base + devicePtr(valBytes)
+	scales, bytes := workspace.Q8Layout(x.Rows, x.Cols)
+	base := c.scratch(workspace.Q8, bytes)
+	return base, base + devicePtr(scales)
 }
 
 // quantizesNext reports whether ops[i] is a product that will read t
@@ -233,7 +233,7 @@ func (c *compiler) alignedX(x kernels.Tensor) (devicePtr, int64, error) {
 		return p, stride(x), nil
 	}
 	n := int64(x.Cols+3) &^ 3
-	dst := c.scratch(scratchAligned, int64(x.Rows)*n*4)
+	dst := c.scratch(workspace.Aligned, workspace.AlignedBytes(x.Rows, x.Cols))
 	err = c.add("align", "copy_f32_f32", [3]uint32{ceilDiv(x.Cols, 256), uint32(x.Rows), 1}, [3]uint32{256, 1, 1}, 0,
 		argPtr(p), argI64(stride(x)), argPtr(dst), argI64(n), argInt(x.Cols))
 	return dst, n, err

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -65,7 +66,7 @@ func (c *compiler) topK(o kernels.TopK) error {
 	if chunks == 1 {
 		chunk = (n + 31) &^ 31
 	}
-	cv := c.scratch(scratchTopK, int64(rows)*int64(ncand)*8)
+	cv := c.scratch(workspace.TopK, workspace.TopKBytes(rows, ncand))
 	ci := cv + devicePtr(int64(rows)*int64(ncand)*4)
 	if err := c.add(o.Name(), "top_k_chunk", [3]uint32{uint32(chunks), uint32(rows), 1}, [3]uint32{1024, 1, 1}, uint32(4*chunk),
 		argPtr(x), argI64(stride(o.X)), argPtr(cv), argPtr(ci), argInt(n), argInt(chunk), argInt(k)); err != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -20,41 +22,30 @@ type step struct {
 	args        []uint64
 }
 
-// Scratch regions a program needs between its ops. Each kind is one region
-// sized for the largest use, reused by every op of that kind: ops run one
-// after another on one stream, so no two uses overlap in time.
-type scratchKind int
-
-const (
-	scratchQ8       scratchKind = iota // activations quantized to 8 bits
-	scratchAligned                     // activations copied to 16-byte alignment
-	scratchAttn                        // attention partials per key split
-	scratchAttnDone                    // attention splits finished per head (zero between runs)
-	scratchTopK                        // top-k candidates per chunk
-	numScratch
-)
-
 // compiler turns ops into steps. It runs twice: first to size the scratch
-// regions (ptr is 0), then with them allocated.
+// regions the steps use (base is 0), then with the backend's workspace
+// grown to hold them (scratch.go).
 type compiler struct {
-	be       *Backend
-	steps    []step
-	need     [numScratch]int64
-	base     [numScratch]devicePtr
-	measured bool
+	be     *Backend
+	steps  []step
+	need   workspace.Sizes
+	base   devicePtr       // the workspace
+	layout workspace.Sizes // its regions
 
 	// q8 is the tensor whose quantized copy the Q8 region holds, if any.
 	q8    kernels.Tensor
 	q8Set bool
 }
 
-// scratch returns the region of kind k, recording that n bytes are needed.
-func (c *compiler) scratch(k scratchKind, n int64) devicePtr {
-	n = (n + 255) &^ 255
-	if n > c.need[k] {
-		c.need[k] = n
+// scratch returns region r of the workspace, recording that n bytes of it
+// are needed. Ops run one after another on one stream, so every op (of
+// every program) uses a region from its start.
+func (c *compiler) scratch(r workspace.Region, n int64) devicePtr {
+	c.need[r] = max(c.need[r], n)
+	if c.base == 0 {
+		return 0
 	}
-	return c.base[k]
+	return c.base + devicePtr(c.layout.Offset(r))
 }
 
 // add appends a launch of kernel with its parameters.
@@ -109,45 +100,15 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	if err := c.compile(ops); err != nil {
 		return nil, err
 	}
-	p := &program{be: be}
-	owner := ownerOf(ops)
-	for k := range c.need {
-		if c.need[k] == 0 {
-			continue
-		}
-		b, err := be.alloc(kernels.Label{Owner: owner, Cat: kernels.Scratch}, c.need[k])
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		p.scratch = append(p.scratch, b)
-		if scratchKind(k) == scratchAttnDone { // counters the kernels leave at zero
-			if err := be.w.do(func() error { return be.drv.memset8(b.ptr, 0, c.need[k], be.stream) }); err != nil {
-				p.Close()
-				return nil, err
-			}
-		}
-		c.base[k] = b.ptr
+	p := &program{be: be, ops: slices.Clone(ops), need: c.need}
+	if c.need == (workspace.Sizes{}) {
+		p.steps = c.steps
+		return p, nil
 	}
-	c.measured = true
-	if err := c.compile(ops); err != nil {
-		p.Close()
+	if err := p.build(); err != nil {
 		return nil, err
 	}
-	p.steps = c.steps
 	return p, nil
-}
-
-// ownerOf names the owner of a program's scratch after its first output.
-func ownerOf(ops []kernels.Op) string {
-	for _, op := range ops {
-		for _, t := range outputs(op) {
-			if t.Buf != nil {
-				return t.Buf.Label().Owner
-			}
-		}
-	}
-	return ""
 }
 
 func (c *compiler) compile(ops []kernels.Op) error {
@@ -334,15 +295,37 @@ func supported(op kernels.Op) error {
 }
 
 // program is a compiled op list. It runs eagerly the first time, then is
-// captured as a CUDA graph and replayed with one launch per run.
+// captured as a CUDA graph and replayed with one launch per run. Its steps
+// address the backend's workspace: when that grows (another program needed
+// more), Run compiles the ops again against the new one first.
 type program struct {
 	be      *Backend
+	ops     []kernels.Op
+	need    workspace.Sizes // of the workspace; zero: the steps do not use it
+	gen     int             // the workspace generation the steps address
 	steps   []step
-	scratch []*buffer
 	runs    int
 	noGraph bool // capture failed once: stay eager
 	graph   cuGraph
 	exec    cuGraphExec
+}
+
+// build compiles the steps against the workspace, growing it to p.need,
+// and drops a graph of older steps.
+func (p *program) build() error {
+	base, layout, gen, err := p.be.growScratch(p.need)
+	if err != nil {
+		return err
+	}
+	c := &compiler{be: p.be, base: base, layout: layout}
+	if err := c.compile(p.ops); err != nil {
+		return err
+	}
+	if err := p.dropGraph(); err != nil {
+		return err
+	}
+	p.steps, p.gen, p.runs, p.noGraph = c.steps, gen, 0, false
+	return nil
 }
 
 // Run enqueues the program; Read or Sync waits for it.
@@ -350,8 +333,13 @@ func (p *program) Run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p.runs++
 	be := p.be
+	if p.need != (workspace.Sizes{}) && be.scratchGen() != p.gen {
+		if err := p.build(); err != nil {
+			return err
+		}
+	}
+	p.runs++
 	if be.profiling() {
 		return be.w.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
@@ -404,26 +392,25 @@ func (p *program) capture(ctx context.Context) error {
 	return d.graphLaunch(exec, be.stream)
 }
 
-// Close frees the graph and the scratch.
-func (p *program) Close() error {
+// Close frees the graph. The workspace stays with the backend.
+func (p *program) Close() error { return p.dropGraph() }
+
+// dropGraph destroys the captured graph, if any.
+func (p *program) dropGraph() error {
+	if p.exec == 0 && p.graph == 0 {
+		return nil
+	}
 	be := p.be
-	var errs []error
-	if p.exec != 0 || p.graph != 0 {
-		errs = append(errs, be.w.do(func() error {
-			var errs []error
-			if p.exec != 0 {
-				errs = append(errs, be.drv.graphExecDestroy(p.exec))
-			}
-			if p.graph != 0 {
-				errs = append(errs, be.drv.graphDestroy(p.graph))
-			}
-			return errors.Join(errs...)
-		}))
-		p.exec, p.graph = 0, 0
-	}
-	for _, b := range p.scratch {
-		errs = append(errs, be.Free(b))
-	}
-	p.scratch = nil
-	return errors.Join(errs...)
+	err := be.w.do(func() error {
+		var errs []error
+		if p.exec != 0 {
+			errs = append(errs, be.drv.graphExecDestroy(p.exec))
+		}
+		if p.graph != 0 {
+			errs = append(errs, be.drv.graphDestroy(p.graph))
+		}
+		return errors.Join(errs...)
+	})
+	p.exec, p.graph = 0, 0
+	return err
 }

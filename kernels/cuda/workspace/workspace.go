@@ -1,0 +1,154 @@
+// Package workspace sizes the scratch a CUDA backend (kernels/cuda) keeps
+// of its own, beside the buffers its callers allocate: 8-bit copies of
+// activations for the integer products, attention partial results and
+// counters, top-k candidates. A backend's programs run one after another on
+// its one stream, so it keeps one region of each kind, sized for the
+// largest use, for all of them.
+//
+// It is a package of its own, plain arithmetic with no driver behind it, so
+// that the memory planner (engine/plan) counts that scratch from a model's
+// shapes with the very formulas the backend sizes it by.
+package workspace
+
+import "github.com/tandem-run/tandem/kernels/quant"
+
+// Region is one kind of scratch.
+type Region int
+
+const (
+	Q8        Region = iota // activations quantized to 8 bits for integer products
+	Aligned                 // activations copied to 16-byte alignment
+	Attention               // attention partial results, per key split
+	Counters                // attention splits finished per (head, query); left at zero
+	TopK                    // top-k candidates per chunk
+	NumRegions
+)
+
+// Sizes are the bytes of each region, each a multiple of Align.
+type Sizes [NumRegions]int64
+
+// Align is the alignment of every region's start.
+const Align = 256
+
+func round(n int64) int64 { return (n + Align - 1) &^ (Align - 1) }
+
+// Total is the bytes of all regions, laid end to end.
+func (s Sizes) Total() int64 {
+	var n int64
+	for _, v := range s {
+		n += v
+	}
+	return n
+}
+
+// Offset is where region r starts when the regions are laid end to end.
+func (s Sizes) Offset(r Region) int64 {
+	var n int64
+	for _, v := range s[:r] {
+		n += v
+	}
+	return n
+}
+
+// Max is the larger of s and o, region by region.
+func (s Sizes) Max(o Sizes) Sizes {
+	for r := range s {
+		s[r] = max(s[r], o[r])
+	}
+	return s
+}
+
+// Covers reports whether every region of s is at least o's.
+func (s Sizes) Covers(o Sizes) bool {
+	return s.Max(o) == s
+}
+
+// MaxVectorRows is the most rows a product runs with the matrix-vector
+// kernels; larger batches take the tiled kernels, which read activations
+// as they are.
+const MaxVectorRows = 8
+
+// QuantizesActivations reports whether a matrix-vector product with
+// weights of type t reads its activations quantized to 8 bits (for Q4_K,
+// when the weights are 16-byte aligned, as whole uploaded tensors are).
+func QuantizesActivations(t quant.Type) bool {
+	return t == quant.Q8_0 || t == quant.Q6_K || t == quant.Q4_K
+}
+
+// Q8Layout is rows of n activations in 8 bits: the values, padded to 16
+// bytes, then a pair of float32 (scale, sum) per 32 values, from scales on.
+func Q8Layout(rows, n int) (scales, bytes int64) {
+	scales = (int64(rows)*int64(n) + 15) &^ 15
+	return scales, round(scales + int64(rows)*int64(n/32)*8)
+}
+
+// AlignedBytes is a 16-byte-aligned copy of rows of n float32.
+func AlignedBytes(rows, n int) int64 {
+	return round(int64(rows) * int64((n+3)&^3) * 4)
+}
+
+// Attention cuts each (head, query) over up to MaxSplits slices of the
+// cache, of at least SplitKeys keys each, so that decode, one query, still
+// gives every multiprocessor two blocks.
+const (
+	MaxSplits = 64
+	SplitKeys = 128
+	// MaxMultiprocessors caps the multiprocessor count the split uses, so
+	// that For bounds the partials without knowing the GPU (an H200 has 132).
+	MaxMultiprocessors = 256
+)
+
+// AttentionSplits is the slices each of units (heads x queries) attention
+// items is cut into, for a cache of keys rows on a GPU of multiprocessors.
+func AttentionSplits(units, keys, multiprocessors int) int {
+	sm := min(multiprocessors, MaxMultiprocessors)
+	splits := (2*sm + units - 1) / units
+	return max(1, min(splits, MaxSplits, (keys+SplitKeys-1)/SplitKeys))
+}
+
+// AttentionBytes is the partial results of units items in splits slices:
+// per slice, headDim sums, the running maximum and the weight total.
+func AttentionBytes(units, splits, headDim int) int64 {
+	return round(int64(units) * int64(splits) * int64(headDim+2) * 4)
+}
+
+// CounterBytes is one int32 counter per item.
+func CounterBytes(units int) int64 { return round(int64(units) * 4) }
+
+// TopKBytes is candidates (value, index) pairs per row.
+func TopKBytes(rows, candidates int) int64 { return round(int64(rows) * int64(candidates) * 8) }
+
+// Pass is the largest forward pass a model runs on a device.
+type Pass struct {
+	Rows int // most tokens in one pass
+	Keys int // KV cache rows
+	// Heads and HeadDim are the widest attention: query heads on the
+	// device and their size (0: no attention there).
+	Heads, HeadDim int
+	// Quantized is the widest activation an integer product reads (see
+	// QuantizesActivations; 0: none).
+	Quantized int
+}
+
+// For is the workspace that holds whatever a backend compiles for passes
+// of p's shapes with 1 to p.Rows rows, on any GPU. Activations are taken
+// as the engine lays them out, packed rows of whole 32-value groups, which
+// need no aligned copy; top-k runs on the host.
+func For(p Pass) Sizes {
+	var s Sizes
+	if p.Quantized > 0 {
+		_, s[Q8] = Q8Layout(min(p.Rows, MaxVectorRows), p.Quantized)
+	}
+	if p.Heads > 0 && p.HeadDim > 0 {
+		most := p.Heads * p.Rows
+		s[Counters] = CounterBytes(most)
+		// Below 2 x MaxMultiprocessors items the splits make up the
+		// difference; above, every item is one split and the most items
+		// need the most room.
+		for u := 1; u <= min(most, 2*MaxMultiprocessors); u++ {
+			s[Attention] = max(s[Attention], AttentionBytes(u, AttentionSplits(u, p.Keys, MaxMultiprocessors), p.HeadDim))
+		}
+		s[Attention] = max(s[Attention], AttentionBytes(most, AttentionSplits(most, p.Keys, MaxMultiprocessors), p.HeadDim))
+	}
+	return s
+}
