@@ -5,6 +5,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 )
 
 // Usage is what one model holds on one device, in bytes, by category.
@@ -41,7 +42,11 @@ type Budget struct {
 	Target   Usage
 	Draft    Usage
 	Overhead int64 // see Overhead
-	Capacity int64 // see device.Device.Capacity
+	// Workspace is the scratch a CUDA backend keeps of its own, shared by
+	// the models on the device (ModelPlan.Workspace); the executor reserves
+	// it at load.
+	Workspace workspace.Sizes
+	Capacity  int64 // see device.Device.Capacity
 }
 
 func (b *Budget) usage(r Role) *Usage {
@@ -64,7 +69,9 @@ func (b Budget) Role() string {
 }
 
 // Total is everything the device will hold.
-func (b Budget) Total() int64 { return b.Target.Total() + b.Draft.Total() + b.Overhead }
+func (b Budget) Total() int64 {
+	return b.Target.Total() + b.Draft.Total() + b.Workspace.Total() + b.Overhead
+}
 
 // Spare is the capacity left; negative when the plan is over.
 func (b Budget) Spare() int64 { return b.Capacity - b.Total() }

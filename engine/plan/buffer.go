@@ -94,6 +94,7 @@ type local struct {
 	vocab     int64
 	norm      bool // holds output_norm
 	features  int64
+	quantized int64 // widest activation an integer product reads (workspace.go)
 }
 
 // scratch lists the f32 scratch buffers of a model, per device (see Buffer).
@@ -170,11 +171,15 @@ func (m *model) locals() map[int]*local {
 			if _, ok := m.file.Tensor(fmt.Sprintf("blk.%d.ffn_gate.weight", b)); ok {
 				l.gated = true
 			}
+			l.quantized = max(l.quantized, m.quantizedInputs(b, heads, ffn))
 		}
 	}
 	for _, h := range m.headRun {
 		l := at(h.Device)
 		l.head, l.vocab = true, max(l.vocab, h.Rows.Len())
+		if m.headQuantizes() {
+			l.quantized = max(l.quantized, s.Embd)
+		}
 	}
 	for _, d := range m.normDevs {
 		at(d).norm = true

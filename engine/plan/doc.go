@@ -5,10 +5,16 @@
 //
 // The plan is the executor's allocation list, not an estimate of it. For
 // each ModelPlan (Plan.Target, Plan.Draft) the executor allocates:
+//
 //   - every Shard of every Tensor on its device: a whole tensor or a range of
 //     rows is one contiguous piece of the file (Shard.FileRange); a range of
 //     columns (Dim 0) takes that block-aligned piece of every row;
+//
 //   - every Buffer (KV caches per block and f32 scratch, named and shaped);
+//
+//   - on each CUDA device, the backend's workspace of Budget.Workspace
+//     (kernels/cuda/workspace: 8-bit activations, attention partials),
+//     reserved once for all the models on the device;
 //
 // and runs the blocks where BlockDevice (layer split) or KVHeads/FFNRows
 // (tensor split) say, the head where HeadRun says and token lookups where

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -75,6 +76,10 @@ type ModelPlan struct {
 	BorrowInPlace bool
 	Tensors       []Tensor
 	Buffers       []Buffer
+	// Workspace is, per CUDA device, the scratch its backend keeps of its
+	// own for this model's passes (kernels/cuda/workspace); the device's
+	// Budget.Workspace covers every model on it.
+	Workspace map[int]workspace.Sizes
 }
 
 // Make plans a placement. An error means the input cannot be planned at
@@ -186,8 +191,9 @@ func (m *model) export(in Input) (ModelPlan, error) {
 		BlockDevice: m.blockDev, KVHeads: m.kvHeads, FFNRows: m.ffnRows,
 		HeadRun: m.headRun, EmbeddingRun: m.embdRun,
 		Borrowed: m.borrowed, BorrowInPlace: m.inPlace,
-		Tensors: m.tensors,
-		Buffers: append(kv, m.scratch(int64(in.Ctx), int64(in.Batch))...),
+		Tensors:   m.tensors,
+		Buffers:   append(kv, m.scratch(int64(in.Ctx), int64(in.Batch))...),
+		Workspace: m.workspaces(in.Devices, int64(in.Ctx), int64(in.Batch)),
 	}, nil
 }
 
@@ -212,6 +218,11 @@ func budgets(devs []device.Device, models ...*ModelPlan) []Budget {
 		}
 		for _, b := range m.Buffers {
 			at(b.Device).usage(b.For).addBuffer(b.Kind, b.Bytes)
+		}
+		for d, s := range m.Workspace {
+			// One workspace per backend serves all its models.
+			b := at(d)
+			b.Workspace = b.Workspace.Max(s)
 		}
 		for _, d := range m.Placement.Devices {
 			at(d) // a device of the model costs its overhead even if it ends up empty

@@ -28,7 +28,8 @@ type DeviceReport struct {
 }
 
 // Categories splits a device's total: the target's parts, the draft's
-// whole share, and the context overhead.
+// whole share, and the context overhead. Scratch includes the backend's
+// workspace, which serves both models.
 type Categories struct {
 	Weights   int64 `json:"weights"`
 	Embedding int64 `json:"embedding"`
@@ -65,7 +66,7 @@ type BorrowOptionJSON struct {
 func (b Budget) Categories() Categories {
 	t := b.Target
 	return Categories{
-		Weights: t.Weights, Embedding: t.Embedding, Head: t.Head, KV: t.KV, Scratch: t.Scratch,
+		Weights: t.Weights, Embedding: t.Embedding, Head: t.Head, KV: t.KV, Scratch: t.Scratch + b.Workspace.Total(),
 		Draft: b.Draft.Total(), Overhead: b.Overhead,
 	}
 }

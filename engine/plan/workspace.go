@@ -1,0 +1,62 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
+)
+
+// workspaces is, per CUDA device of the model, the scratch the backend
+// keeps of its own for the model's passes (kernels/cuda/workspace): 8-bit
+// copies of the widest activation an integer product reads, attention
+// partials and counters for the device's heads. CPU devices keep none.
+func (m *model) workspaces(devs []device.Device, ctx, batch int64) map[int]workspace.Sizes {
+	out := map[int]workspace.Sizes{}
+	for d, l := range m.locals() {
+		if dev, _ := findDevice(devs, d); dev.Kind != device.CUDA {
+			continue
+		}
+		p := workspace.Pass{Rows: int(batch), Keys: int(ctx), Quantized: int(l.quantized)}
+		if l.kv > 0 {
+			p.Heads, p.HeadDim = int(l.heads), int(max(m.shape.HeadDimK, m.shape.HeadDimV))
+		}
+		if s := workspace.For(p); s.Total() > 0 {
+			out[d] = s
+		}
+	}
+	return out
+}
+
+// quantizedInputs is the widest activation of block b that a product with
+// integer weights reads, for a device with heads query heads and ffn FFN
+// rows of it.
+func (m *model) quantizedInputs(b int, heads, ffn int64) int64 {
+	var w int64
+	for _, p := range []struct {
+		names []string
+		width int64
+	}{
+		{[]string{"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"}, m.inputWidth(b)},
+		{[]string{"attn_output"}, m.shape.HeadDimV * heads},
+		{[]string{"ffn_down"}, ffn},
+	} {
+		for _, name := range p.names {
+			if t, ok := m.file.Tensor(fmt.Sprintf("blk.%d.%s.weight", b, name)); ok && workspace.QuantizesActivations(t.Type) {
+				w = max(w, p.width)
+			}
+		}
+	}
+	return w
+}
+
+// headQuantizes reports whether the head's product reads its input in 8
+// bits; a head the file does not hold (borrowed) is taken to.
+func (m *model) headQuantizes() bool {
+	for _, name := range []string{nameHead, nameEmbd} {
+		if t, ok := m.file.Tensor(name); ok {
+			return workspace.QuantizesActivations(t.Type)
+		}
+	}
+	return true
+}
