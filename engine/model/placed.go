@@ -19,7 +19,8 @@ import (
 // or split by vocabulary rows. Activations cross devices through the host
 // (Backend.Read, then Write), which any pair of backends supports.
 //
-// It allocates the plan's shards and buffers and nothing else of size, so
+// It allocates the plan's shards and buffers, and reserves a CUDA
+// backend's workspace at the plan's figure, and nothing else of size, so
 // each backend's Usage is the plan's per-device budget. Its methods are
 // called from one goroutine at a time, like Model's.
 type Placed struct {
@@ -125,7 +126,7 @@ func LoadPlaced(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelP
 	if err := m.loadTensors(ctx, f, mp, progress); err != nil {
 		return nil, err
 	}
-	if err := m.allocBuffers(mp); err != nil {
+	if err := m.allocBuffers(p, mp); err != nil {
 		return nil, err
 	}
 	b, embd := m.batch, params.Embd

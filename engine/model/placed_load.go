@@ -9,6 +9,7 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -174,7 +175,7 @@ func category(c plan.Class) kernels.Category {
 
 // allocBuffers allocates the plan's KV caches and scratch buffers, one
 // allocation each, and binds them.
-func (m *Placed) allocBuffers(mp *plan.ModelPlan) error {
+func (m *Placed) allocBuffers(p *plan.Plan, mp *plan.ModelPlan) error {
 	for _, b := range mp.Buffers {
 		pt := m.byDev[b.Device]
 		if pt == nil {
@@ -197,6 +198,9 @@ func (m *Placed) allocBuffers(mp *plan.ModelPlan) error {
 			return err
 		}
 	}
+	if err := m.reserve(p); err != nil {
+		return err
+	}
 	label := kernels.Label{Owner: m.role, Cat: kernels.Scratch}
 	for _, pt := range m.parts {
 		// Token ids, positions and output rows: 12 bytes a token, outside the plan.
@@ -208,6 +212,32 @@ func (m *Placed) allocBuffers(mp *plan.ModelPlan) error {
 		pt.s.tokens = kernels.NewTensor(buf, quant.I32, 1, m.batch, 0)
 		pt.s.pos = kernels.NewTensor(buf, quant.I32, 1, m.batch, 4*int64(m.batch))
 		pt.s.outIdx = kernels.NewTensor(buf, quant.I32, 1, m.batch, 8*int64(m.batch))
+	}
+	return nil
+}
+
+// reserver is a backend with scratch of its own besides what callers
+// allocate (kernels/cuda), which a plan counts per device.
+type reserver interface {
+	Reserve(workspace.Sizes) error
+}
+
+// reserve gives each part's backend the plan's workspace for its device,
+// so the programs compiled later fit in it.
+func (m *Placed) reserve(p *plan.Plan) error {
+	for _, pt := range m.parts {
+		r, ok := pt.be.(reserver)
+		if !ok {
+			continue
+		}
+		for _, b := range p.Devices {
+			if b.Device.Index != pt.dev {
+				continue
+			}
+			if err := r.Reserve(b.Workspace); err != nil {
+				return fmt.Errorf("model: workspace on device %d: %w", pt.dev, err)
+			}
+		}
 	}
 	return nil
 }
