@@ -6,7 +6,8 @@
 # The GPU machine has no Go and only what travels with the repository
 # (64 MiB), so this runs in two halves:
 #   packaging/gpu-engine.sh build [DIR]   here: the engine test binary and the
-#                                         F16 demo target (the oracle's model)
+#                                         F16 demo target (the oracle's model),
+#                                         compressed to fit the 64 MiB carry
 #   packaging/gpu-engine.sh run [DIR]     there: lay out ../shared from DIR and
 #                                         the bundled demo pair, run the tests
 set -eu
@@ -21,7 +22,8 @@ build)
 	cd "$root"
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/engine.test" ./engine
 	gzip -f -9 "$dir/engine.test"
-	cp "$shared/models/factory-target-F16.gguf" "$shared/oracle/oracle.json" "$dir/"
+	cp "$shared/oracle/oracle.json" "$dir/"
+	gzip -6 -c "$shared/models/factory-target-F16.gguf" >"$dir/factory-target-F16.gguf.gz"
 	;;
 run)
 	dir=$(cd "$dir" && pwd)
@@ -32,12 +34,12 @@ run)
 	ln -sf "$dir/factory-target-F16.gguf" ../shared/models/
 	ln -sf "$dir/oracle.json" ../shared/oracle/
 	ln -sf "$root/assets/factory-target-Q4_K_M.gguf" "$root/assets/factory-draft-Q8_0.gguf" ../shared/models/
-	gunzip -kf "$dir/engine.test.gz"
+	gunzip -kf "$dir/engine.test.gz" "$dir/factory-target-F16.gguf.gz"
 	out=${OUT:-/tmp}
 	(while :; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; sleep 0.2; done) >"$out/gpu-memory.csv" 2>&1 &
 	sampler=$!
 	cd engine
-	"$dir/engine.test" -engine.backend=cuda -test.v -test.run "${TESTS:-Greedy|Cancel|Limits|Placed}" 2>&1 | tee "$out/engine-cuda.log" || true
+	"$dir/engine.test" -engine.backend=cuda -test.v -test.run "${TESTS:-^Test(GreedySpeculative|Cancel|RequestLimits|Placed|GPUMemory)}" 2>&1 | tee "$out/engine-cuda.log" || true
 	"$dir/engine.test" -engine.backend=cuda -test.run '^$' -test.bench DemoPair -test.benchtime 20x 2>&1 | tee -a "$out/engine-cuda.log" || true
 	kill $sampler
 	echo "peak GPU memory of a test process (MiB):"
