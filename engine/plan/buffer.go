@@ -31,6 +31,7 @@ const (
 //	logits   [vocab rows, B]      on each device that runs (a part of) the head
 //	recv     [n_embd, B]          activations arriving from another device
 //	features [n_target*hidden, B] an EAGLE-3 draft's inputs from the target
+//	fused    [n_embd, ctx]        an EAGLE-3 draft's fc of them, one row per position
 //
 // where in is the widest block input (2 x n_embd for EAGLE-3), and heads,
 // kv_heads and ffn are the device's share under a tensor split.
@@ -138,6 +139,7 @@ func (m *model) scratch(ctx, batch int64) []Buffer {
 		}
 		if l.features > 0 {
 			add(d, "features", l.features, batch)
+			add(d, "fused", s.Embd, ctx)
 		}
 	}
 	return out
