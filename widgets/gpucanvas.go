@@ -1,10 +1,7 @@
 package widgets
 
 import (
-	"errors"
 	"slices"
-	"strconv"
-	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -22,16 +19,6 @@ const (
 	ZoneTarget Zone = "target"
 	ZoneDraft  Zone = "draft"
 )
-
-// Placement is what the canvas edits: which devices each model runs on, in
-// order, and how the target spreads over its devices.
-type Placement struct {
-	Target []int     // device IDs in pipeline order
-	Ratios []float64 // one positive weight per Target device; nil = automatic
-	Draft  []int
-	Split  string // "layer" or "tensor"
-	Head   string // "" (automatic), "replicated" or "split"
-}
 
 // GPUCanvas shows every device as a chip in a pool and two zones, Target
 // and Draft, that the chips are dragged into (a device may serve both).
@@ -171,11 +158,6 @@ func (g *GPUCanvas) quietly(f func()) {
 	g.quiet = q
 }
 
-func clonePlacement(p Placement) Placement {
-	p.Target, p.Draft, p.Ratios = slices.Clone(p.Target), slices.Clone(p.Draft), slices.Clone(p.Ratios)
-	return p
-}
-
 // clean drops unknown and repeated devices and keeps Ratios in step with
 // Target.
 func (g *GPUCanvas) clean(p Placement) Placement {
@@ -227,66 +209,6 @@ func (g *GPUCanvas) remove(zone Zone, id int) {
 
 func (g *GPUCanvas) shift(zone Zone, id, by int) {
 	g.userChange(func(p *Placement) { p.shift(zone, id, by) })
-}
-
-// insert puts device id into zone at index at (-1: the end), counting the
-// zone's slots as they are; it moves there if it is already in the zone.
-func (p *Placement) insert(zone Zone, id, at int) {
-	list := zoneList(p, zone)
-	ratio, moved := 0.0, false
-	if i := slices.Index(*list, id); i >= 0 {
-		*list = slices.Delete(*list, i, i+1)
-		if zone == ZoneTarget && p.Ratios != nil {
-			ratio, moved = p.Ratios[i], true
-			p.Ratios = slices.Delete(p.Ratios, i, i+1)
-		}
-		if at > i {
-			at--
-		}
-	} else if zone == ZoneTarget {
-		p.Ratios = nil // a new device: back to automatic ratios
-	}
-	if at < 0 || at > len(*list) {
-		at = len(*list)
-	}
-	*list = slices.Insert(*list, at, id)
-	if moved {
-		p.Ratios = slices.Insert(p.Ratios, at, ratio)
-	}
-}
-
-// remove takes device id out of zone.
-func (p *Placement) remove(zone Zone, id int) {
-	list := zoneList(p, zone)
-	i := slices.Index(*list, id)
-	if i < 0 {
-		return
-	}
-	*list = slices.Delete(*list, i, i+1)
-	if zone == ZoneTarget && p.Ratios != nil {
-		p.Ratios = slices.Delete(p.Ratios, i, i+1)
-	}
-}
-
-// shift moves device id by places within zone.
-func (p *Placement) shift(zone Zone, id, by int) {
-	list := zoneList(p, zone)
-	i := slices.Index(*list, id)
-	j := i + by
-	if i < 0 || j < 0 || j >= len(*list) {
-		return
-	}
-	(*list)[i], (*list)[j] = (*list)[j], (*list)[i]
-	if zone == ZoneTarget && p.Ratios != nil {
-		p.Ratios[i], p.Ratios[j] = p.Ratios[j], p.Ratios[i]
-	}
-}
-
-func zoneList(p *Placement, z Zone) *[]int {
-	if z == ZoneDraft {
-		return &p.Draft
-	}
-	return &p.Target
 }
 
 type chipAction struct {
@@ -371,79 +293,3 @@ func (g *GPUCanvas) fillZone(zone Zone, ids []int) {
 	z.slots.Refresh()
 	z.empty.Refresh()
 }
-
-// ratioField is the numeric field under a target chip that weighs it.
-func (g *GPUCanvas) ratioField(i, id int) *widget.Entry {
-	e, ok := g.ratios[id]
-	if !ok {
-		e = widget.NewEntry()
-		e.OnChanged = func(string) { g.ratiosEdited() }
-		e.Validator = func(s string) error {
-			if s == "" {
-				return nil
-			}
-			_, err := parseRatio(s)
-			return err
-		}
-		g.ratios[id] = e
-	}
-	e.PlaceHolder = "ratio"
-	if g.pl.Ratios == nil && i < len(g.autoRatios) && len(g.autoRatios) == len(g.pl.Target) {
-		e.PlaceHolder = "auto " + formatRatio(g.autoRatios[i])
-	}
-	want := ""
-	if g.pl.Ratios != nil {
-		want = formatRatio(g.pl.Ratios[i])
-	}
-	// Leave what the user typed when it already says the same number ("3.0").
-	if r, err := parseRatio(e.Text); e.Text != want && (err != nil || formatRatio(r) != want) {
-		e.SetText(want)
-	}
-	e.Refresh()
-	return e
-}
-
-// ratiosEdited takes the ratio fields' numbers once all of them are valid
-// (all empty: automatic).
-func (g *GPUCanvas) ratiosEdited() {
-	if g.quiet {
-		return
-	}
-	var ratios []float64
-	empty := 0
-	for _, id := range g.pl.Target {
-		s := strings.TrimSpace(g.ratios[id].Text)
-		if s == "" {
-			empty++
-			continue
-		}
-		r, err := parseRatio(s)
-		if err != nil {
-			return
-		}
-		ratios = append(ratios, r)
-	}
-	switch empty {
-	case 0:
-	case len(g.pl.Target):
-		ratios = nil
-	default:
-		return // some fields still empty
-	}
-	if slices.Equal(ratios, g.pl.Ratios) {
-		return
-	}
-	g.userChange(func(p *Placement) { p.Ratios = ratios })
-}
-
-func parseRatio(s string) (float64, error) {
-	r, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-	if err != nil || !(r > 0) || r > 1e6 {
-		return 0, errRatio
-	}
-	return r, nil
-}
-
-var errRatio = errors.New("widgets: a ratio is a positive number")
-
-func formatRatio(r float64) string { return strconv.FormatFloat(r, 'g', 4, 64) }
