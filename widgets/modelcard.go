@@ -54,8 +54,7 @@ func (c *ModelCard) Set(info ModelInfo) {
 	}
 	c.rows.Objects = nil
 	for _, r := range info.Rows {
-		k := widget.NewLabel(r[0])
-		k.Importance = widget.LowImportance
+		k := widget.NewLabelWithStyle(r[0], fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
 		v := widget.NewLabel(r[1])
 		v.Wrapping = fyne.TextWrapWord
 		c.rows.Objects = append(c.rows.Objects, k, v)
