@@ -53,16 +53,20 @@ func openWindow(opt guiOptions) error {
 	}
 	a := fyneapp.NewWithID(appID)
 	a.SetIcon(fyne.NewStaticResource("tandem.png", assets.Icon()))
-	m, err := newMainWindow(a, st, hostInventory(), engineLoad, fyne.Do)
+	post := fyne.Do
+	var frames *frameMonitor
+	if opt.frameStats != "" {
+		frames = newFrameMonitor(5*time.Millisecond, time.Now, fyne.Do)
+		post = frames.timed(fyne.Do)
+		a.Lifecycle().SetOnStarted(frames.start)
+	}
+	m, err := newMainWindow(a, st, hostInventory(), engineLoad, post)
 	if err != nil {
 		return err
 	}
+	m.frames = frames
 	m.openModels()
 
-	if opt.frameStats != "" {
-		m.frames = newFrameMonitor(5*time.Millisecond, time.Now, fyne.Do)
-		a.Lifecycle().SetOnStarted(m.frames.start)
-	}
 	// SIGINT/SIGTERM close the window like its close button, so settings are
 	// flushed and the frame report written.
 	sig := make(chan os.Signal, 1)

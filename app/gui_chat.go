@@ -39,6 +39,7 @@ type chatWindow struct {
 	list   *widget.List
 	engine *widget.Label
 	system *widget.Entry
+	shown  bool // the window was shown once
 }
 
 func newChatWindow(m *mainWindow) *chatWindow {

@@ -23,7 +23,8 @@ type frameMonitor struct {
 	phase string
 	last  time.Time
 	gaps  map[string][]time.Duration
-	worst []stall // gaps over 100 ms, in order
+	worst []stall                  // gaps over 100 ms, in order
+	work  map[string]time.Duration // longest posted function per phase
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -31,7 +32,7 @@ type frameMonitor struct {
 
 func newFrameMonitor(period time.Duration, now func() time.Time, post func(func())) *frameMonitor {
 	return &frameMonitor{period: period, now: now, post: post, phase: "startup",
-		gaps: map[string][]time.Duration{}, stop: make(chan struct{})}
+		gaps: map[string][]time.Duration{}, work: map[string]time.Duration{}, stop: make(chan struct{})}
 }
 
 // start ticks until close.
@@ -76,6 +77,19 @@ type stall struct {
 	GapMS  float64 `json:"gap_ms"`
 }
 
+// timed wraps post so that the run time of every function the app posts
+// to the main goroutine is kept per phase: the app's own share of a gap,
+// as against drawing, the window system or other processes.
+func (m *frameMonitor) timed(post func(func())) func(func()) {
+	return func(f func()) {
+		post(func() {
+			start, phase := m.now(), m.phase
+			f()
+			m.work[phase] = max(m.work[phase], m.now().Sub(start))
+		})
+	}
+}
+
 // setPhase names what the window is doing from now on (main goroutine).
 func (m *frameMonitor) setPhase(p string) {
 	if m != nil {
@@ -90,6 +104,8 @@ type frameReport struct {
 	P99MS   float64 `json:"p99_ms"`
 	P50MS   float64 `json:"p50_ms"`
 	Over100 int     `json:"over_100ms"`
+	// WorkMaxMS is the longest function the app posted in this phase.
+	WorkMaxMS float64 `json:"work_max_ms"`
 }
 
 // report summarises the gaps per phase (main goroutine).
@@ -98,7 +114,8 @@ func (m *frameMonitor) report() map[string]frameReport {
 	for phase, g := range m.gaps {
 		s := slices.Clone(g)
 		slices.Sort(s)
-		r := frameReport{Samples: len(s), MaxMS: ms(s[len(s)-1]), P99MS: ms(s[len(s)*99/100]), P50MS: ms(s[len(s)/2])}
+		r := frameReport{Samples: len(s), MaxMS: ms(s[len(s)-1]), P99MS: ms(s[len(s)*99/100]), P50MS: ms(s[len(s)/2]),
+			WorkMaxMS: ms(m.work[phase])}
 		for _, d := range s {
 			if d > stallGap {
 				r.Over100++
