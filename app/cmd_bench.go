@@ -9,54 +9,57 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/kernels"
 )
 
 func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("bench", errOut)
-	path := fs.String("model", "", "GGUF `file` to time")
+	var ef engineFlags
+	ef.registerTarget(fs)
 	prefill := fs.Int("p", 512, "prompt `tokens` processed as one batch")
 	decode := fs.Int("n", 128, "`tokens` decoded one at a time")
 	reps := fs.Int("r", 3, "timed `repetitions` after one warm-up")
-	kv := fs.String("kv-type", "f16", "KV cache `type`: f16 or f32")
-	threads := fs.Int("threads", 0, "CPU `threads` (0: all cores)")
 	asJSON := fs.Bool("json", false, "print a JSON object")
 	fs.Usage = func() {
-		fmt.Fprintln(errOut, "Usage: tandem bench --model M [-p 512] [-n 128] [-r 3] [--json]\n\n"+
+		fmt.Fprintln(errOut, "Usage: tandem bench [--model M] [-p 512] [-n 128] [-r 3] [--backend cpu|cuda] [placement flags] [--json]\n\n"+
 			"Times prefill (-p tokens in one batch) and decode (-n tokens one by one from an empty\n"+
 			"context), as llama-bench's pp and tg tests do; prints tokens/s, mean and spread.")
 		fs.PrintDefaults()
 	}
 	if rest, err := parseFlags(fs, args); err != nil {
 		return err
-	} else if len(rest) > 0 || *path == "" || *prefill < 0 || *decode < 0 || *prefill+*decode == 0 || *reps < 1 {
+	} else if len(rest) > 0 || *prefill < 0 || *decode < 0 || *prefill+*decode == 0 || *reps < 1 {
 		fs.Usage()
 		return errUsage
 	}
-	kvType, err := parseKVType(*kv)
+	cfg, err := ef.config(errOut)
 	if err != nil {
 		return err
 	}
 	n := max(*prefill, *decode, 1)
-	lm, err := openLocalModel(ctx, *path, *threads, model.Options{Context: n, Batch: max(*prefill, 1), KVType: kvType})
+	if cfg.Context == 0 {
+		cfg.Context = n
+	}
+	r, err := engine.Load(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
-	defer lm.Close()
+	defer r.Close()
+	info := r.Info()
 
 	// Random token ids, as llama-bench uses: what is measured is arithmetic,
 	// not any particular text.
 	rng := rand.New(rand.NewPCG(1, 2))
-	vocab := lm.m.Params().Vocab
 	tokens := make([]int32, n)
 	for i := range tokens {
-		tokens[i] = int32(rng.IntN(vocab))
+		tokens[i] = int32(rng.IntN(info.Target.VocabSize))
 	}
 	var pp, tg []float64
 	for rep := range *reps + 1 {
 		if *prefill > 0 {
 			secs, err := timeIt(func() error {
-				_, err := lm.m.Forward(ctx, tokens[:*prefill], 0, nil)
+				_, err := r.Forward(ctx, tokens[:*prefill], 0, nil)
 				return err
 			})
 			if err != nil {
@@ -69,7 +72,7 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if *decode > 0 {
 			secs, err := timeIt(func() error {
 				for i := range *decode {
-					if _, err := lm.m.Forward(ctx, tokens[i:i+1], i, nil); err != nil {
+					if _, err := r.Forward(ctx, tokens[i:i+1], i, nil); err != nil {
 						return err
 					}
 				}
@@ -86,13 +89,20 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 
 	ppMean, ppStd := meanStd(pp)
 	tgMean, tgStd := meanStd(tg)
-	mem := lm.memory()
-	wb := weightBytes(lm.be.Usage())
+	mem := map[string]int64{}
+	for l, b := range info.Usage {
+		mem[l.Cat.String()] += b
+	}
+	wb := weightBytes(info.Usage)
+	where := cfg.Backend
+	if cfg.Placement != nil {
+		where = fmt.Sprintf("%d devices", len(r.DeviceUsage()))
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{
-			"model": *path, "backend": lm.be.Name(), "threads": lm.be.Threads(),
+			"model": cfg.Target, "backend": where, "threads": cfg.Threads,
 			"p": *prefill, "n": *decode, "reps": *reps,
 			"prefill_tok_s": ppMean, "prefill_tok_s_std": ppStd,
 			"decode_tok_s": tgMean, "decode_tok_s_std": tgStd,
@@ -100,7 +110,7 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 			"memory_bytes":       mem,
 		})
 	}
-	fmt.Fprintf(out, "%s on %s, %d threads\n", *path, lm.be.Name(), lm.be.Threads())
+	fmt.Fprintf(out, "%s on %s\n", cfg.Target, where)
 	if *prefill > 0 {
 		fmt.Fprintf(out, "prefill pp%-5d %10.1f ± %.1f tok/s\n", *prefill, ppMean, ppStd)
 	}
@@ -128,4 +138,16 @@ func meanStd(v []float64) (mean, std float64) {
 		std += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(std / float64(len(v)))
+}
+
+// weightBytes is what one decoded token streams: every weight but the
+// token embedding, of which it reads one row.
+func weightBytes(u kernels.Usage) int64 {
+	var n int64
+	for l, b := range u {
+		if l.Cat == kernels.Weights || l.Cat == kernels.Head {
+			n += b
+		}
+	}
+	return n
 }

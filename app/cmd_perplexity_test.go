@@ -65,7 +65,7 @@ func TestBenchCommand(t *testing.T) {
 
 func TestBenchAndPerplexityUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench"},
+		{"bench", "-p", "0", "-n", "0"},
 		{"bench", "--model", "m.gguf", "-r", "0"},
 		{"perplexity", "--model", "m.gguf"},
 	} {

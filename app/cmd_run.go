@@ -24,20 +24,29 @@ type engineFlags struct {
 	draftMax, draftMin int
 	draftPMin          float64
 	place              placementFlags
+	drafting           bool // the draft flags are registered
 }
 
+// register adds the flags of a command that generates: the target's and the draft's.
 func (e *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&e.model, "model", "", "target model GGUF (default: the bundled demo pair)")
-	fs.StringVar(&e.draft, "draft", "", "draft model GGUF: a small model of the same vocabulary")
+	e.registerTarget(fs)
+	e.drafting = true
+	fs.StringVar(&e.draft, "draft", "", "draft GGUF: a small model of the same vocabulary, or an EAGLE-3 draft")
 	fs.BoolVar(&e.lookup, "lookup", false, "draft by prompt lookup (n-grams of the context); alone when no --draft")
+	fs.IntVar(&e.draftMax, "draft-max", engine.DefaultDraftMax, "most tokens drafted per step")
+	fs.IntVar(&e.draftMin, "draft-min", engine.DefaultDraftMin, "fewest tokens the adaptive draft length goes down to")
+	fs.Float64Var(&e.draftPMin, "draft-p-min", engine.DefaultDraftPMin, "stop drafting when the draft's top probability is below this")
+}
+
+// registerTarget adds the flags of a command that measures the target alone
+// (bench, perplexity): the model, where it runs, and its cache.
+func (e *engineFlags) registerTarget(fs *flag.FlagSet) {
+	fs.StringVar(&e.model, "model", "", "target model GGUF (default: the bundled demo model)")
 	fs.StringVar(&e.backend, "backend", "cpu", "compute backend: cpu or cuda")
 	fs.IntVar(&e.gpu, "gpu", 0, "GPU number for --backend cuda")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default: the model's, at most 4096)")
 	fs.StringVar(&e.kvType, "kv-type", "f16", "KV cache type: f16 or f32")
 	fs.IntVar(&e.threads, "threads", 0, "CPU threads (default: all cores)")
-	fs.IntVar(&e.draftMax, "draft-max", engine.DefaultDraftMax, "most tokens drafted per step")
-	fs.IntVar(&e.draftMin, "draft-min", engine.DefaultDraftMin, "fewest tokens the adaptive draft length goes down to")
-	fs.Float64Var(&e.draftPMin, "draft-p-min", engine.DefaultDraftPMin, "stop drafting when the draft's top probability is below this")
 	e.place.register(fs)
 }
 
@@ -46,11 +55,10 @@ func (e *engineFlags) config(errOut io.Writer) (engine.Config, error) {
 	target, draft := e.model, e.draft
 	if target == "" {
 		var err error
-		if target, draft, err = modelOrDemo(target, draft, errOut); err != nil {
+		// --lookup alone asks for draftless decoding: no demo draft then.
+		wantDraft := e.drafting && !(e.lookup && e.draft == "")
+		if target, draft, err = modelOrDemo(target, draft, wantDraft, errOut); err != nil {
 			return engine.Config{}, err
-		}
-		if e.lookup && e.draft == "" {
-			draft = "" // --lookup alone asks for draftless decoding
 		}
 	}
 	place, err := e.place.placement()

@@ -29,9 +29,10 @@ func demoPair() (assets.DemoPair, error) {
 }
 
 // modelOrDemo is for commands whose --model is optional (run, bench,
-// serve): with no target it returns the demo pair (the draft too, unless
-// one was given) and says so on errOut; otherwise it returns its arguments.
-func modelOrDemo(target, draft string, errOut io.Writer) (string, string, error) {
+// perplexity, serve): with no target it returns the demo target, and the
+// demo draft too when the command drafts (wantDraft) and none was given,
+// and says so on errOut; otherwise it returns its arguments.
+func modelOrDemo(target, draft string, wantDraft bool, errOut io.Writer) (string, string, error) {
 	if target != "" {
 		return target, draft, nil
 	}
@@ -39,7 +40,7 @@ func modelOrDemo(target, draft string, errOut io.Writer) (string, string, error)
 	if err != nil {
 		return "", "", err
 	}
-	if draft == "" {
+	if wantDraft && draft == "" {
 		draft = p.Draft
 		fmt.Fprintf(errOut, "tandem: no --model: using the bundled demo pair (%s, draft %s).\n", p.Target, p.Draft)
 	} else {

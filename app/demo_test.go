@@ -10,7 +10,7 @@ import (
 func TestModelOrDemo(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var errOut bytes.Buffer
-	target, draft, err := modelOrDemo("", "", &errOut)
+	target, draft, err := modelOrDemo("", "", true, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,13 +24,13 @@ func TestModelOrDemo(t *testing.T) {
 	}
 
 	errOut.Reset()
-	target, draft, err = modelOrDemo("", "/my/draft.gguf", &errOut)
+	target, draft, err = modelOrDemo("", "/my/draft.gguf", true, &errOut)
 	if err != nil || draft != "/my/draft.gguf" || !strings.Contains(errOut.String(), "demo target") {
 		t.Errorf("demo target with own draft: %q %q %v %q", target, draft, err, errOut.String())
 	}
 
 	errOut.Reset()
-	target, draft, err = modelOrDemo("/m.gguf", "", &errOut)
+	target, draft, err = modelOrDemo("/m.gguf", "", true, &errOut)
 	if err != nil || target != "/m.gguf" || draft != "" || errOut.Len() != 0 {
 		t.Errorf("explicit model: %q %q %v %q", target, draft, err, errOut.String())
 	}

@@ -26,7 +26,7 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	if err != nil {
 		return Stats{}, err
 	}
-	n := r.target.context()
+	n := r.target.Context()
 	switch {
 	case len(prompt) == 0:
 		return Stats{}, errors.New("engine: empty prompt")
@@ -121,7 +121,7 @@ func (g *generation) run(ctx context.Context) error {
 // step drafts, verifies the drafts in one target pass and accepts the
 // result. It reports whether generation is finished.
 func (g *generation) step(ctx context.Context) (bool, error) {
-	room := g.r.target.context() - len(g.history) // positions left after the pending token
+	room := g.r.target.Context() - len(g.history) // positions left after the pending token
 	var drafted []int32
 	var dists [][]float32
 	if g.r.draft != nil && !g.req.NoDraft && room > 0 {
@@ -198,7 +198,7 @@ func oneHot(dists [][]float32, i int, d int32, n int) []float32 {
 
 // remaining is how many more tokens the request allows.
 func (g *generation) remaining() int {
-	left := g.r.target.context() - len(g.history)
+	left := g.r.target.Context() - len(g.history)
 	if g.req.MaxTokens > 0 {
 		left = min(left, g.req.MaxTokens-g.stats.GeneratedTokens)
 	}

@@ -185,16 +185,17 @@ func (p *placed) close() error {
 	return errors.Join(errs...)
 }
 
-// forward runs the sequence's model, whichever kind it is.
-func (s *sequence) forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
+// Forward runs the sequence's model, whichever kind it is (a sequence is a
+// model.Batcher).
+func (s *sequence) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
 	if s.placed != nil {
 		return s.placed.Forward(ctx, tokens, pos, out)
 	}
 	return s.m.Forward(ctx, tokens, pos, out)
 }
 
-// context is the model's KV cache length.
-func (s *sequence) context() int {
+// Context is the model's KV cache length.
+func (s *sequence) Context() int {
 	if s.placed != nil {
 		return s.placed.Context()
 	}

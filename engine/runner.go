@@ -220,7 +220,7 @@ type Info struct {
 func (r *Runner) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	in := Info{Target: r.files[0].Describe(), Context: r.target.context(),
+	in := Info{Target: r.files[0].Describe(), Context: r.target.Context(),
 		ChatTemplate: r.template != nil, Usage: r.usage(), Lookup: r.cfg.Lookup && r.cfg.Draft == ""}
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()

@@ -28,7 +28,7 @@ func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32
 		out[i] = len(tokens) - rows - c + i
 	}
 	s.cached = s.cached[:min(c, len(s.cached))]
-	logits, err := s.forward(ctx, tokens[c:], c, out)
+	logits, err := s.Forward(ctx, tokens[c:], c, out)
 	if err != nil {
 		return nil, err // the cache keeps tokens[:c]; nothing after it is trusted
 	}
