@@ -102,7 +102,7 @@ func (m *mainWindow) build() {
 	targetBox := container.NewVBox(container.NewHBox(chooseTarget, recentTarget), m.targetCard)
 	m.draftBox = container.NewVBox(container.NewHBox(chooseDraft, recentDraft, noDraft), m.draftCard)
 	models := container.NewVScroll(container.NewVBox(targetBox, widget.NewSeparator(), m.draftBox,
-		widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it (on this column's lower half: the draft).",
+		widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it; dropped on the draft section, it becomes the draft.",
 			fyne.TextAlignLeading, fyne.TextStyle{Italic: true})))
 
 	ctxRow := container.NewHBox(widget.NewLabel("Context"), container.NewGridWrap(fyne.NewSize(170, m.ctxEntry.MinSize().Height), m.ctxEntry),
