@@ -34,6 +34,7 @@ type Placed struct {
 	embd    []plan.Holder // where token lookups run
 	head    []plan.Holder // where the head's matmul runs
 	n       int           // cached positions
+	cap     *capture      // block inputs handed to an EAGLE-3 draft (Capture)
 
 	// host staging, sized once
 	tokens, positions, outIdx []int32

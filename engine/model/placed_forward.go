@@ -65,6 +65,9 @@ func (m *Placed) Forward(ctx context.Context, tokens []int32, pos int, out []int
 			return nil, err
 		}
 		m.n = pos + c + b
+		if err := m.handOver(pos+c, b); err != nil {
+			return nil, err
+		}
 		k := 0
 		for done+k < len(out) && out[done+k] < c+b { // at most b rows, so one head pass
 			m.outIdx[k] = int32(out[done+k] - c)
@@ -195,27 +198,37 @@ func (m *Placed) layerBody(ctx context.Context, b int, local *part) error {
 				return err
 			}
 		}
-		err := pt.run(ctx, progKey{progStage, 0, b}, func() []kernels.Op {
-			var ops []kernels.Op
-			if received {
-				ops = append(ops, kernels.Copy{Dst: pt.s.x.RowSlice(0, b), Src: pt.s.recv.RowSlice(0, b)})
+		// A captured block starts a program of its own, its input read
+		// first: from the host when it has just arrived there.
+		for i, seg := range m.segments(pt) {
+			first := i == 0 && received
+			if first && m.captures(seg[0]) {
+				m.keep(seg[0], b, m.hostX[:b*m.params.Embd])
+			} else if err := m.keepFrom(pt, seg[0], b); err != nil {
+				return err
 			}
-			for l, lb := range pt.local {
-				if !lb.present() {
-					continue
+			err := pt.run(ctx, progKey{progStage, seg[0], b}, func() []kernels.Op {
+				var ops []kernels.Op
+				if first {
+					ops = append(ops, kernels.Copy{Dst: pt.s.x.RowSlice(0, b), Src: pt.s.recv.RowSlice(0, b)})
 				}
-				x, out := pt.s.x.RowSlice(0, b), pt.s.xn.RowSlice(0, b)
-				ops = append(ops, m.attnOps(pt, l, b)...)
-				ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
-				ops = append(ops, m.ffnOps(pt, l, b)...)
-				ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+				for l := seg[0]; l < seg[1]; l++ {
+					x, out := pt.s.x.RowSlice(0, b), pt.s.xn.RowSlice(0, b)
+					ops = append(ops, m.attnOps(pt, l, b)...)
+					ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+					ops = append(ops, m.ffnOps(pt, l, b)...)
+					ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+				}
+				return ops
+			})
+			if err != nil {
+				return err
 			}
-			return ops
-		})
-		if err != nil {
-			return err
 		}
 		prev = pt
+	}
+	if err := m.keepFrom(prev, m.params.Layers, b); err != nil {
+		return err
 	}
 	// The stream goes on to head devices other than the last block's.
 	for _, h := range m.head {
@@ -266,6 +279,12 @@ func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
 					return err
 				}
 			}
+			if kind == progAttn {
+				// Every device's stream is block l's input now.
+				if err := m.keepFrom(m.parts[0], l, b); err != nil {
+					return err
+				}
+			}
 			if err := m.sumShares(b, l, kind); err != nil {
 				return err
 			}
@@ -281,7 +300,7 @@ func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
 			return err
 		}
 	}
-	return nil
+	return m.keepFrom(m.byDev[m.head[0].Device], m.params.Layers, b)
 }
 
 // sumShares adds the devices' shares of block l's attention or FFN output
