@@ -48,6 +48,7 @@ type Eagle3 struct {
 	kv          kvCache
 	s           eagle3Scratch
 	bufs        []kernels.Buffer
+	far         *eagle3Far // a placed draft's borrowed tensors on other devices (eagle3_placed.go)
 
 	// fused are the target's states, fc'ed: [context, n_embd], rows
 	// [0, nFused) current. own is the draft's last pre-norm output
@@ -89,26 +90,10 @@ type eagle3Scratch struct {
 // ReadEagle3Params) and hand each capture to Encode. f must stay open while
 // the draft lives.
 func LoadEagle3(ctx context.Context, f *gguf.File, target *Model, opts Eagle3Options) (_ *Eagle3, err error) {
-	e, err := ReadEagle3Params(f)
-	if err != nil {
-		return nil, err
-	}
 	tp := target.params
-	if err := e.checkTarget(tp); err != nil {
-		return nil, err
-	}
-	if !slices.Equal(target.opts.CaptureLayers, e.TargetLayers) {
-		return nil, fmt.Errorf("model: the target captures blocks %v, the EAGLE-3 draft reads %v: %w", target.opts.CaptureLayers, e.TargetLayers, ErrBadParam)
-	}
-	d2t, err := readD2T(f, tp.Vocab)
+	e, d2t, err := readEagle3For(f, tp, target.opts.CaptureLayers)
 	if err != nil {
 		return nil, err
-	}
-	if e.Vocab == 0 {
-		e.Vocab = tp.Vocab // the borrowed head's
-	}
-	if d2t == nil && e.Vocab != tp.Vocab {
-		return nil, fmt.Errorf("model: the draft's head has %d rows, the target's vocabulary %d, and no %s map: %w", e.Vocab, tp.Vocab, nameD2T, ErrShape)
 	}
 	if opts.Owner == "" {
 		opts.Owner = "draft"
@@ -238,6 +223,32 @@ func (m *Eagle3) Truncate(n int) error {
 	return nil
 }
 
+// readEagle3For reads the draft's header and d2t map and checks them
+// against a target of params tp that captures blocks captured.
+func readEagle3For(f *gguf.File, tp Params, captured []int) (Eagle3Params, []int32, error) {
+	e, err := ReadEagle3Params(f)
+	if err != nil {
+		return e, nil, err
+	}
+	if err := e.checkTarget(tp); err != nil {
+		return e, nil, err
+	}
+	if !slices.Equal(captured, e.TargetLayers) {
+		return e, nil, fmt.Errorf("model: the target captures blocks %v, the EAGLE-3 draft reads %v: %w", captured, e.TargetLayers, ErrBadParam)
+	}
+	d2t, err := readD2T(f, tp.Vocab)
+	if err != nil {
+		return e, nil, err
+	}
+	if e.Vocab == 0 {
+		e.Vocab = tp.Vocab // the borrowed head's
+	}
+	if d2t == nil && e.Vocab != tp.Vocab {
+		return e, nil, fmt.Errorf("model: the draft's head has %d rows, the target's vocabulary %d, and no %s map: %w", e.Vocab, tp.Vocab, nameD2T, ErrShape)
+	}
+	return e, d2t, nil
+}
+
 // Encode fuses the target's captured states of positions pos, pos+1, ...
 // (hidden [n, n_fused], as Options.OnCapture hands them over, on the
 // target's backend) into the states those positions read. Fused states
@@ -250,7 +261,18 @@ func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) err
 		return fmt.Errorf("model: EAGLE-3 encode of %v, want [n,%d]: %w", hidden, m.params.FusedWidth(), ErrShape)
 	case pos < 0 || pos > m.nFused:
 		return fmt.Errorf("model: EAGLE-3 encode at %d with states up to %d: %w", pos, m.nFused, ErrPosition)
-	case pos+n > m.context:
+	}
+	// The capture belongs to the target's pass: copy it before the
+	// target's next pass reuses the buffer.
+	return m.encode(ctx, pos, n, func(c, b int) error {
+		return m.be.Copy(m.s.hidden.RowSlice(0, b), hidden.RowSlice(c, b))
+	})
+}
+
+// encode fuses n positions from pos, load putting rows c..c+b of them in
+// s.hidden before each chunk.
+func (m *Eagle3) encode(ctx context.Context, pos, n int, load func(c, b int) error) error {
+	if pos+n > m.context {
 		return fmt.Errorf("model: EAGLE-3 encode of %d positions at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
 	m.kv.n = min(m.kv.n, pos)
@@ -260,9 +282,7 @@ func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) err
 		if err := m.writeInputs(nil, pos+c, b); err != nil {
 			return err
 		}
-		// The capture belongs to the target's pass: copy it before the
-		// target's next pass reuses the buffer.
-		if err := m.be.Copy(m.s.hidden.RowSlice(0, b), hidden.RowSlice(c, b)); err != nil {
+		if err := load(c, b); err != nil {
 			return fmt.Errorf("model: EAGLE-3 encode: %w", err)
 		}
 		prog, err := cachedProgram(m.be, m.fuse, b, m.fuseOps)
@@ -294,7 +314,10 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 	case pos+n > m.nFused:
 		return nil, fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
 	}
-	return m.run(ctx, tokens, pos, m.body, m.bodyOps)
+	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
+		return nil, err
+	}
+	return m.readLogits()
 }
 
 // Step drafts on past the target's states: position pos takes token (the
@@ -305,19 +328,23 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 	if pos != m.next || pos > m.kv.n || pos >= m.context {
 		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.kv.n, ErrPosition)
 	}
-	return m.run(ctx, []int32{token}, pos, m.step, m.stepOps)
+	if err := m.run(ctx, []int32{token}, pos, m.step, m.stepOps); err != nil {
+		return nil, err
+	}
+	return m.readLogits()
 }
 
 // run runs the tokens at pos through the programs ops compiles, in chunks,
-// keeps the last row's pre-norm output and reads its logits.
-func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int]kernels.Program, ops func(int) []kernels.Op) ([]float32, error) {
+// keeps the last row's pre-norm output and computes its logits, which stay
+// where the head runs until read.
+func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int]kernels.Program, ops func(int) []kernels.Op) error {
 	n := len(tokens)
 	if pos+n > m.context {
-		return nil, fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
+		return fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
 	for i, t := range tokens {
 		if t < 0 || int(t) >= m.targetVocab {
-			return nil, fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.targetVocab)
+			return fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.targetVocab)
 		}
 	}
 	m.kv.n, m.next = pos, -1
@@ -325,22 +352,30 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int
 	for c := 0; c < n; c += b {
 		b = min(m.batch, n-c)
 		if err := m.writeInputs(tokens[c:c+b], pos+c, b); err != nil {
-			return nil, err
+			return err
+		}
+		if m.far != nil && m.far.embed {
+			if err := m.far.lookUp(ctx, m, tokens[c:c+b]); err != nil {
+				return err
+			}
 		}
 		prog, err := cachedProgram(m.be, cache, b, ops)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := prog.Run(ctx); err != nil {
-			return nil, fmt.Errorf("model: EAGLE-3 forward: %w", err)
+			return fmt.Errorf("model: EAGLE-3 forward: %w", err)
 		}
 		m.kv.n = pos + c + b
 	}
 	if err := m.be.Copy(m.own, m.s.x.Row(b-1)); err != nil {
-		return nil, fmt.Errorf("model: EAGLE-3 state: %w", err)
+		return fmt.Errorf("model: EAGLE-3 state: %w", err)
 	}
 	m.next = pos + n
-	return m.readLogits()
+	if m.far != nil && len(m.far.heads) > 0 {
+		return m.far.head(ctx, m)
+	}
+	return nil
 }
 
 // writeInputs uploads b tokens (none for Encode) and the positions pos...
@@ -364,6 +399,9 @@ func (m *Eagle3) writeInputs(tokens []int32, pos, b int) error {
 // readLogits reads the head's row, spreading a reduced vocabulary over the
 // target's ids.
 func (m *Eagle3) readLogits() ([]float32, error) {
+	if m.far != nil && len(m.far.heads) > 0 {
+		return m.logits, m.far.gather(m.logits)
+	}
 	if m.d2t == nil {
 		if err := m.be.Read(kernels.F32Bytes(m.logits), m.s.logits); err != nil {
 			return nil, fmt.Errorf("model: logits: %w", err)
@@ -416,8 +454,12 @@ func (m *Eagle3) stepOps(int) []kernels.Op {
 	return append(ops, m.headOps(1)...)
 }
 
-// embedOps looks up the embedding of each row's token.
+// embedOps looks up the embedding of each row's token (none where the
+// target's table is used in place: the rows arrive in s.emb).
 func (m *Eagle3) embedOps(b int) []kernels.Op {
+	if !m.w.tokEmbd.Valid() {
+		return nil
+	}
 	return []kernels.Op{kernels.GetRows{Dst: m.s.emb.RowSlice(0, b), Src: m.w.tokEmbd, Idx: m.s.tokens.ColSlice(0, b)}}
 }
 
@@ -467,13 +509,15 @@ func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	}
 }
 
-// headOps computes the logits of the last row.
+// headOps computes the logits of the last row; where the target's head is
+// used in place, only its normalised input (the rest runs there).
 func (m *Eagle3) headOps(b int) []kernels.Op {
 	s := m.s
-	return []kernels.Op{
-		kernels.RMSNorm{Dst: s.sel, X: s.x.Row(b - 1), W: m.w.outNorm, Eps: m.params.NormEps},
-		kernels.MatMul{Dst: s.logits, W: m.w.output, X: s.sel},
+	ops := []kernels.Op{kernels.RMSNorm{Dst: s.sel, X: s.x.Row(b - 1), W: m.w.outNorm, Eps: m.params.NormEps}}
+	if !m.w.output.Valid() {
+		return ops
 	}
+	return append(ops, kernels.MatMul{Dst: s.logits, W: m.w.output, X: s.sel})
 }
 
 // weightBytes is the bytes of weights one drafted token reads: the layer's
@@ -500,6 +544,9 @@ func (m *Eagle3) Close() error {
 		errs = append(errs, m.be.Free(b))
 	}
 	m.bufs = nil
+	if m.far != nil {
+		errs = append(errs, m.far.close())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("model: close: %w", err)
 	}
