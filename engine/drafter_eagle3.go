@@ -64,7 +64,18 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	// Catch up from the first position whose token or state changed; rerun
 	// at least the last one, whose logits give the first draft.
 	c := min(d.m.Len(), commonPrefix(d.fed, history[1:]), ran-1)
-	logits, err := d.m.Forward(ctx, history[c+1:ran+1], c)
+	// Unpenalised greedy drafting needs only the top token: with the
+	// target's head split by vocabulary, its shards' tops merge and no
+	// logits are gathered.
+	topOnly := s.Params().Greedy() && !penalised(s.Params())
+	var logits []float32
+	var top model.Top
+	var err error
+	if topOnly {
+		top, err = d.m.ForwardTop(ctx, history[c+1:ran+1], c)
+	} else {
+		logits, err = d.m.Forward(ctx, history[c+1:ran+1], c)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,16 +88,19 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	}
 	for i := 0; ; i++ {
 		var t int32
-		var top float64
-		if greedy {
-			t, top = greedyPick(s, logits, d.toks)
-		} else {
+		var p float64
+		switch {
+		case topOnly:
+			t, p = top.ID, top.P
+		case greedy:
+			t, p = greedyPick(s, logits, d.toks)
+		default:
 			q := s.Probs(d.dists[:n][i], logits, d.toks)
 			d.dists[i] = q
 			t = sample.Draw(q, s.Uniform())
-			top = float64(q[sample.Argmax(q)])
+			p = float64(q[sample.Argmax(q)])
 		}
-		if top < d.pMin {
+		if p < d.pMin {
 			break
 		}
 		d.toks = append(d.toks, t)
@@ -95,7 +109,12 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 		}
 		// Position ran+i reads the token just drafted and the output the
 		// previous call left.
-		if logits, err = d.m.Step(ctx, t, ran+i); err != nil {
+		if topOnly {
+			top, err = d.m.StepTop(ctx, t, ran+i)
+		} else {
+			logits, err = d.m.Step(ctx, t, ran+i)
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 	}
@@ -109,6 +128,12 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 		return proposed, nil, nil
 	}
 	return proposed, d.dists[:len(proposed)], nil
+}
+
+// penalised reports whether p changes logits by the history, so that a
+// greedy choice needs them all.
+func penalised(p sample.Params) bool {
+	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.

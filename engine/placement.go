@@ -45,9 +45,6 @@ type placed struct {
 // model as its ModelPlan says.
 func (r *Runner) loadPlaced(ctx context.Context, tf, df *gguf.File, progress func(Progress)) error {
 	pl := r.cfg.Placement
-	if df != nil && r.draftKind == spec.DraftEagle3 {
-		return fmt.Errorf("engine: EAGLE-3 draft on a multi-device placement: %w", model.ErrUnsupported)
-	}
 	kv, err := kvType(r.cfg.KVType)
 	if err != nil {
 		return err
@@ -88,6 +85,14 @@ func (r *Runner) loadPlaced(ctx context.Context, tf, df *gguf.File, progress fun
 		return fmt.Errorf("engine: target %s: %w", r.cfg.Target, err)
 	}
 	r.target = &sequence{placed: tm}
+	if df != nil && r.draftKind == spec.DraftEagle3 {
+		d, err := loadPlacedEagle3(ctx, df, tf, p, r.placed.backends, r.target, r.cfg.DraftPMin, reporter("draft", progress))
+		if err != nil {
+			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
+		}
+		r.draft = d
+		return nil
+	}
 	if df != nil {
 		dm, err := model.LoadPlaced(ctx, df, p, p.Draft, r.placed.backends, reporter("draft", progress))
 		if err != nil {

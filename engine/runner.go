@@ -214,6 +214,9 @@ type Info struct {
 	Context      int
 	ChatTemplate bool
 	Usage        kernels.Usage // bytes held on the backend, by owner and category
+	// DraftBorrows names the target tensors a head-sharing draft (EAGLE-3)
+	// uses in place of its own: "token_embd.weight", "output.weight".
+	DraftBorrows []string
 }
 
 // Info describes the loaded models and the memory they hold.
@@ -225,6 +228,9 @@ func (r *Runner) Info() Info {
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()
 		in.Draft, in.DraftKind = &d, r.draftKind
+		if e, ok := r.draft.(*eagle3Drafter); ok {
+			in.DraftBorrows = e.m.Borrowed()
+		}
 	}
 	return in
 }
