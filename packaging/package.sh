@@ -4,7 +4,8 @@
 #                        and a Makefile that installs them under a prefix)
 #   dist/tandem_V_ARCH.deb   the same files the Debian way, made by nfpm
 # Each is installed into a temporary prefix and its binary must run the
-# bundled demo pair headless (tandem run) and describe it (tandem info).
+# bundled demo pair headless (tandem run), describe it (tandem info) and
+# list the GPUs (tandem devices, which loads NVML).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=$PWD/dist # nfpm.yaml names dist/tandem
@@ -38,6 +39,8 @@ check() {
 	grep -q "demo pair" "$cache/err.txt"
 	echo "   run: $(head -c 120 "$cache/out.txt" | tr '\n' ' ')"
 	"$bin" info "$cache/tandem/demo/factory-target-Q4_K_M.gguf" | sed 's/^/   /' | head -4
+	# NVML's symbols bind lazily: with no driver this says so instead of dying.
+	"$bin" devices | sed 's/^/   devices: /' | head -2
 	rm -rf "$cache"
 }
 
