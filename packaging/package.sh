@@ -24,7 +24,11 @@ go build -ldflags="-s -w -extldflags=-Wl,-z,lazy" -o "$dist/tandem" .
 
 echo "== fyne package"
 rm -f Tandem.tar.xz
+# A --release package bumps Build in FyneApp.toml; the version is kept in
+# git, so the file is put back as it was.
+cp FyneApp.toml "$dist/FyneApp.toml.orig"
 "${fyne[@]}" package --target linux --executable "$dist/tandem" --release
+mv "$dist/FyneApp.toml.orig" FyneApp.toml
 mv Tandem.tar.xz "$dist/"
 
 echo "== nfpm"
