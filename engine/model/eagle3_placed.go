@@ -51,8 +51,9 @@ type Top struct {
 // blocks the draft reads (Placed.Capture; the receiver hands them to
 // EncodeHost). The draft runs on its one device; what it borrows is used
 // where the target keeps it or copied beside it, as the plan chose, and
-// the plan's buffers are what it allocates, plus its token inputs and
-// carried state (a few bytes a token). f and tf must stay open while the
+// the plan's buffers (and a CUDA backend's workspace at the plan's
+// figure) are what it allocates, plus its token inputs and carried state
+// (a few bytes a token). f and tf must stay open while the
 // draft lives.
 func LoadEagle3Placed(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.ModelPlan, target *Placed, backends map[int]kernels.Backend, progress func(Progress)) (_ *Eagle3, err error) {
 	if !p.Fits {
@@ -103,6 +104,15 @@ func LoadEagle3Placed(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *p
 	}
 	if err := m.allocPlanned(l, mp, backends, far); err != nil {
 		return nil, err
+	}
+	if r, ok := be.(reserver); ok {
+		for _, b := range p.Devices {
+			if b.Device.Index == dev {
+				if err := r.Reserve(b.Workspace); err != nil {
+					return nil, fmt.Errorf("model: workspace on device %d: %w", dev, err)
+				}
+			}
+		}
 	}
 	m.bufs = l.bufs
 	m.tokens, m.positions = make([]int32, m.batch), make([]int32, m.batch)
