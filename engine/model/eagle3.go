@@ -305,14 +305,8 @@ func (m *Eagle3) encode(ctx context.Context, pos, n int, load func(c, b int) err
 // overwritten; pos may not be past Len(). The returned slice is reused by
 // the next call.
 func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
-	n := len(tokens)
-	switch {
-	case n == 0:
-		return nil, fmt.Errorf("model: EAGLE-3 forward: no tokens: %w", ErrBadParam)
-	case pos < 0 || pos > m.kv.n:
-		return nil, fmt.Errorf("model: EAGLE-3 forward at %d with %d cached: %w", pos, m.kv.n, ErrPosition)
-	case pos+n > m.nFused:
-		return nil, fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
+	if err := m.checkForward(tokens, pos); err != nil {
+		return nil, err
 	}
 	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
 		return nil, err

@@ -315,7 +315,7 @@ func (m *Eagle3) EncodeHost(ctx context.Context, pos int, hidden []float32) erro
 // head split by vocabulary, each shard's argmax, maximum and softmax sum
 // are merged, and no logits are gathered.
 func (m *Eagle3) ForwardTop(ctx context.Context, tokens []int32, pos int) (Top, error) {
-	if _, err := m.checkForward(tokens, pos); err != nil {
+	if err := m.checkForward(tokens, pos); err != nil {
 		return Top{}, err
 	}
 	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
@@ -336,17 +336,17 @@ func (m *Eagle3) StepTop(ctx context.Context, token int32, pos int) (Top, error)
 }
 
 // checkForward validates Forward's arguments.
-func (m *Eagle3) checkForward(tokens []int32, pos int) (int, error) {
+func (m *Eagle3) checkForward(tokens []int32, pos int) error {
 	n := len(tokens)
 	switch {
 	case n == 0:
-		return 0, fmt.Errorf("model: EAGLE-3 forward: no tokens: %w", ErrBadParam)
+		return fmt.Errorf("model: EAGLE-3 forward: no tokens: %w", ErrBadParam)
 	case pos < 0 || pos > m.kv.n:
-		return 0, fmt.Errorf("model: EAGLE-3 forward at %d with %d cached: %w", pos, m.kv.n, ErrPosition)
+		return fmt.Errorf("model: EAGLE-3 forward at %d with %d cached: %w", pos, m.kv.n, ErrPosition)
 	case pos+n > m.nFused:
-		return 0, fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
+		return fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
 	}
-	return n, nil
+	return nil
 }
 
 // top is the last pass's most likely token: from the shards where the

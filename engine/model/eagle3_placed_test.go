@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -76,6 +77,42 @@ func TestPlacedCaptureIsTheModels(t *testing.T) {
 // device of its own, borrowing as the plan says.
 func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Placed, *Eagle3) {
 	t.Helper()
+	target, load := placedEagle3Rig(t, tp, plan.Placement{Devices: []int{2}, Borrow: borrow})
+	var draft *Eagle3
+	ep, err := ReadEagle3Params(load.df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Capture(ep.TargetLayers, func(pos int, h []float32) error { return draft.EncodeHost(context.Background(), pos, h) }); err != nil {
+		t.Fatal(err)
+	}
+	if draft, err = load.draft(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := draft.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return target, draft
+}
+
+// eagle3Load loads the draft of a planned pair.
+type eagle3Load struct {
+	tf, df   *gguf.File
+	p        *plan.Plan
+	target   *Placed
+	backends map[int]kernels.Backend
+}
+
+func (l eagle3Load) draft() (*Eagle3, error) {
+	return LoadEagle3Placed(context.Background(), l.df, l.tf, l.p, l.p.Draft, l.target, l.backends, nil)
+}
+
+// placedEagle3Rig plans the demo target and EAGLE-3 draft on three CPU
+// virtual devices and loads the target.
+func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Placed, eagle3Load) {
+	t.Helper()
 	open := func(name string) *gguf.File {
 		f, err := gguf.Open(sharedtest.Path(t, "models", name))
 		if err != nil {
@@ -90,7 +127,7 @@ func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Placed,
 		t.Fatal(err)
 	}
 	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: inv.Devices, TargetPlacement: tp,
-		DraftPlacement: plan.Placement{Devices: []int{2}, Borrow: borrow}, Ctx: 128, Batch: 16, KVType: quant.F32})
+		DraftPlacement: dp, Ctx: 128, Batch: 16, KVType: quant.F32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,23 +142,45 @@ func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Placed,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { target.Close() })
-	var draft *Eagle3
-	ep, err := ReadEagle3Params(df)
-	if err != nil {
-		t.Fatal(err)
+	return target, eagle3Load{tf: tf, df: df, p: p, target: target, backends: backends}
+}
+
+// A placed draft is refused, with nothing left allocated, when the target
+// does not capture the blocks it reads or when the plan spreads it over
+// two devices.
+func TestPlacedEagle3Refused(t *testing.T) {
+	layers := plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}
+	for _, tc := range []struct {
+		name    string
+		tp, dp  plan.Placement
+		capture []int
+		want    error
+	}{
+		{"no capture", layers, plan.Placement{Devices: []int{2}}, nil, ErrBadParam},
+		{"other blocks captured", layers, plan.Placement{Devices: []int{2}}, []int{2, 4}, ErrBadParam},
+		{"draft by tensors on two devices", plan.Placement{Devices: []int{0}}, plan.Placement{Devices: []int{1, 2}, Split: plan.SplitTensor}, []int{2, 4, 5}, ErrUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, load := placedEagle3Rig(t, tc.tp, tc.dp)
+			if err := target.Capture(tc.capture, func(int, []float32) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			before := map[int]int64{}
+			for i, be := range load.backends {
+				before[i] = be.Usage().Total()
+			}
+			d, err := load.draft()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, %v; want %v", d, err, tc.want)
+			}
+			t.Log(err)
+			for i, be := range load.backends {
+				if n := be.Usage().Total(); n != before[i] {
+					t.Errorf("device %d holds %d bytes after the refusal, %d before", i, n, before[i])
+				}
+			}
+		})
 	}
-	if err := target.Capture(ep.TargetLayers, func(pos int, h []float32) error { return draft.EncodeHost(context.Background(), pos, h) }); err != nil {
-		t.Fatal(err)
-	}
-	if draft, err = LoadEagle3Placed(context.Background(), df, tf, p, p.Draft, target, backends, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := draft.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return target, draft
 }
 
 // The placed draft's logits are the one-device draft's, wherever its
