@@ -13,6 +13,9 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	// Before Fyne reads the locale: see the package comment.
+	_ "github.com/tandem-run/tandem/app/internal/locale"
 )
 
 // command is one `tandem NAME ...` sub-command.
