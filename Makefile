@@ -4,13 +4,30 @@ DEB_PACKAGES := gcc pkg-config libgl1-mesa-dev libxcursor-dev libxrandr-dev libx
 	libxi-dev libxxf86vm-dev libgtk-3-dev xvfb xauth imagemagick x11-utils xdotool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# Go: the one on PATH when it is 1.21 or newer (such a go fetches the version
+# go.mod names through the module proxy by itself); otherwise Debian's 1.23
+# from bookworm-backports, which `make deps` installs.
+BACKPORTS_GO := /usr/lib/go-1.23/bin/go
+GO := $(shell v=$$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p'); \
+	if [ -n "$$v" ] && [ "$$v" -ge 21 ]; then command -v go; else echo $(BACKPORTS_GO); fi)
+# The packaging scripts call plain `go`: the same one. Debian's 1.23 must
+# be allowed to fetch the newer toolchain go.mod asks for.
+export PATH := $(dir $(GO)):$(PATH)
+ifeq ($(GO),$(BACKPORTS_GO))
+export GOTOOLCHAIN := auto
+endif
+
 .PHONY: deps build run package screenshots test fuzz vet
 
 deps:
 	@dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $(DEB_PACKAGES); }
+	@[ -x "$(GO)" ] || { \
+		printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+			| $(SUDO) tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null && \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends -t bookworm-backports golang-1.23-go; }
 
 build: deps
-	go build -o tandem .
+	$(GO) build -o tandem .
 
 # The first start opens on the bundled demo pair.
 run: build
@@ -26,13 +43,13 @@ screenshots: deps
 	bash packaging/screenshot.sh
 
 vet:
-	go vet ./...
+	$(GO) vet ./...
 
 # Brief fuzzing of the untrusted-input parsers (longer runs: FUZZTIME=60s).
 FUZZTIME ?= 10s
 fuzz:
-	go test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
-	go test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
 
 test: deps vet fuzz
-	go test -timeout 60m ./...
+	$(GO) test -timeout 60m ./...
