@@ -13,7 +13,7 @@ import (
 
 // virtualCPUs parses a spec of CPU virtual devices; with -engine.backend=cuda
 // they become virtual devices of the same sizes on GPU 0.
-func virtualCPUs(t *testing.T, spec string) []device.Device {
+func virtualCPUs(t testing.TB, spec string) []device.Device {
 	t.Helper()
 	if *backend == "cuda" {
 		spec = strings.ReplaceAll(spec, "cpu:", "cuda0:")
