@@ -65,7 +65,7 @@ func TestEmbeddedKernels(t *testing.T) {
 		}
 	}
 	for _, nb := range []int{1, 2, 4, 8} {
-		for _, name := range []string{"mvv_f16", "mvq_q8_0", "mvq_q4_k", "mvq_q6_k"} {
+		for _, name := range []string{"mvv_f16", "mvq_q8_0", "mvq_q4_k", "mvq_q6_k", "mvq_glu_q8_0", "mvq_glu_q4_k", "mvq_glu_q6_k"} {
 			want = append(want, fmt.Sprintf("%s_%d", name, nb))
 		}
 	}

@@ -53,7 +53,7 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
 		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows))
 	if quantize {
-		c.q8, c.q8Set = o.Dst, err == nil
+		c.holdQ8(o.Dst, 0, err)
 	}
 	return err
 }

@@ -96,6 +96,6 @@ func (c *compiler) swiGLUQ8(o kernels.SwiGLU) error {
 	err = c.add(o.Name(), "swiglu_q8", [3]uint32{ceilDiv(n/32, 8), uint32(o.Dst.Rows), 1}, [3]uint32{256, 1, 1}, 0,
 		argPtr(g), argI64(stride(o.Gate)), argPtr(u), argI64(stride(o.Up)), argPtr(y), argI64(stride(o.Dst)), argInt(n),
 		argPtr(xq), argPtr(xd))
-	c.q8, c.q8Set = o.Dst, err == nil
+	c.holdQ8(o.Dst, 0, err)
 	return err
 }

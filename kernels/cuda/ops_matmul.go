@@ -74,6 +74,9 @@ func (c *compiler) matMuls(ops []kernels.Op, i int) (int, error) {
 			group = append(group, next)
 		}
 	}
+	if sw, ok := c.matchGLU(ops, i, group, path); ok {
+		return 3, c.glu(group[0], group[1], sw)
+	}
 	consumed := len(group)
 	accumulate := 0
 	if len(group) == 1 && i+1 < len(ops) {
@@ -183,11 +186,21 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	return c.add(o.Name(), kernel, grid, block, 0, args...)
 }
 
-// q8Region is where x's quantized copy lives in the Q8 scratch.
-func (c *compiler) q8Region(x kernels.Tensor) (xq, xd devicePtr) {
+// q8Region is where an op puts x's quantized copy: the start of the Q8
+// scratch.
+func (c *compiler) q8Region(x kernels.Tensor) (xq, xd devicePtr) { return c.q8RegionAt(x, 0) }
+
+// q8RegionAt is a quantized copy of x off bytes into the Q8 scratch.
+func (c *compiler) q8RegionAt(x kernels.Tensor, off int64) (xq, xd devicePtr) {
 	scales, bytes := workspace.Q8Layout(x.Rows, x.Cols)
-	base := c.scratch(workspace.Q8, bytes)
+	base := c.scratch(workspace.Q8, off+bytes) + devicePtr(off)
 	return base, base + devicePtr(scales)
+}
+
+// holdQ8 records that, if err is nil, the Q8 scratch holds t's quantized
+// copy off bytes in.
+func (c *compiler) holdQ8(t kernels.Tensor, off int64, err error) {
+	c.q8, c.q8Off, c.q8Set = t, off, err == nil
 }
 
 // quantizesNext reports whether ops[i] is a product that will read t
@@ -206,10 +219,11 @@ const mvWarps = 4
 // quantizeQ8 returns x quantized to 8 bits (values, then per-32 scales),
 // adding the quantize step unless the region already holds x.
 func (c *compiler) quantizeQ8(x kernels.Tensor) (xq, xd devicePtr, err error) {
-	xq, xd = c.q8Region(x)
 	if c.q8Set && c.q8 == x {
+		xq, xd = c.q8RegionAt(x, c.q8Off)
 		return xq, xd, nil
 	}
+	xq, xd = c.q8Region(x)
 	src, err := c.be.addr(x)
 	if err != nil {
 		return 0, 0, err
@@ -217,7 +231,7 @@ func (c *compiler) quantizeQ8(x kernels.Tensor) (xq, xd devicePtr, err error) {
 	n, rows := x.Cols, x.Rows
 	err = c.add("quantize", "quantize_q8", [3]uint32{ceilDiv(rows*n, 256), 1, 1}, [3]uint32{256, 1, 1}, 0,
 		argPtr(src), argI64(stride(x)), argPtr(xq), argPtr(xd), argInt(n), argInt(rows))
-	c.q8, c.q8Set = x, err == nil
+	c.holdQ8(x, 0, err)
 	return xq, xd, err
 }
 

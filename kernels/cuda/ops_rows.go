@@ -15,17 +15,15 @@ func (c *compiler) rmsNorm(o kernels.RMSNorm, quantize bool) error {
 	}
 	if quantize && o.X.Cols%32 == 0 {
 		xq, xd := c.q8Region(o.Dst)
-		parts := uint32(1)
-		if !overlaps(o.Dst, o.X) {
-			parts = ceilDiv(o.X.Cols/32, 8)
-		}
-		err := c.add(o.Name(), "rms_norm_q8", [3]uint32{uint32(o.X.Rows), parts, 1}, [3]uint32{256, 1, 1}, 0,
+		threads := 32 * min(o.X.Cols/32, 32) // a warp per group of 32
+		err := c.add(o.Name(), "rms_norm_q8", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{uint32(threads), 1, 1}, 0,
 			argPtr(x), argI64(stride(o.X)), argPtr(w), argPtr(y), argI64(stride(o.Dst)), argInt(o.X.Cols), argF32(o.Eps),
 			argPtr(xq), argPtr(xd))
-		c.q8, c.q8Set = o.Dst, err == nil
+		c.holdQ8(o.Dst, 0, err)
 		return err
 	}
-	return c.add(o.Name(), "rms_norm", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{256, 1, 1}, 0,
+	threads := 32 * min(int(ceilDiv(o.X.Cols, 32)), 32)
+	return c.add(o.Name(), "rms_norm", [3]uint32{uint32(o.X.Rows), 1, 1}, [3]uint32{uint32(threads), 1, 1}, 0,
 		argPtr(x), argI64(stride(o.X)), argPtr(w), argPtr(y), argI64(stride(o.Dst)), argInt(o.X.Cols), argF32(o.Eps))
 }
 

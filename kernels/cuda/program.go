@@ -32,9 +32,13 @@ type compiler struct {
 	base   devicePtr       // the workspace
 	layout workspace.Sizes // its regions
 
-	// q8 is the tensor whose quantized copy the Q8 region holds, if any.
-	q8    kernels.Tensor
-	q8Set bool
+	// q8 is the tensor whose quantized copy the Q8 region holds, if any,
+	// q8Off bytes into it. q8Final: the op just compiled quantized the
+	// final values of what it and the ops fused into it wrote.
+	q8      kernels.Tensor
+	q8Off   int64
+	q8Set   bool
+	q8Final bool
 }
 
 // scratch returns region r of the workspace, recording that n bytes of it
@@ -122,13 +126,16 @@ func (c *compiler) compile(ops []kernels.Op) error {
 				c.q8Set = false
 			}
 		}
+		c.q8Final = false
 		n, err := c.op(ops, i)
 		if err != nil {
 			return fmt.Errorf("cuda: op %d: %s: %w", i, ops[i].Name(), err)
 		}
-		// Ops fused into op i write too; none of them writes the tensor
-		// op i quantized, but an older copy may be stale.
+		// Ops fused into op i write too: an older copy may be stale.
 		for _, op := range ops[i+1 : i+n] {
+			if c.q8Final {
+				break
+			}
 			for _, out := range outputs(op) {
 				if c.q8Set && overlaps(out, c.q8) {
 					c.q8Set = false

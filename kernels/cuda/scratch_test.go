@@ -103,7 +103,7 @@ func TestWorkspaceForBoundsCompile(t *testing.T) {
 		for _, heads := range []int{nHead, nHead / 2} { // a tensor split's share too
 			x, xn := alloc(quant.F32, b, embd), alloc(quant.F32, b, embd)
 			q, attn := alloc(quant.F32, b, heads*hd), alloc(quant.F32, b, heads*hd)
-			up := alloc(quant.F32, b, ffn)
+			gate, up := alloc(quant.F32, b, ffn), alloc(quant.F32, b, ffn)
 			pos := alloc(quant.I32, 1, b)
 			p, err := gpu.Compile([]kernels.Op{
 				kernels.RMSNorm{Dst: xn, X: x, W: norm, Eps: 1e-6},
@@ -111,7 +111,9 @@ func TestWorkspaceForBoundsCompile(t *testing.T) {
 				kernels.Attention{Dst: attn, Q: q, K: kc.ColSlice(0, heads/4*hd), V: vc.ColSlice(0, heads/4*hd), Pos: pos,
 					NHead: heads, NKVHead: heads / 4, HeadDim: hd, Scale: 0.125},
 				kernels.MatMul{Dst: x, W: wo.ColSlice(0, heads*hd), X: attn},
+				kernels.MatMul{Dst: gate, W: wu, X: xn},
 				kernels.MatMul{Dst: up, W: wu, X: xn},
+				kernels.SwiGLU{Dst: up, Gate: gate, Up: up}, // gate, up and SwiGLU in one launch up to 8 rows
 				kernels.MatMul{Dst: x, W: wd, X: up},
 			})
 			if err != nil {

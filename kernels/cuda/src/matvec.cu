@@ -103,44 +103,42 @@ __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const fl
     }
 }
 
+// The integer kernels below take R weight rows (one, or a gate row and an
+// up row) at once, so that a lane has the loads of all of them in flight
+// before it uses any. dot_* leave each lane's partial sums in acc[r][b];
+// the caller reduces them over the warp.
+
 // Q8_0 x q8: one lane per 32-weight block.
-template <int NB>
-__device__ void mv_q8_0_dp4a(const u8* __restrict__ w, long long wstride, const signed char* __restrict__ xq,
-                             const float2* __restrict__ xd, float* __restrict__ y, long long ystride,
-                             int rows, int n, int nb, int accumulate) {
-    int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const u8* wr = w + (size_t)row * wstride;
-    int nblk = n >> 5;
-    float acc[NB];
-#pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
+template <int NB, int R>
+__device__ __forceinline__ void dot_q8_0(const u8* const (&wr)[R], const signed char* __restrict__ xq,
+                                         const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
+    int lane = threadIdx.x & 31, nblk = n >> 5;
 #pragma unroll 2
     for (int k = lane; k < nblk; k += 32) {
-        const u8* blkp = wr + 34 * (size_t)k;
-        float d = ldh(blkp);
-        int q[8];
+        float d[R];
+        int q[R][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = (int)ld32(blkp + 2 + 4 * i);
+        for (int r = 0; r < R; r++) {
+            const u8* blkp = wr[r] + 34 * (size_t)k;
+            d[r] = ldh(blkp);
+#pragma unroll
+            for (int i = 0; i < 8; i++) q[r][i] = (int)ld32(blkp + 2 + 4 * i);
+        }
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             if (b < nb) {
                 const int4* xv = (const int4*)(xq + (size_t)b * n + 32 * k);
                 int4 a = __ldg(xv), c = __ldg(xv + 1);
-                int s = __dp4a(q[0], a.x, 0);
-                s = __dp4a(q[1], a.y, s); s = __dp4a(q[2], a.z, s); s = __dp4a(q[3], a.w, s);
-                s = __dp4a(q[4], c.x, s); s = __dp4a(q[5], c.y, s); s = __dp4a(q[6], c.z, s);
-                s = __dp4a(q[7], c.w, s);
-                acc[b] += d * __ldg(xd + (size_t)b * nblk + k).x * (float)s;
-            }
-        }
-    }
+                float xs = __ldg(xd + (size_t)b * nblk + k).x;
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
+                for (int r = 0; r < R; r++) {
+                    int s = __dp4a(q[r][0], a.x, 0);
+                    s = __dp4a(q[r][1], a.y, s); s = __dp4a(q[r][2], a.z, s); s = __dp4a(q[r][3], a.w, s);
+                    s = __dp4a(q[r][4], c.x, s); s = __dp4a(q[r][5], c.y, s); s = __dp4a(q[r][6], c.z, s);
+                    s = __dp4a(q[r][7], c.w, s);
+                    acc[r][b] += d[r] * xs * (float)s;
+                }
+            }
         }
     }
 }
@@ -148,28 +146,28 @@ __device__ void mv_q8_0_dp4a(const u8* __restrict__ w, long long wstride, const 
 // Q4_K x q8: four lanes per 256-weight block, each lane 64 weights (32
 // bytes of nibbles, two 16-byte loads) and the block's 16-byte header.
 // Rows must be 16-byte aligned.
-template <int NB>
-__device__ void mv_q4_k_dp4a(const u8* __restrict__ w, long long wstride, const signed char* __restrict__ xq,
-                             const float2* __restrict__ xd, float* __restrict__ y, long long ystride,
-                             int rows, int n, int nb, int accumulate) {
-    int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const u8* wr = w + (size_t)row * wstride;
-    int nblk = n >> 8, p = lane & 3;
-    float acc[NB];
-#pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
+template <int NB, int R>
+__device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed char* __restrict__ xq,
+                                         const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
+    int lane = threadIdx.x & 31, nblk = n >> 8, p = lane & 3;
 #pragma unroll 2
     for (int k = lane >> 2; k < nblk; k += 8) {
-        const u8* blkp = wr + 144 * (size_t)k;
-        uint4 hdr = __ldg((const uint4*)blkp);
-        uint4 q0 = __ldg((const uint4*)(blkp + 16 + 32 * p));
-        uint4 q1 = __ldg((const uint4*)(blkp + 32 + 32 * p));
-        float d = h2f(hdr.x & 0xFFFF), dmin = h2f(hdr.x >> 16);
-        float sc0, m0, sc1, m1;
-        k4_scale_hdr(hdr, 2 * p, &sc0, &m0);
-        k4_scale_hdr(hdr, 2 * p + 1, &sc1, &m1);
-        int qw[8] = {(int)q0.x, (int)q0.y, (int)q0.z, (int)q0.w, (int)q1.x, (int)q1.y, (int)q1.z, (int)q1.w};
+        uint4 hdr[R], q0[R], q1[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const u8* blkp = wr[r] + 144 * (size_t)k;
+            hdr[r] = __ldg((const uint4*)blkp);
+            q0[r] = __ldg((const uint4*)(blkp + 16 + 32 * p));
+            q1[r] = __ldg((const uint4*)(blkp + 32 + 32 * p));
+        }
+        float d[R], dmin[R], sc0[R], m0[R], sc1[R], m1[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            d[r] = h2f(hdr[r].x & 0xFFFF);
+            dmin[r] = h2f(hdr[r].x >> 16);
+            k4_scale_hdr(hdr[r], 2 * p, &sc0[r], &m0[r]);
+            k4_scale_hdr(hdr[r], 2 * p + 1, &sc1[r], &m1[r]);
+        }
         int g = 8 * k + 2 * p; // activation group of the low nibbles
 #pragma unroll
         for (int b = 0; b < NB; b++) {
@@ -178,20 +176,111 @@ __device__ void mv_q4_k_dp4a(const u8* __restrict__ w, long long wstride, const 
                 int4 a0 = __ldg(xv), a1 = __ldg(xv + 1), c0 = __ldg(xv + 2), c1 = __ldg(xv + 3);
                 int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
                 int xc[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-                int slo = 0, shi = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    slo = __dp4a(qw[i] & 0x0F0F0F0F, xa[i], slo);
-                    shi = __dp4a((qw[i] >> 4) & 0x0F0F0F0F, xc[i], shi);
-                }
                 float2 dlo = __ldg(xd + (size_t)b * (n >> 5) + g), dhi = __ldg(xd + (size_t)b * (n >> 5) + g + 1);
-                acc[b] += d * (sc0 * dlo.x * slo + sc1 * dhi.x * shi) - dmin * (m0 * dlo.y + m1 * dhi.y);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    int qw[8] = {(int)q0[r].x, (int)q0[r].y, (int)q0[r].z, (int)q0[r].w,
+                                 (int)q1[r].x, (int)q1[r].y, (int)q1[r].z, (int)q1[r].w};
+                    int slo = 0, shi = 0;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        slo = __dp4a(qw[i] & 0x0F0F0F0F, xa[i], slo);
+                        shi = __dp4a((qw[i] >> 4) & 0x0F0F0F0F, xc[i], shi);
+                    }
+                    acc[r][b] += d[r] * (sc0[r] * dlo.x * slo + sc1[r] * dhi.x * shi) -
+                                 dmin[r] * (m0[r] * dlo.y + m1[r] * dhi.y);
+                }
             }
         }
     }
+}
+
+// Q6_K x q8: eight lanes per 256-weight block; lane part t covers l-values
+// 8*(t&3)..+8 of half t>>2 in all four quarter rows (32 weights).
+template <int NB, int R>
+__device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed char* __restrict__ xq,
+                                         const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
+    int lane = threadIdx.x & 31, nblk = n >> 8, t = lane & 7, h = t >> 2, l0 = 8 * (t & 3);
+#pragma unroll 2
+    for (int k = lane >> 3; k < nblk; k += 4) {
+        int q[R][4][2];
+        float s4[R][4];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const u8* blkp = wr[r] + 210 * (size_t)k;
+            const u8* ql = blkp + 64 * h + l0;
+            const u8* qh = blkp + 128 + 32 * h + l0;
+            const signed char* sc = (const signed char*)(blkp + 192) + 8 * h + (l0 >> 4);
+            float d = ldh(blkp + 208);
+            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
+            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
+            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
+                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
+                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
+                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) s4[r][j] = d * sc[2 * j];
+        }
+        int g0 = 8 * k + 4 * h;
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            if (b < nb) {
+                float a[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) a[r] = 0.f;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int2 xv = __ldg((const int2*)(xq + (size_t)b * n + 32 * (g0 + j) + l0));
+                    float xs = __ldg(xd + (size_t)b * (n >> 5) + g0 + j).x;
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        int s = __dp4a(q[r][j][0], xv.x, 0);
+                        s = __dp4a(q[r][j][1], xv.y, s);
+                        a[r] += s4[r][j] * xs * (float)s;
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][b] += a[r];
+            }
+        }
+    }
+}
+
+// dot_q picks the integer dot product of weight type T.
+template <int T, int NB, int R>
+__device__ __forceinline__ void dot_q(const u8* const (&wr)[R], const signed char* __restrict__ xq,
+                                      const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.f;
+    if constexpr (T == T_Q8_0) {
+        dot_q8_0<NB, R>(wr, xq, xd, n, nb, acc);
+    } else if constexpr (T == T_Q4_K) {
+        dot_q4_k<NB, R>(wr, xq, xd, n, nb, acc);
+    } else {
+        static_assert(T == T_Q6_K, "no integer kernel for this weight type");
+        dot_q6_k<NB, R>(wr, xq, xd, n, nb, acc);
+    }
+}
+
+// mvq: one weight row per warp against quantize_q8 activations.
+template <int T, int NB>
+__device__ void mvq(const u8* __restrict__ w, long long wstride, const signed char* __restrict__ xq,
+                    const float2* __restrict__ xd, float* __restrict__ y, long long ystride, int rows, int n,
+                    int nb, int accumulate) {
+    int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const u8* const wr[1] = {w + (size_t)row * wstride};
+    float acc[1][NB];
+    dot_q<T, NB, 1>(wr, xq, xd, n, nb, acc);
 #pragma unroll
     for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
+        float s = warp_sum(acc[0][b]);
         if (lane == 0 && b < nb) {
             float* out = y + b * ystride + row;
             *out = accumulate ? *out + s : s;
@@ -199,62 +288,45 @@ __device__ void mv_q4_k_dp4a(const u8* __restrict__ w, long long wstride, const 
     }
 }
 
-// Q6_K x q8: eight lanes per 256-weight block; lane part t covers l-values
-// 8*(t&3)..+8 of half t>>2 in all four quarter rows (32 weights).
-template <int NB>
-__device__ void mv_q6_k_dp4a(const u8* __restrict__ w, long long wstride, const signed char* __restrict__ xq,
-                             const float2* __restrict__ xd, float* __restrict__ y, long long ystride,
-                             int rows, int n, int nb, int accumulate) {
+// mvq_glu: the gate and up products of the same activations and the
+// SwiGLU of their results, y = silu(Wg x) * (Wu x), quantized on the way
+// for the next product (to oq, od; rows a multiple of 32). A warp takes
+// row i of both weights and writes the gate, up and SwiGLU values (y may
+// be the gate's or the up's output); the last warp of each group of 32
+// rows to finish (a counter per group, which it sets back to zero)
+// quantizes that group.
+template <int T, int NB>
+__device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, long long ygs,
+                        const u8* __restrict__ wu, long long wus, float* yu, long long yus, float* y,
+                        long long ys, int rows, const signed char* __restrict__ xq,
+                        const float2* __restrict__ xd, int n, int nb, signed char* __restrict__ oq,
+                        float2* __restrict__ od, int* __restrict__ counters) {
     int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const u8* wr = w + (size_t)row * wstride;
-    int nblk = n >> 8, t = lane & 7, h = t >> 2, l0 = 8 * (t & 3);
-    float acc[NB];
-#pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
-#pragma unroll 2
-    for (int k = lane >> 3; k < nblk; k += 4) {
-        const u8* blkp = wr + 210 * (size_t)k;
-        const u8* ql = blkp + 64 * h + l0;
-        const u8* qh = blkp + 128 + 32 * h + l0;
-        const signed char* sc = (const signed char*)(blkp + 192) + 8 * h + (l0 >> 4);
-        float d = ldh(blkp + 208);
-        int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
-        int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
-        int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
-        int q[4][2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            q[0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
-            q[1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
-            q[2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
-            q[3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
-        }
-        float s4[4] = {d * sc[0], d * sc[2], d * sc[4], d * sc[6]};
-        int g0 = 8 * k + 4 * h;
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            if (b < nb) {
-                float a = 0.f;
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const int2 xv = __ldg((const int2*)(xq + (size_t)b * n + 32 * (g0 + r) + l0));
-                    int s = __dp4a(q[r][0], xv.x, 0);
-                    s = __dp4a(q[r][1], xv.y, s);
-                    a += s4[r] * __ldg(xd + (size_t)b * (n >> 5) + g0 + r).x * (float)s;
-                }
-                acc[b] += a;
-            }
-        }
-    }
+    const u8* const wr[2] = {wg + (size_t)row * wgs, wu + (size_t)row * wus};
+    float acc[2][NB];
+    dot_q<T, NB, 2>(wr, xq, xd, n, nb, acc);
 #pragma unroll
     for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
+        float g = warp_sum(acc[0][b]), u = warp_sum(acc[1][b]);
         if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
+            yg[b * ygs + row] = g;
+            yu[b * yus + row] = u;
+            y[b * ys + row] = g / (1.f + __expf(-g)) * u;
         }
     }
+    int grp = row >> 5, last = 0;
+    if (lane == 0) {
+        __threadfence(); // this row's values are visible before it counts
+        last = atomicAdd(counters + grp, 1) == 31;
+    }
+    if (!__shfl_sync(0xffffffffu, last, 0)) return;
+    __threadfence();
+    for (int b = 0; b < nb; b++) {
+        float v = __ldcg(y + b * ys + 32 * grp + lane); // from L2: other warps wrote it
+        quantize_group(v, oq + (size_t)b * rows + 32 * grp, od + (size_t)b * (rows >> 5) + grp);
+    }
+    if (lane == 0) counters[grp] = 0;
 }
 
 // Entry points. Strides are in bytes for W and in elements for X and Y.
@@ -290,39 +362,74 @@ FOR_EACH_WEIGHT_TYPE(MV_GENERIC_ALL)
 MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 
 // mvq_<type>_<NB>: integer kernels on quantize_q8 output.
-#define MV_Q8(name, NB)                                                                        \
+#define MV_Q8(T, name, NB)                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
         mvq_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
                           int accumulate) {                                                    \
         MV_PICK_JOB                                                                            \
-        mv_##name##_dp4a<NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);         \
+        mvq<T, NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                   \
     }
-#define MV_Q8_ALL(name) MV_Q8(name, 1) MV_Q8(name, 2) MV_Q8(name, 4) MV_Q8(name, 8)
-MV_Q8_ALL(q8_0) MV_Q8_ALL(q4_k) MV_Q8_ALL(q6_k)
+// mvq_glu_<type>_<NB>: gate, up and SwiGLU quantized (mvq_glu); grid
+// ceil(rows/MV_WARPS).
+#define MV_GLU(T, name, NB)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS) mvq_glu_##name##_##NB(               \
+        const u8* wg, long long wgs, float* yg, long long ygs, const u8* wu, long long wus, float* yu, \
+        long long yus, float* y, long long ys, int rows, const signed char* xq, const float2* xd, int n, \
+        int nb, signed char* oq, float2* od, int* counters) {                                        \
+        mvq_glu<T, NB>(wg, wgs, yg, ygs, wu, wus, yu, yus, y, ys, rows, xq, xd, n, nb, oq, od, counters); \
+    }
+#define MV_Q8_ALL(T, name) \
+    MV_Q8(T, name, 1) MV_Q8(T, name, 2) MV_Q8(T, name, 4) MV_Q8(T, name, 8) \
+    MV_GLU(T, name, 1) MV_GLU(T, name, 2) MV_GLU(T, name, 4) MV_GLU(T, name, 8)
+MV_Q8_ALL(T_Q8_0, q8_0) MV_Q8_ALL(T_Q4_K, q4_k) MV_Q8_ALL(T_Q6_K, q6_k)
 
 // rms_norm_q8: rms_norm that also leaves its output quantized for the
-// integer matrix-vector kernels (n a multiple of 32). Grid (rows, parts),
-// 256 threads: every block sums the whole row (it is in L2) and then
-// normalises and quantizes its share of the groups, one warp per group, so
-// a single row spreads over several multiprocessors. In place (y == x) it
-// needs parts = 1, or one block would overwrite what another still sums.
-extern "C" __global__ void rms_norm_q8(const float* __restrict__ x, long long xstride, const float* __restrict__ w,
-                                       float* __restrict__ y, long long ystride, int n, float eps,
-                                       signed char* __restrict__ xq, float2* __restrict__ xd) {
+// integer matrix-vector kernels (n a multiple of 32). One block per row,
+// one warp per group of 32 values (blockDim.x = 32 * min(groups, 32)):
+// each thread loads its values of the row and of the weights at the start,
+// all in one round trip, and keeps them in registers while the block sums
+// the squares; then every warp scales and quantizes its groups. Groups
+// beyond NORM_REGS per warp (rows over 4096 wide) are read twice. In place
+// (y == x) is safe: a warp writes only the groups it read.
+#define NORM_REGS 4
+extern "C" __global__ void __launch_bounds__(1024)
+    rms_norm_q8(const float* x, long long xstride, const float* __restrict__ w, float* y, long long ystride, int n,
+                float eps, signed char* __restrict__ xq, float2* __restrict__ xd) {
     __shared__ float scratch[32];
-    int row = blockIdx.x;
+    int row = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int groups = n >> 5;
     const float* xr = x + row * xstride;
     float* yr = y + row * ystride;
+    float xv[NORM_REGS], wv[NORM_REGS];
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) {
+        int g = warp + k * nw;
+        xv[k] = g < groups ? xr[32 * g + lane] : 0.f;
+        wv[k] = g < groups ? __ldg(w + 32 * g + lane) : 0.f;
+    }
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) s += xv[k] * xv[k];
+    for (int g = warp + NORM_REGS * nw; g < groups; g += nw) {
+        float t = xr[32 * g + lane];
+        s += t * t;
+    }
     s = block_sum(s, scratch);
     float r = rsqrtf(s / n + eps);
-    int lane = threadIdx.x & 31;
-    for (int g = blockIdx.y * 8 + (threadIdx.x >> 5); g < (n >> 5); g += gridDim.y * 8) {
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) {
+        int g = warp + k * nw;
+        if (g < groups) {
+            float v = xv[k] * r * wv[k];
+            yr[32 * g + lane] = v;
+            quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * groups + g);
+        }
+    }
+    for (int g = warp + NORM_REGS * nw; g < groups; g += nw) {
         int i = 32 * g + lane;
         float v = xr[i] * r * w[i];
         yr[i] = v;
-        quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * (n >> 5) + g);
+        quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * groups + g);
     }
 }
 

@@ -2,17 +2,38 @@
 // rows (embedding lookup, KV-cache writes). One block per row.
 #include "common.cuh"
 
-// rms_norm: y[b] = x[b] / sqrt(mean(x[b]^2) + eps) * w.
-extern "C" __global__ void rms_norm(const float* __restrict__ x, long long xstride, const float* __restrict__ w,
-                                    float* __restrict__ y, long long ystride, int n, float eps) {
+// rms_norm: y[b] = x[b] / sqrt(mean(x[b]^2) + eps) * w. One block per
+// row (blockDim.x a multiple of 32, at most 1024): each thread loads its
+// first NORM_REGS values of the row and of the weights at the start, in one
+// round trip, and keeps them in registers while the block sums the
+// squares; values beyond are read twice. In place (y == x) is safe: a
+// thread writes only what it read.
+#define NORM_REGS 4
+extern "C" __global__ void __launch_bounds__(1024)
+    rms_norm(const float* x, long long xstride, const float* __restrict__ w, float* y, long long ystride, int n,
+             float eps) {
     __shared__ float scratch[32];
     const float* xr = x + blockIdx.x * xstride;
     float* yr = y + blockIdx.x * ystride;
+    float xv[NORM_REGS], wv[NORM_REGS];
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        xv[k] = i < n ? xr[i] : 0.f;
+        wv[k] = i < n ? __ldg(w + i) : 0.f;
+    }
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) s += xv[k] * xv[k];
+    for (int i = threadIdx.x + NORM_REGS * blockDim.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
     s = block_sum(s, scratch);
     float r = rsqrtf(s / n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * r * w[i];
+#pragma unroll
+    for (int k = 0; k < NORM_REGS; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        if (i < n) yr[i] = xv[k] * r * wv[k];
+    }
+    for (int i = threadIdx.x + NORM_REGS * blockDim.x; i < n; i += blockDim.x) yr[i] = xr[i] * r * w[i];
 }
 
 // softmax over each row.

@@ -16,10 +16,10 @@ import "github.com/tandem-run/tandem/kernels/quant"
 type Region int
 
 const (
-	Q8        Region = iota // activations quantized to 8 bits for integer products
+	Q8        Region = iota // activations quantized to 8 bits for integer products (two copies)
 	Aligned                 // activations copied to 16-byte alignment
 	Attention               // attention partial results, per key split
-	Counters                // attention splits finished per (head, query); left at zero
+	Counters                // attention splits finished per (head, query), or rows per group of 32 of a fused gate/up product; left at zero
 	TopK                    // top-k candidates per chunk
 	NumRegions
 )
@@ -133,15 +133,20 @@ type Pass struct {
 // For is the workspace that holds whatever a backend compiles for passes
 // of p's shapes with 1 to p.Rows rows, on any GPU. Activations are taken
 // as the engine lays them out, packed rows of whole 32-value groups, which
-// need no aligned copy; top-k runs on the host.
+// need no aligned copy; top-k runs on the host. The Q8 region holds two
+// copies: a fused gate/up product writes the quantized SwiGLU of its
+// outputs beside the copy of its activations it reads, and counts its
+// finished rows per group of 32.
 func For(p Pass) Sizes {
 	var s Sizes
 	if p.Quantized > 0 {
-		_, s[Q8] = Q8Layout(min(p.Rows, MaxVectorRows), p.Quantized)
+		_, q8 := Q8Layout(min(p.Rows, MaxVectorRows), p.Quantized)
+		s[Q8] = 2 * q8
+		s[Counters] = CounterBytes(p.Quantized / 32)
 	}
 	if p.Heads > 0 && p.HeadDim > 0 {
 		most := p.Heads * p.Rows
-		s[Counters] = CounterBytes(most)
+		s[Counters] = max(s[Counters], CounterBytes(most))
 		// Below 2 x MaxMultiprocessors items the splits make up the
 		// difference; above, every item is one split and the most items
 		// need the most room.

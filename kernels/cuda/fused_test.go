@@ -1,0 +1,98 @@
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// A norm feeding an integer product quantizes its output on the way
+// (rms_norm_q8, one block per row): rows narrower than a block, of a full
+// block, and wider than the values a block keeps in registers (read
+// twice), out of place and in place, must match the CPU, and so must the
+// product that reads the quantized copy.
+func TestNormQuantizes(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []int{96, 2048, 5120} {
+		for _, inPlace := range []bool{false, true} {
+			for _, batch := range []int{1, 3} {
+				t.Run(fmt.Sprintf("n%d_b%d_inplace%v", n, batch, inPlace), func(t *testing.T) {
+					h.t = t
+					x, w := h.random(quant.F32, batch, n), h.random(quant.F32, 1, n)
+					wq := h.random(quant.Q8_0, 64, n)
+					hn, y := h.output(quant.F32, batch, n), h.output(quant.F32, batch, 64)
+					if inPlace {
+						hn = x
+					}
+					h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
+						return []kernels.Op{
+							kernels.RMSNorm{Dst: s(hn), X: s(x), W: s(w), Eps: 1e-6},
+							kernels.MatMul{Dst: s(y), W: s(wq), X: s(hn)},
+						}
+					}, []*pair{x, w, wq, hn, y}, func(int) {
+						h.expectClose(hn, 1e-5, "rms_norm")
+						h.expectClose(y, matMulTolerance(quant.Q8_0, batch), "product")
+					})
+				})
+			}
+		}
+	}
+}
+
+// Gate and up products of one input followed by their SwiGLU, read by an
+// integer product, run as one launch (mvq_glu) for every integer weight
+// type and batch variant, with the SwiGLU written over the gate or to a
+// tensor of its own: gate, up, SwiGLU and the next product must match the
+// CPU running the ops one by one, and the program must be the input's
+// quantization, the fused launch and the down product.
+func TestGLU(t *testing.T) {
+	h := newHarness(t)
+	const n, ff = 512, 640
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, batch := range []int{1, 2, 5} {
+			for _, own := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v_b%d_own%v", typ, batch, own), func(t *testing.T) {
+					h.t = t
+					x := h.random(quant.F32, batch, n)
+					wg, wu, wd := h.random(typ, ff, n), h.random(typ, ff, n), h.random(quant.Q8_0, n, ff)
+					g, u, y := h.output(quant.F32, batch, ff), h.output(quant.F32, batch, ff), h.output(quant.F32, batch, n)
+					sw := g
+					if own {
+						sw = h.output(quant.F32, batch, ff)
+					}
+					ops := func(s func(*pair) kernels.Tensor) []kernels.Op {
+						return []kernels.Op{
+							kernels.MatMul{Dst: s(g), W: s(wg), X: s(x)},
+							kernels.MatMul{Dst: s(u), W: s(wu), X: s(x)},
+							kernels.SwiGLU{Dst: s(sw), Gate: s(g), Up: s(u)},
+							kernels.MatMul{Dst: s(y), W: s(wd), X: s(sw)},
+						}
+					}
+					h.check(ops, []*pair{x, wg, wu, wd, g, u, sw, y}, func(int) {
+						h.expectClose(u, matMulTolerance(typ, batch), "up")
+						h.expectClose(sw, 3e-2, "swiglu")
+						h.expectClose(y, 3e-2, "down")
+						if own {
+							h.expectClose(g, matMulTolerance(typ, batch), "gate")
+						}
+					})
+					p, err := h.gpu.Compile(ops(func(p *pair) kernels.Tensor { return p.g }))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer p.Close()
+					var names []string
+					for _, s := range p.(*program).steps {
+						names = append(names, s.kernel)
+					}
+					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d mvq_q8_0_%d]", weightKernels[typ], batchVariant(batch), batchVariant(batch))
+					if got := fmt.Sprint(names); got != want {
+						t.Errorf("launches %s, want %s", got, want)
+					}
+				})
+			}
+		}
+	}
+}
