@@ -62,12 +62,14 @@ GLOBL ·q4kWord(SB), RODATA|NOPTR, $256
 // Q4_K weights x (144-byte blocks) with Q8_K activations y (292-byte
 // blocks). Per block: Σ_j sc_j·Σ q·q8 in int32, times d·dy; minus
 // dmin·dy·Σ_j m_j·(sum of the activation quants of sub-block j), which the
-// Q8_K bsums give without touching the quants again.
+// Q8_K bsums give without touching the quants again. Both sums are single
+// floats that take one fused multiply-add per block, the rounding of
+// ggml's x86 product for Q4_K (its weights repacked eight rows at a time).
 TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-60
 	MOVQ         x_base+0(FP), SI
 	MOVQ         y_base+24(FP), DI
 	MOVQ         nb+48(FP), CX
-	VXORPS       Y0, Y0, Y0            // Σ d·dy·Σ sc·q·q8
+	VXORPS       X0, X0, X0            // Σ d·dy·Σ sc·q·q8
 	VXORPS       X1, X1, X1            // Σ dmin·dy·Σ m·bsum
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
@@ -76,6 +78,7 @@ TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $0-60
 
 block:
 	Q4KSCALES
+	KMINS
 
 	// Scales: copy the low lane up, then four steps of 64 weights.
 	VPERMQ $0x44, Y2, Y2
@@ -85,11 +88,14 @@ block:
 	Q4KSTEP(80(SI), 132(DI), 164(DI), 128(R8), 160(R8))
 	Q4KSTEP(112(SI), 196(DI), 228(DI), 192(R8), 224(R8))
 
-	Q4KSUM
+	KSUMSCALAR
 
 	ADDQ $144, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  block
 
-	Q4KRESULT
+	VSUBSS X1, X0, X0
+	VZEROUPPER
+	MOVSS  X0, ret+56(FP)
+	RET

@@ -14,13 +14,13 @@
 
 // func dotQ5_0AVX2(x, y []byte, nb int) float32
 //
-// Q5_0 weights x (22-byte blocks) with Q8_0 activations y (34-byte blocks).
+// Q5_0 weights x (22-byte blocks) with Q8_0 activations y (34-byte blocks),
+// one accumulator block after block as ggml's x86 product.
 TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-60
 	MOVQ         x_base+0(FP), SI
 	MOVQ         y_base+24(FP), DI
 	MOVQ         nb+48(FP), CX
 	VXORPS       Y0, Y0, Y0
-	VXORPS       Y8, Y8, Y8
 	ONES16
 	BYTES8($0x0F0F0F0F, X14, Y14)
 	BYTES8($0xF0F0F0F0, X10, Y10)
@@ -36,7 +36,7 @@ pair:
 	Q5W(28(SI), 24(SI), Y6, X6, Y7, X7)
 	I8DOT(36(DI), Y6, Y7)
 	F16PROD(22(SI), 34(DI), X4, Y4, X5, Y5)
-	VFMADD231PS Y6, Y4, Y8
+	VFMADD231PS Y6, Y4, Y0
 	ADDQ        $44, SI
 	ADDQ        $68, DI
 	SUBQ        $2, CX
@@ -51,7 +51,6 @@ tail:
 	VFMADD231PS Y2, Y4, Y0
 
 done:
-	VADDPS Y8, Y0, Y0
 	HSUM8
 	VZEROUPPER
 	MOVSS  X0, ret+56(FP)

@@ -6,13 +6,14 @@
 // func dotQ8_0AVX2(x, y []byte, nb int) float32
 //
 // Q8_0 weights x with Q8_0 activations y, nb blocks of 34 bytes each; two
-// blocks per turn into two accumulators.
+// blocks per turn into one accumulator, block after block, as ggml's x86
+// product does (the order decides last bits that 8-bit activations turn
+// into different tokens).
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-60
 	MOVQ   x_base+0(FP), SI
 	MOVQ   y_base+24(FP), DI
 	MOVQ   nb+48(FP), CX
 	VXORPS Y0, Y0, Y0
-	VXORPS Y8, Y8, Y8
 	ONES16
 
 pair:
@@ -25,7 +26,7 @@ pair:
 	VMOVDQU     36(SI), Y6
 	I8DOT(36(DI), Y6, Y7)
 	F16PROD(34(SI), 34(DI), X9, Y9, X10, Y10)
-	VFMADD231PS Y6, Y9, Y8
+	VFMADD231PS Y6, Y9, Y0
 	ADDQ        $68, SI
 	ADDQ        $68, DI
 	SUBQ        $2, CX
@@ -40,7 +41,6 @@ tail:
 	VFMADD231PS Y2, Y4, Y0
 
 done:
-	VADDPS Y8, Y0, Y0
 	HSUM8
 	VZEROUPPER
 	MOVSS  X0, ret+56(FP)

@@ -69,8 +69,9 @@
 	VMOVDQU      ·qhSpread(SB), Y13
 
 // Q4KSCALES unpacks the 12 scale bytes at 4(SI) (u0 u1 u2 as little-endian
-// uint32s; see kScaleMin) into int16 scales 0-7 | mins 0-7 in Y2, and adds
-// dmin·dy·Σ_j m_j·(the activation quants' sum over sub-block j) to X1: the
+// uint32s; see kScaleMin) into int16 scales 0-7 | mins 0-7 in Y2, and
+// leaves Σ_j m_j·(the activation quants' sum over sub-block j) as four
+// int32 partial sums in X3 and dmin·dy in X5 for KMINS: the
 // Q8_K bsums give it without touching the quants again.
 #define Q4KSCALES \
 	MOVL 4(SI), R9; \
@@ -102,12 +103,34 @@
 	VPHADDW      X4, X3, X3; \
 	VEXTRACTI128 $1, Y2, X4; \
 	VPMADDWD     X4, X3, X3; \
-	VCVTDQ2PS    X3, X3; \
 	VPBROADCASTW 2(SI), X5; \
 	VCVTPH2PS    X5, X5; \
 	VBROADCASTSS (DI), X6; \
-	VMULPS       X6, X5, X5; \
-	VFMADD231PS  X3, X5, X1
+	VMULPS       X6, X5, X5
+
+// KMINS adds dmin·dy (X5) times the block's whole mins·bsums (the four
+// int32 partial sums in X3 added first, exactly) to the scalar in X1, as
+// ggml's Q5_K product and its repacked Q4_K products do.
+#define KMINS \
+	VPHADDD     X3, X3, X3; \
+	VPHADDD     X3, X3, X3; \
+	VCVTDQ2PS   X3, X3; \
+	VFMADD231SS X3, X5, X1
+
+// KSUMSCALAR adds d·dy times the sum of the block's eight int32 lanes in
+// Y3 (added exactly first) to the scalar in X0, and returns X0 minus the
+// scalar X1 when last: ggml's repacked Q4_K product keeps one float per
+// output row and so rounds once per block.
+#define KSUMSCALAR \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPADDD       X4, X3, X3; \
+	VPHADDD      X3, X3, X3; \
+	VPHADDD      X3, X3, X3; \
+	VCVTDQ2PS    X3, X3; \
+	VPBROADCASTW (SI), X5; \
+	VCVTPH2PS    X5, X5; \
+	VMULSS       (DI), X5, X5; \
+	VFMADD231SS  X3, X5, X0
 
 // Q4KSUM adds d·dy times the block's int32 sums in Y3 to Y0.
 #define Q4KSUM \
@@ -118,15 +141,11 @@
 	VMULPS       Y6, Y5, Y5; \
 	VFMADD231PS  Y3, Y5, Y0
 
-// Q4KRESULT returns the sum of Y0's lanes minus the sum of X1's.
-#define Q4KRESULT \
-	VEXTRACTF128 $1, Y0, X2; \
-	VADDPS       X2, X0, X0; \
-	VSUBPS       X1, X0, X0; \
-	VPERMILPS    $0x4e, X0, X1; \
-	VADDPS       X1, X0, X0; \
-	VPERMILPS    $0xb1, X0, X1; \
-	VADDSS       X1, X0, X0; \
+// KRESULT returns the sum of Y0's lanes minus the scalar X1 (X7 scratch).
+#define KRESULT \
+	VMOVAPS X1, X7; \
+	HSUM8; \
+	VSUBSS  X7, X0, X0; \
 	VZEROUPPER; \
-	MOVSS        X0, ret+56(FP); \
+	MOVSS   X0, ret+56(FP); \
 	RET
