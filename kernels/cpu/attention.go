@@ -12,8 +12,9 @@ import (
 //
 // F32 caches are attended exactly: scores, a float64-summed softmax, then
 // the weighted sum of values. F16 caches are attended the way llama.cpp's
-// CPU flash attention does — the query rounded to F16, one pass with a
-// running maximum, values accumulated in F16 — because quantized models
+// CPU flash attention does — the query rounded to F16, scores summed in
+// the order of its F16 dot product (dotHalfWide), one pass with a running
+// maximum, values accumulated in F16 — because quantized models
 // quantize every activation to 8 bits, which turns the last bit of an
 // attention output into a different token a few steps later; matching that
 // rounding is what lets a quantized model reproduce llama.cpp's greedy text.
@@ -28,10 +29,10 @@ type attention struct {
 
 type attnScratch struct {
 	scores []float32 // [n_ctx]
-	row    []float32 // [headDim]: a value head converted to F32
+	qh     []float32 // [headDim]: the query rounded to F16
 	acc    []float32 // [headDim]
 	half   []byte    // [headDim] in F16: the query's rounding
-	qv     quant.Vec // the query head, as the dot product takes it
+	qv     quant.Vec // the query head, as the dot product takes it (F32 caches)
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
@@ -55,7 +56,7 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 	for w := range s.scratch {
 		s.scratch[w] = attnScratch{
 			scores: make([]float32, s.k.rows),
-			row:    make([]float32, s.headDim),
+			qh:     make([]float32, s.headDim),
 			acc:    make([]float32, s.headDim),
 			half:   make([]byte, 2*s.headDim),
 		}
@@ -112,14 +113,13 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 	hd := s.headDim
 	// The query rounded to F16, kept as float32 for the F16 dot product.
 	_ = quant.Quantize(quant.F16, q, sc.half)
-	_ = quant.Dequantize(quant.F16, sc.half, sc.acc)
-	_ = sc.qv.Prepare(quant.F16, sc.acc)
+	_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
 
 	acc := sc.acc
 	clear(acc)
 	m, sum := float32(math.Inf(-1)), float32(0)
 	for t := range n {
-		x := s.scale * s.dot(head(s.k, t, kv, hd), &sc.qv)
+		x := s.scale * dotHalfWide(head(s.k, t, kv, hd), sc.qh)
 		ms, vs := float32(1), float32(1)
 		if x > m {
 			ms = float32(math.Exp(float64(m - x)))
@@ -133,7 +133,7 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 			vs = float32(math.Exp(float64(x - m)))
 		}
 		accumulateHalf(acc, head(s.v, t, kv, hd), vs)
-		sum = sum*ms + vs
+		sum = fma32(sum, ms, vs) // S·ms + vs, fused as ggml's compiler does
 	}
 	inv := 1 / sum
 	for i, a := range acc {
@@ -141,7 +141,8 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 	}
 }
 
-// accumulateHalf is acc = f16(acc + v*vs) for a binary16 row v: the
+// accumulateHalf is acc = f16(acc + v*vs), the multiply-add fused as in
+// ggml's ggml_vec_mad_f16, for a binary16 row v: the
 // bodies of halfBits and roundHalf written out, since the compiler will
 // not inline them into this, the attention's innermost loop.
 func accumulateHalf(acc []float32, v []byte, vs float32) {
@@ -154,7 +155,7 @@ func accumulateHalf(acc []float32, v []byte, vs float32) {
 		} else {
 			x = halfBitsSlow(h)
 		}
-		y := a + x*vs
+		y := fma32(x, vs, a)
 		b := math.Float32bits(y)
 		if e := b >> 23 & 0xff; e >= 127-14 && e <= 127+14 {
 			b += 0xfff + b>>13&1
@@ -223,4 +224,44 @@ func softmaxInPlace(x []float32) {
 	for i := range x {
 		x[i] *= inv
 	}
+}
+
+// dotHalfWideGo is Σ k[i]·q[i] for a binary16 row k, in the order of
+// ggml's ggml_vec_dot_f16 on AVX-512: four 16-lane accumulators over steps
+// of 64 (element i in accumulator i/16%4, lane i%16, fused multiply-adds),
+// folded 0+2, 1+3, then 0+1, then halved down to one lane; a tail of fewer
+// than 64 is added in float64. dotHalfWide is the same, faster where the
+// CPU allows.
+func dotHalfWideGo(k []byte, q []float32) float32 {
+	var acc [64]float32
+	n := len(q)
+	np := n &^ 63
+	k = k[:2*n]
+	for i := 0; i < np; i += 64 {
+		qs, ks := q[i:i+64], k[2*i:2*i+128]
+		for e := range acc {
+			h := uint16(ks[2*e]) | uint16(ks[2*e+1])<<8
+			acc[e] = fma32(halfBits(h), qs[e], acc[e])
+		}
+	}
+	var v [16]float32
+	for l := range v {
+		v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l])
+	}
+	for w := 8; w >= 1; w /= 2 {
+		for l := range w {
+			v[l] += v[l+w]
+		}
+	}
+	return float32(float64(v[0]) + halfTail(k[2*np:], q[np:]))
+}
+
+// halfTail is Σ k[i]·q[i] in float64 of float32 products, ggml's loop for
+// the elements after the last whole step.
+func halfTail(k []byte, q []float32) float64 {
+	var sum float64
+	for i, v := range q {
+		sum += float64(halfBits(uint16(k[2*i])|uint16(k[2*i+1])<<8) * v)
+	}
+	return sum
 }

@@ -1,10 +1,6 @@
 package cpu
 
-import (
-	"math"
-
-	"github.com/tandem-run/tandem/kernels"
-)
+import "github.com/tandem-run/tandem/kernels"
 
 // binary is an elementwise op of two F32 tensors, b optionally one row
 // broadcast over a's rows: Add, Mul and SwiGLU.
@@ -60,11 +56,11 @@ func mulRow(dst, a, b []float32) {
 	}
 }
 
-// swigluRow is silu(gate) * up.
+// swigluRow is silu(gate) * up, with ggml's exp (see expApprox).
 func swigluRow(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
 	for i, g := range gate {
-		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		dst[i] = g / (1 + expApprox(0-g)) * up[i]
 	}
 }

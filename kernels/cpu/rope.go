@@ -14,7 +14,8 @@ type rope struct {
 	headDim     int
 	dims        int
 	neox        bool
-	invFreq     []float64   // Scale * Base^(-2j/Dims), j < Dims/2
+	scale       float32     // position multiplier
+	thetaScale  float32     // Base^(-2/Dims), rounded to float32
 	cs          [][]float32 // per worker: cos then sin for the current row
 }
 
@@ -38,10 +39,8 @@ func (b *Backend) newRope(o kernels.Rope) (*rope, error) {
 		}
 	}
 	half := o.Dims / 2
-	s.invFreq = make([]float64, half)
-	for j := range half {
-		s.invFreq[j] = float64(o.Scale) * math.Pow(float64(o.Base), -float64(2*j)/float64(o.Dims))
-	}
+	s.scale = o.Scale
+	s.thetaScale = float32(math.Pow(float64(o.Base), float64(-2/float32(o.Dims))))
 	s.cs = make([][]float32, b.pool.size)
 	for w := range s.cs {
 		s.cs[w] = make([]float32, 2*half)
@@ -59,13 +58,19 @@ func (s *rope) run(w, lo, hi int) {
 	cos, sin := s.cs[w][:half], s.cs[w][half:]
 	pos := s.pos.i32(0)
 	for r := lo; r < hi; r++ {
+		// Angles as ggml computes them: pos·Base^(-2j/Dims) by repeated
+		// float32 multiplication, not a power per pair, so that q and k
+		// round as llama.cpp's do (their last bits reach the 8-bit
+		// activations of quantized models).
+		theta := float32(pos[r])
 		for j := range half {
-			theta := float64(pos[r]) * s.invFreq[j]
+			t := theta
 			if s.factors.rows > 0 {
-				theta /= float64(s.factors.f32(0)[j])
+				t /= s.factors.f32(0)[j]
 			}
-			sn, c := math.Sincos(theta)
+			sn, c := math.Sincos(float64(s.scale * t))
 			cos[j], sin[j] = float32(c), float32(sn)
+			theta *= s.thetaScale
 		}
 		x, dst := s.x.f32(r), s.dst.f32(r)
 		for h := 0; h < len(x); h += s.headDim {
