@@ -67,15 +67,13 @@ func TestPerplexityMatchesLlamaCpp(t *testing.T) {
 // TestGreedyMatchesLlamaCpp decodes 16 greedy tokens for each oracle prompt
 // with every demo file, with an F16 cache as llama.cpp uses; the text must
 // begin llama.cpp's greedy text (which stops after the first
-// end-of-generation token).
+// end-of-generation token) for at least 5 of the 6 prompts.
 //
-// The goal is 5 of the 6 prompts for every file. Quantized models round
-// every activation to 8 bits, so a last-bit difference anywhere upstream
-// (summation order inside a SIMD dot product) can flip a token where the
-// top two logits are within a few hundredths — which these small models
-// often are. Three files (draft Q5_K_M, target Q4_K_M and Q8_0) reach 4 of
-// 6, each diverging where its top two logits differ by less than 0.1; the
-// test holds every file to 4 and at least 80% of files to 5.
+// Quantized models round every activation to 8 bits, and these small
+// models often have top-two logits within a few hundredths, so a last-bit
+// difference anywhere upstream changes tokens: the kernels round as
+// llama.cpp's x86 CPU backend does (summation order of each quantized
+// product, RoPE angles, the F16 flash attention, the SiLU exp).
 func TestGreedyMatchesLlamaCpp(t *testing.T) {
 	var golden struct {
 		Prompts []string            `json:"prompts"`
@@ -83,12 +81,6 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 	}
 	readJSON(t, sharedtest.Path(t, "oracle", "greedy-llamacpp.json"), &golden)
 	const n = 16
-	fives := 0
-	defer func() {
-		if fives < len(golden.Outputs)*4/5 {
-			t.Errorf("%d of %d files match 5 of 6 prompts", fives, len(golden.Outputs))
-		}
-	}()
 	for name, want := range golden.Outputs {
 		t.Run(name, func(t *testing.T) {
 			f, err := gguf.Open(sharedtest.Path(t, "models", name+".gguf"))
@@ -124,11 +116,8 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 				}
 			}
 			t.Logf("%d of %d prompts match llama.cpp's first %d tokens", matched, len(golden.Prompts), n)
-			if matched < 4 {
+			if matched < 5 {
 				t.Errorf("only %d of %d prompts match", matched, len(golden.Prompts))
-			}
-			if matched >= 5 {
-				fives++
 			}
 		})
 	}
