@@ -28,24 +28,19 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sam
 	d.toks = append(d.toks[:0], history...)
 	proposed := d.toks[len(history):]
 	greedy := s.Params().Greedy()
-	if !greedy && cap(d.dists) < n {
-		d.dists = make([][]float32, n)
+	var dists [][]float32 // the distributions sampled drafts came from
+	if !greedy {
+		if cap(d.dists) < n {
+			d.dists = make([][]float32, n)
+		}
+		dists = d.dists[:n]
 	}
 	for i := range n {
 		logits, err := d.seq.run(ctx, d.toks, 1)
 		if err != nil {
 			return nil, nil, err
 		}
-		var t int32
-		var top float64
-		if greedy {
-			t, top = greedyPick(s, logits, d.toks)
-		} else {
-			q := s.Probs(d.dists[:n][i], logits, d.toks)
-			d.dists[i] = q
-			t = sample.Draw(q, s.Uniform())
-			top = float64(q[sample.Argmax(q)])
-		}
+		t, top := pick(s, logits, d.toks, dists, i)
 		// A draft unsure of its own next token is likely wrong: stop here
 		// rather than spend the target's time verifying a guess.
 		if top < d.pMin {
@@ -57,12 +52,19 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sam
 	if greedy {
 		return proposed, nil, nil
 	}
-	return proposed, d.dists[:len(proposed)], nil
+	return proposed, dists[:len(proposed)], nil
 }
 
-// greedyPick is the sampler's greedy choice and the draft's confidence in
-// it: the softmax probability of its top logit.
-func greedyPick(s *sample.Sampler, logits []float32, history []int32) (int32, float64) {
+// pick chooses a drafted token from logits under s's settings and returns
+// it with the draft's confidence: for greedy settings the softmax
+// probability of the top logit; for sampling the top probability of the
+// distribution it was drawn from, which is kept in dists[i] for the verifier.
+func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float32, i int) (int32, float64) {
+	if !s.Params().Greedy() {
+		q := s.Probs(dists[i], logits, history)
+		dists[i] = q
+		return sample.Draw(q, s.Uniform()), float64(q[sample.Argmax(q)])
+	}
 	t := s.Sample(logits, history)
 	maxv := logits[sample.Argmax(logits)]
 	var sum float64

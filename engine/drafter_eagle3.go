@@ -67,7 +67,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	// Unpenalised greedy drafting needs only the top token: with the
 	// target's head split by vocabulary, its shards' tops merge and no
 	// logits are gathered.
-	topOnly := s.Params().Greedy() && !penalised(s.Params())
+	topOnly := s.Params().Greedy() && !s.Params().Penalised()
 	var logits []float32
 	var top model.Top
 	var err error
@@ -83,22 +83,17 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 
 	d.toks = append(d.toks[:0], history...)
 	greedy := s.Params().Greedy()
-	if !greedy && cap(d.dists) < n {
-		d.dists = make([][]float32, n)
+	var dists [][]float32 // the distributions sampled drafts came from
+	if !greedy {
+		if cap(d.dists) < n {
+			d.dists = make([][]float32, n)
+		}
+		dists = d.dists[:n]
 	}
 	for i := 0; ; i++ {
-		var t int32
-		var p float64
-		switch {
-		case topOnly:
-			t, p = top.ID, top.P
-		case greedy:
-			t, p = greedyPick(s, logits, d.toks)
-		default:
-			q := s.Probs(d.dists[:n][i], logits, d.toks)
-			d.dists[i] = q
-			t = sample.Draw(q, s.Uniform())
-			p = float64(q[sample.Argmax(q)])
+		t, p := top.ID, top.P
+		if !topOnly {
+			t, p = pick(s, logits, d.toks, dists, i)
 		}
 		if p < d.pMin {
 			break
@@ -127,13 +122,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	if greedy {
 		return proposed, nil, nil
 	}
-	return proposed, d.dists[:len(proposed)], nil
-}
-
-// penalised reports whether p changes logits by the history, so that a
-// greedy choice needs them all.
-func penalised(p sample.Params) bool {
-	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+	return proposed, dists[:len(proposed)], nil
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.

@@ -18,11 +18,7 @@ type sequence struct {
 // run makes the cache hold tokens and returns the logits of its last rows
 // tokens, row after row (valid until the next call).
 func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32, error) {
-	c := 0
-	for c < len(s.cached) && c < len(tokens) && s.cached[c] == tokens[c] {
-		c++
-	}
-	c = min(c, len(tokens)-rows) // the wanted rows must be computed
+	c := min(commonPrefix(s.cached, tokens), len(tokens)-rows) // the wanted rows must be computed
 	out := make([]int, rows)
 	for i := range out {
 		out[i] = len(tokens) - rows - c + i

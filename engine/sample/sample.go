@@ -30,7 +30,9 @@ type Params struct {
 // Greedy reports whether p picks the argmax.
 func (p Params) Greedy() bool { return p.Temperature <= 0 }
 
-func (p Params) penalised() bool {
+// Penalised reports whether p changes logits by the history (repetition,
+// presence or frequency penalties), so a greedy choice needs them all.
+func (p Params) Penalised() bool {
 	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
@@ -62,7 +64,7 @@ func (s *Sampler) Uniform() float64 { return s.rng.Float64() }
 
 // Sample picks the next token after history from logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
-	if s.p.Greedy() && !s.p.penalised() {
+	if s.p.Greedy() && !s.p.Penalised() {
 		return Argmax(logits)
 	}
 	probs := s.Probs(nil, logits, history)
@@ -115,7 +117,7 @@ func (s *Sampler) Probs(dst, logits []float32, history []int32) []float32 {
 // penalise applies the repetition, presence and frequency penalties to x
 // for the tokens in the last PenaltyLastN of history, as llama.cpp does.
 func (s *Sampler) penalise(x []float32, history []int32) {
-	if !s.p.penalised() || len(history) == 0 {
+	if !s.p.Penalised() || len(history) == 0 {
 		return
 	}
 	last := s.p.PenaltyLastN
