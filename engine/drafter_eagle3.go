@@ -124,12 +124,3 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	}
 	return proposed, dists[:len(proposed)], nil
 }
-
-// commonPrefix is the length of the longest common prefix of a and b.
-func commonPrefix(a, b []int32) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
-}

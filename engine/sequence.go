@@ -31,3 +31,12 @@ func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32
 	s.cached = append(s.cached, tokens[c:]...)
 	return logits, nil
 }
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
