@@ -117,3 +117,18 @@ func (u Usage) Of(owner string) int64 {
 	}
 	return n
 }
+
+// DeviceCopier is a Backend that copies straight from another backend's
+// memory (a second GPU, a virtual device on the same GPU, or another CPU
+// device), so activations cross devices without a trip through Read and
+// Write. Callers test for it with a type assertion and CanCopyFrom, and go
+// through the host otherwise.
+type DeviceCopier interface {
+	// CanCopyFrom reports whether CopyFrom accepts tensors of from.
+	CanCopyFrom(from Backend) bool
+	// CopyFrom copies src, a tensor of from, into dst on this backend: same
+	// type and shape, both packed. The copy comes after all work enqueued
+	// on either backend before the call, and work enqueued on either after
+	// it comes after the copy; the call itself need not wait for the copy.
+	CopyFrom(dst Tensor, from Backend, src Tensor) error
+}
