@@ -109,6 +109,7 @@ type Backend struct {
 	args    *launchArgs // touched only on the device thread
 	prof    *profiler   // device thread only; nil unless profiling
 	scratch sharedScratch
+	peers   peerLinks // copies from other backends
 
 	mu     sync.Mutex // guards the fields below
 	usage  kernels.Usage
@@ -249,6 +250,7 @@ func (be *Backend) Close() error {
 	live := be.live
 	be.live = map[*buffer]struct{}{}
 	be.mu.Unlock()
+	linkErr := be.closeLinks()
 	err := be.w.stop(func() error {
 		errs := []error{be.drv.streamSync(be.stream)}
 		for b := range live {
@@ -260,7 +262,7 @@ func (be *Backend) Close() error {
 		return errors.Join(errs...)
 	})
 	be.args.pin.Unpin()
-	return err
+	return errors.Join(linkErr, err)
 }
 
 // launch starts kernel f with the given parameter values; device thread only.

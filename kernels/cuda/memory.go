@@ -221,33 +221,5 @@ func (be *Backend) Copy(dst, src kernels.Tensor) error {
 	})
 }
 
-// CopyFrom copies src, a tensor of another CUDA backend (another GPU, or a
-// virtual device on the same one), into dst on this one, ordered after the
-// work of both. Both must be packed and of equal size.
-func (be *Backend) CopyFrom(dst kernels.Tensor, srcBackend *Backend, src kernels.Tensor) error {
-	if dst.Type != src.Type || !kernels.SameShape(dst, src) || !dst.Packed() || !src.Packed() {
-		return fmt.Errorf("cuda: copy %v to %v: %w", src, dst, kernels.ErrShape)
-	}
-	s, err := srcBackend.addr(src)
-	if err != nil {
-		return err
-	}
-	d, err := be.addr(dst)
-	if err != nil {
-		return err
-	}
-	// The source's pending work must finish before this stream reads it.
-	if err := srcBackend.Sync(); err != nil {
-		return err
-	}
-	n := src.Bytes()
-	return be.w.do(func() error {
-		if srcBackend.info.Ordinal == be.info.Ordinal {
-			return be.drv.copyDtoD(d, s, n, be.stream)
-		}
-		return be.drv.copyPeer(d, be.ctx, s, srcBackend.ctx, n, be.stream)
-	})
-}
-
 // elemSize is the byte size of one element of an F32/F16/I32 tensor.
 func elemSize(t quant.Type) int64 { return int64(t.TypeSize() / t.BlockSize()) }
