@@ -87,6 +87,13 @@ func openWindow(opt guiOptions) error {
 	if m.chat != nil {
 		m.chat.stopGenerating()
 	}
+	if m.server != nil {
+		m.server.cancel()
+		<-m.server.done
+	}
+	if m.serverStopping != nil {
+		<-m.serverStopping.done
+	}
 	m.disk.wait()
 	if m.model != nil {
 		m.model.Close()

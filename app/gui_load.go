@@ -169,7 +169,9 @@ func (m *mainWindow) unload() {
 		m.chat.stopGenerating()
 		m.chat.useLocal(nil, engine.Config{})
 	}
+	served := m.stopServe()
 	m.disk.add(func() {
+		<-served // the server lets go of the models first
 		if err := model.Close(); err != nil {
 			m.post(func() { m.showError("Unloading reported a problem.", err) })
 		}

@@ -48,6 +48,9 @@ type mainWindow struct {
 
 	chat *chatWindow
 
+	server         *guiServer // the API server; nil: none
+	serverStopping *guiServer // a stopped server still finishing; nil: none
+
 	notice     *widgets.Notice // notes (demo pair, settings kept aside)
 	errNotice  *widgets.Notice // errors
 	targetCard *widgets.ModelCard
@@ -61,6 +64,7 @@ type mainWindow struct {
 	cancelBtn  *widget.Button
 	unloadBtn  *widget.Button
 	chatBtn    *widget.Button
+	serveCtl   *widgets.ServeControl
 	bar        *widget.ProgressBar
 	status     *widget.Label
 }
@@ -117,11 +121,16 @@ func (m *mainWindow) build() {
 	m.cancelBtn = widget.NewButtonWithIcon("Cancel", theme.CancelIcon(), m.cancel)
 	m.unloadBtn = widget.NewButtonWithIcon("Unload", theme.MediaStopIcon(), m.unload)
 	m.chatBtn = widget.NewButtonWithIcon("Chat", theme.MailComposeIcon(), m.openChat)
+	m.serveCtl = widgets.NewServeControl()
+	m.serveCtl.OnStart = m.startServe
+	m.serveCtl.OnStop = func() { m.stopServe() }
 	m.bar = widget.NewProgressBar()
 	m.status = widget.NewLabel("")
 	m.status.Truncation = fyne.TextTruncateEllipsis
-	bottom := container.NewBorder(nil, nil, container.NewHBox(m.loadBtn, m.cancelBtn, m.unloadBtn), m.chatBtn,
-		container.NewVBox(m.bar, m.status))
+	bottom := container.NewVBox(
+		container.NewBorder(nil, nil, container.NewHBox(m.loadBtn, m.cancelBtn, m.unloadBtn), m.chatBtn,
+			container.NewVBox(m.bar, m.status)),
+		m.serveCtl)
 
 	m.win.SetContent(container.NewBorder(container.NewVBox(m.notice, m.errNotice), container.NewPadded(bottom), nil, nil, split))
 	m.win.SetOnDropped(m.dropped)
@@ -190,6 +199,7 @@ func (m *mainWindow) refreshButtons() {
 	enable(m.unloadBtn, !loading && m.model != nil)
 	m.bar.Hidden = !loading
 	m.bar.Refresh()
+	m.showServer()
 	switch {
 	case loading:
 	case m.model != nil:
