@@ -157,6 +157,7 @@ func TestChoosingAWrongFileSaysWhy(t *testing.T) {
 // A settings file that cannot be read is reported in the window.
 func TestCorruptSettingsReported(t *testing.T) {
 	h := newHarness(t, func(s *Settings) {}, nil)
+	h.settle() // the window's own first save goes before the garbage
 	os.WriteFile(filepath.Join(h.m.store.dir, settingsFile), []byte("{garbage"), 0o600)
 	m, err := newMainWindow(h.m.app, h.m.store, testInventory(t), nil, h.q.post)
 	if err != nil {
