@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/engine/sample"
 )
 
 // virtualCPUs parses a spec of CPU virtual devices; with -engine.backend=cuda
@@ -95,4 +97,75 @@ func TestPlacementOverBudgetRefused(t *testing.T) {
 		t.Fatalf("got %v, want the planner's refusal", err)
 	}
 	t.Log(err)
+}
+
+// The target alone over two and three virtual devices, by layers with
+// uneven ratios and by tensors with either head mode: greedy output and
+// teacher-forced top-1 equal one device's, and logits agree within the
+// engine's tolerance against the oracle (2e-3 of the largest): a tensor
+// split adds partial attention outputs in another order, and with the F16
+// KV cache attention accumulates in F16 as llama.cpp's does.
+func TestPlacedTargetLayouts(t *testing.T) {
+	prompts := loadOracle(t)
+	target := modelPath(t, "factory-target-F16.gguf")
+	devs := virtualCPUs(t, "cpu:256MiB,cpu:256MiB,cpu:256MiB")
+	one := load(t, Config{Target: target, Context: 256})
+	for _, tc := range []struct {
+		name string
+		tp   plan.Placement
+	}{
+		{"layers 2 devices 1:3", plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}},
+		{"layers 3 devices 2:1:5", plan.Placement{Devices: []int{0, 1, 2}, Ratios: []float64{2, 1, 5}}},
+		{"tensors 2 devices head split", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
+		{"tensors 3 devices head split", plan.Placement{Devices: []int{0, 1, 2}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
+		{"tensors 3 devices head replicated", plan.Placement{Devices: []int{0, 1, 2}, Split: plan.SplitTensor, Head: plan.HeadReplicated}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := load(t, Config{Target: target, Context: 256, Placement: &Placement{Devices: devs, Target: tc.tp, Batch: 64}})
+			for i, p := range prompts[:3] {
+				var got, want []int32
+				req := Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true}
+				if _, err := r.Generate(context.Background(), req, func(e Event) { got = append(got, e.IDs...) }); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := one.Generate(context.Background(), req, func(e Event) { want = append(want, e.IDs...) }); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("prompt %d greedy:\n got %v\nwant %v", i, got, want)
+				}
+				// Teacher-forced over prompt and continuation.
+				seq := append(slices.Clone(p.IDs), p.Target.Greedy[:24]...)
+				rows := make([]int, len(seq))
+				for j := range rows {
+					rows[j] = j
+				}
+				a, err := r.Forward(context.Background(), seq, 0, rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a = slices.Clone(a)
+				b, err := one.Forward(context.Background(), seq, 0, rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vocab := len(a) / len(rows)
+				for j := range rows {
+					ra, rb := a[j*vocab:(j+1)*vocab], b[j*vocab:(j+1)*vocab]
+					if sample.Argmax(ra) != sample.Argmax(rb) {
+						t.Fatalf("prompt %d position %d: top-1 %d, one device %d", i, j, sample.Argmax(ra), sample.Argmax(rb))
+					}
+					scale := float64(0)
+					for _, v := range rb {
+						scale = max(scale, math.Abs(float64(v)))
+					}
+					for k := range ra {
+						if d := math.Abs(float64(ra[k] - rb[k])); d > 2e-3*scale {
+							t.Fatalf("prompt %d position %d logit %d: %v vs %v", i, j, k, ra[k], rb[k])
+						}
+					}
+				}
+			}
+		})
+	}
 }
