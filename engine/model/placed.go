@@ -16,8 +16,9 @@ import (
 // Placed is a decoder spread over several backends exactly as a
 // plan.ModelPlan says: whole blocks per device (layer split) or every block
 // cut across the devices (tensor split), the head on one device, replicated,
-// or split by vocabulary rows. Activations cross devices through the host
-// (Backend.Read, then Write), which any pair of backends supports.
+// or split by vocabulary rows. Activations cross devices straight from
+// one device's memory to the other's where the backends allow, else
+// through the host (placed_exchange.go).
 //
 // It allocates the plan's shards and buffers, and reserves a CUDA
 // backend's workspace at the plan's figure, and nothing else of size, so
@@ -29,6 +30,7 @@ type Placed struct {
 	ctx     int // KV cache length
 	batch   int // most tokens per pass, and most logit rows per head pass
 	layered bool
+	direct  bool    // every device copies straight from every other
 	parts   []*part // in placement order
 	byDev   map[int]*part
 	embd    []plan.Holder // where token lookups run
@@ -121,6 +123,7 @@ func LoadPlaced(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelP
 			m.Close()
 		}
 	}()
+	m.direct = m.allDirect()
 	if err := m.assign(mp); err != nil {
 		return nil, err
 	}

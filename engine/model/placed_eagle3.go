@@ -69,16 +69,16 @@ func (m *Placed) keep(l, b int, src []float32) {
 	}
 }
 
-// keepFrom reads b rows of block l's input from pt's stream and keeps them.
-func (m *Placed) keepFrom(pt *part, l, b int) error {
+// keepFrom reads block l's input, src [b, n_embd] on pt, and keeps it.
+func (m *Placed) keepFrom(pt *part, l int, src kernels.Tensor) error {
 	if !m.captures(l) {
 		return nil
 	}
-	rows := m.partial[:b*m.params.Embd]
-	if err := pt.be.Read(kernels.F32Bytes(rows), pt.s.x.RowSlice(0, b)); err != nil {
+	rows := m.partial[:src.Rows*m.params.Embd]
+	if err := pt.be.Read(kernels.F32Bytes(rows), src); err != nil {
 		return fmt.Errorf("model: capture of block %d from device %d: %w", l, pt.dev, err)
 	}
-	m.keep(l, b, rows)
+	m.keep(l, src.Rows, rows)
 	return nil
 }
 

@@ -23,6 +23,7 @@ const (
 	progAttn                   // tensor split: a block's attention, partial output
 	progFFN                    // tensor split: a block's FFN, partial output
 	progFinish                 // tensor split: the last block's sum into the stream
+	progReduce                 // tensor split: a share added to the sum received
 	progHead                   // output norm and the part's head rows
 )
 
@@ -155,22 +156,6 @@ func (pt *part) embedDst(b int) kernels.Tensor {
 	return pt.s.xn.RowSlice(0, b)
 }
 
-// readStream copies t, b rows of the stream on pt, into hostX.
-func (m *Placed) readStream(pt *part, t kernels.Tensor) error {
-	if err := pt.be.Read(kernels.F32Bytes(m.hostX[:t.Rows*m.params.Embd]), t); err != nil {
-		return fmt.Errorf("model: stream from device %d: %w", pt.dev, err)
-	}
-	return nil
-}
-
-// send writes b rows of hostX into pt's receive buffer.
-func (m *Placed) send(pt *part, b int) error {
-	if err := pt.be.Write(pt.s.recv.RowSlice(0, b), kernels.F32Bytes(m.hostX[:b*m.params.Embd])); err != nil {
-		return fmt.Errorf("model: stream to device %d: %w", pt.dev, err)
-	}
-	return nil
-}
-
 // layerBody runs each device's blocks in pipeline order, the stream
 // crossing to the next device after each.
 func (m *Placed) layerBody(ctx context.Context, b int, local *part) error {
@@ -185,26 +170,28 @@ func (m *Placed) layerBody(ctx context.Context, b int, local *part) error {
 		}
 		received := from != pt
 		if received {
-			if from != nil {
-				src := from.embedDst(b)
-				if from == prev {
-					src = from.s.x.RowSlice(0, b)
-				}
-				if err := m.readStream(from, src); err != nil {
-					return err
-				}
+			var err error
+			switch {
+			case from == nil: // a vocabulary-split embedding left the stream in hostX
+				err = m.send(pt, b)
+			case from == prev:
+				err = m.spread(from, from.s.x.RowSlice(0, b), []*part{pt})
+			default:
+				err = m.spread(from, from.embedDst(b), []*part{pt})
 			}
-			if err := m.send(pt, b); err != nil {
+			if err != nil {
 				return err
 			}
 		}
 		// A captured block starts a program of its own, its input read
-		// first: from the host when it has just arrived there.
+		// first: from the receive buffer when it has just arrived.
 		for i, seg := range m.segments(pt) {
 			first := i == 0 && received
-			if first && m.captures(seg[0]) {
-				m.keep(seg[0], b, m.hostX[:b*m.params.Embd])
-			} else if err := m.keepFrom(pt, seg[0], b); err != nil {
+			in := pt.s.x.RowSlice(0, b)
+			if first {
+				in = pt.s.recv.RowSlice(0, b)
+			}
+			if err := m.keepFrom(pt, seg[0], in); err != nil {
 				return err
 			}
 			err := pt.run(ctx, progKey{progStage, seg[0], b}, func() []kernels.Op {
@@ -227,33 +214,38 @@ func (m *Placed) layerBody(ctx context.Context, b int, local *part) error {
 		}
 		prev = pt
 	}
-	if err := m.keepFrom(prev, m.params.Layers, b); err != nil {
+	if err := m.keepFrom(prev, m.params.Layers, prev.s.x.RowSlice(0, b)); err != nil {
 		return err
 	}
 	// The stream goes on to head devices other than the last block's.
-	for _, h := range m.head {
-		if pt := m.byDev[h.Device]; pt != prev {
-			if err := m.readStream(prev, prev.s.x.RowSlice(0, b)); err != nil {
-				return err
-			}
-			return m.sendAll(b, func(pt *part) bool { return pt != prev && pt.headRows.Len() > 0 })
+	var to []*part
+	for _, pt := range m.parts {
+		if pt != prev && pt.headRows.Len() > 0 {
+			to = append(to, pt)
 		}
 	}
-	return nil
+	return m.spread(prev, prev.s.x.RowSlice(0, b), to)
 }
 
 // tensorBody runs every block on all devices at once: each computes its
 // heads' and FFN rows' share of the block's output, and the shares are
-// summed (on the host, in device order, so every run adds alike) and sent
-// back to every device, which adds the sum to its copy of the stream.
+// summed in device order, so every run adds alike (exchange.go), and the
+// sum reaches every device, which adds it to its copy of the stream.
 func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
-	if local != nil {
-		if err := m.readStream(local, local.embedDst(b)); err != nil {
+	if local == nil {
+		if err := m.sendAll(b, func(*part) bool { return true }); err != nil {
 			return err
 		}
-	}
-	if err := m.sendAll(b, func(pt *part) bool { return pt != local }); err != nil {
-		return err
+	} else {
+		var to []*part
+		for _, pt := range m.parts {
+			if pt != local {
+				to = append(to, pt)
+			}
+		}
+		if err := m.spread(local, local.embedDst(b), to); err != nil {
+			return err
+		}
 	}
 	for l := range m.params.Layers {
 		for _, kind := range []progKind{progAttn, progFFN} {
@@ -281,11 +273,11 @@ func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
 			}
 			if kind == progAttn {
 				// Every device's stream is block l's input now.
-				if err := m.keepFrom(m.parts[0], l, b); err != nil {
+				if err := m.keepFrom(m.parts[0], l, m.parts[0].s.x.RowSlice(0, b)); err != nil {
 					return err
 				}
 			}
-			if err := m.sumShares(b, l, kind); err != nil {
+			if err := m.sumShares(ctx, b, l, kind); err != nil {
 				return err
 			}
 		}
@@ -300,40 +292,8 @@ func (m *Placed) tensorBody(ctx context.Context, b int, local *part) error {
 			return err
 		}
 	}
-	return m.keepFrom(m.byDev[m.head[0].Device], m.params.Layers, b)
-}
-
-// sumShares adds the devices' shares of block l's attention or FFN output
-// into hostX and sends the sum to every device.
-func (m *Placed) sumShares(b, l int, kind progKind) error {
-	sum := m.hostX[:b*m.params.Embd]
-	clear(sum)
-	share := m.partial[:len(sum)]
-	for _, pt := range m.parts {
-		lb := pt.local[l]
-		if kind == progAttn && lb.heads == 0 || kind == progFFN && lb.ffn == 0 {
-			continue
-		}
-		if err := pt.be.Read(kernels.F32Bytes(share), pt.s.xn.RowSlice(0, b)); err != nil {
-			return fmt.Errorf("model: block %d share from device %d: %w", l, pt.dev, err)
-		}
-		for i, v := range share {
-			sum[i] += v
-		}
-	}
-	return m.sendAll(b, func(*part) bool { return true })
-}
-
-// sendAll sends hostX to the parts that want it.
-func (m *Placed) sendAll(b int, want func(*part) bool) error {
-	for _, pt := range m.parts {
-		if want(pt) {
-			if err := m.send(pt, b); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	pt := m.byDev[m.head[0].Device]
+	return m.keepFrom(pt, m.params.Layers, pt.s.x.RowSlice(0, b))
 }
 
 // runHead computes logits for the first k entries of m.outIdx into dst,

@@ -55,6 +55,13 @@ type placedRig struct {
 // placement pl, and loads it if the plan fits (m is nil otherwise).
 func placeModel(t testing.TB, file, caps string, pl plan.Placement, ctx, batch int) *placedRig {
 	t.Helper()
+	return placeModelOn(t, file, caps, pl, ctx, batch, nil)
+}
+
+// placeModelOn is placeModel with each device's backend passed through
+// wrap (nil: as it is).
+func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch int, wrap func(dev int, be kernels.Backend) kernels.Backend) *placedRig {
+	t.Helper()
 	f, err := gguf.Open(sharedtest.Path(t, "models", file))
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +80,9 @@ func placeModel(t testing.TB, file, caps string, pl plan.Placement, ctx, batch i
 	for _, d := range inv.Devices {
 		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
 		r.backends[d.Index] = be
+		if wrap != nil {
+			r.backends[d.Index] = wrap(d.Index, be)
+		}
 		t.Cleanup(func() { be.Close() })
 	}
 	r.m, err = LoadPlaced(context.Background(), f, p, &p.Target, r.backends, nil)
