@@ -14,6 +14,13 @@ type kernel struct {
 	float func(x []byte, y []float32) float32 // x weights, y float32 activations
 }
 
+// fma32 is a*b+c rounded once, as a fused multiply-add: the product of two
+// float32 values is exact in float64 (a double rounding of the sum is
+// vanishingly rare).
+func fma32(a, b, c float32) float32 {
+	return float32(float64(a)*float64(b) + float64(c))
+}
+
 // scalarKernel is the pure-Go reference product for weights of type w.
 func scalarKernel(w Type) (kernel, bool) {
 	switch w {

@@ -4,6 +4,7 @@ package quant
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -20,6 +21,31 @@ func TestFastKernelCoverage(t *testing.T) {
 		scalar, _ := scalarKernel(typ)
 		if !ok || k.act != scalar.act {
 			t.Errorf("%v: fast kernel %v (activation %v, scalar uses %v)", typ, ok, k.act, scalar.act)
+		}
+	}
+}
+
+// TestFastKernelsRoundAsScalar: where the scalar reference rounds in the
+// same order as the AVX2 kernel (one float per row, one fused multiply-add
+// per block, as llama.cpp's x86 products do), both give the same bits.
+func TestFastKernelsRoundAsScalar(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU lacks AVX2, FMA or F16C")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, typ := range []Type{Q4_0, IQ4_NL, Q4_K} {
+		fast, _ := fastKernel(typ)
+		scalar, _ := scalarKernel(typ)
+		for range 50 {
+			n := 256 * (1 + rng.IntN(6))
+			row := randomRow(t, rng, typ, n)
+			var v Vec
+			if err := v.Prepare(typ, randomFloats(rng, n)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fast.quant(row, v.Q), scalar.quant(row, v.Q); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%v n=%d: AVX2 %.9g, scalar %.9g", typ, n, got, want)
+			}
 		}
 	}
 }

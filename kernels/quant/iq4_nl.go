@@ -24,6 +24,8 @@ func dequantIQ4_NL(src []byte, dst []float32) {
 	}
 }
 
+// dotIQ4_NL is the product of IQ4_NL weights x with Q8_0 activations y,
+// rounded as dotQ4_0.
 func dotIQ4_NL(x, y []byte) float32 {
 	var sum float32
 	for i := range len(x) / iq4_nlBytes {
@@ -34,7 +36,7 @@ func dotIQ4_NL(x, y []byte) float32 {
 		for j, q := range bx[2:18] {
 			s += int32(iq4nlValues[q&15])*int32(int8(qy[j])) + int32(iq4nlValues[q>>4])*int32(int8(qy[j+16]))
 		}
-		sum += float32(s) * (loadF16(bx) * loadF16(by))
+		sum = fma32(float32(s), loadF16(bx)*loadF16(by), sum)
 	}
 	return sum
 }

@@ -20,6 +20,9 @@ func dequantQ4_0(src []byte, dst []float32) {
 	}
 }
 
+// dotQ4_0 is the product of Q4_0 weights x with Q8_0 activations y: one
+// fused multiply-add per block into a single float, as ggml's x86 product
+// (its weights repacked eight rows at a time) rounds.
 func dotQ4_0(x, y []byte) float32 {
 	var sum float32
 	for i := range len(x) / q4_0Bytes {
@@ -30,7 +33,7 @@ func dotQ4_0(x, y []byte) float32 {
 		for j, q := range bx[2:18] {
 			s += (int32(q&15)-8)*int32(int8(qy[j])) + (int32(q>>4)-8)*int32(int8(qy[j+16]))
 		}
-		sum += float32(s) * (loadF16(bx) * loadF16(by))
+		sum = fma32(float32(s), loadF16(bx)*loadF16(by), sum)
 	}
 	return sum
 }
