@@ -18,6 +18,22 @@ type Preview struct {
 	// one-click fix.
 	Suggestions []string
 	Error       string // the plan could not be made at all
+	// Borrow is how a head-sharing draft uses the target tensors it lacks,
+	// one line per way with a one-click switch; nil: it borrows nothing.
+	Borrow *Borrow
+}
+
+// Borrow is what a draft borrows from the target and the ways to use it.
+type Borrow struct {
+	Text    string // "The draft borrows the target's output head (12 MiB)."
+	Options []BorrowOption
+}
+
+// BorrowOption is one way to use the borrowed tensors, planned.
+type BorrowOption struct {
+	Text   string // the way and what the draft then holds on each device
+	Chosen bool   // the plan shown uses it
+	Fits   bool   // the whole plan fits with it
 }
 
 // MemoryPreview shows per-device memory bars, a legend, the verdict and the
@@ -26,11 +42,15 @@ type MemoryPreview struct {
 	widget.BaseWidget
 	// OnApply is called with the index of the suggestion the user applies.
 	OnApply func(i int)
+	// OnBorrow is called with the index of the borrow option the user
+	// switches to.
+	OnBorrow func(i int)
 
 	p       Preview
 	summary *widget.Label
 	bars    *fyne.Container
 	fixes   *fyne.Container
+	borrow  *fyne.Container
 	legend  fyne.CanvasObject
 	content *fyne.Container
 }
@@ -41,11 +61,12 @@ func NewMemoryPreview() *MemoryPreview {
 		summary: widget.NewLabel(""),
 		bars:    container.NewVBox(),
 		fixes:   container.NewVBox(),
+		borrow:  container.NewVBox(),
 		legend:  newLegend(),
 	}
 	m.summary.Wrapping = fyne.TextWrapWord
 	m.summary.TextStyle.Bold = true
-	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.fixes)
+	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.borrow, m.fixes)
 	m.ExtendBaseWidget(m)
 	return m
 }
@@ -91,6 +112,36 @@ func (m *MemoryPreview) Set(p Preview) {
 		m.fixes.Add(container.NewBorder(nil, nil, nil, apply, text))
 	}
 	m.fixes.Refresh()
+	m.showBorrow(p.Borrow)
+}
+
+// showBorrow lists the ways a draft can use what it borrows; the one in use
+// is marked, each other has a Switch button.
+func (m *MemoryPreview) showBorrow(b *Borrow) {
+	m.borrow.Objects = nil
+	if b != nil {
+		m.borrow.Add(wrapped(b.Text, fyne.TextStyle{Bold: true}))
+		for i, o := range b.Options {
+			var act fyne.CanvasObject
+			if o.Chosen {
+				act = widget.NewLabelWithStyle("In use", fyne.TextAlignTrailing, fyne.TextStyle{Italic: true})
+			} else {
+				act = widget.NewButtonWithIcon("Switch", theme.ViewRefreshIcon(), func() { m.SwitchBorrow(i) })
+			}
+			text := wrapped(o.Text, fyne.TextStyle{})
+			if !o.Fits {
+				text.Importance = widget.DangerImportance
+			}
+			m.borrow.Add(container.NewBorder(nil, nil, nil, act, text))
+		}
+	}
+	m.borrow.Refresh()
+}
+
+func wrapped(s string, style fyne.TextStyle) *widget.Label {
+	l := widget.NewLabelWithStyle(s, fyne.TextAlignLeading, style)
+	l.Wrapping = fyne.TextWrapWord
+	return l
 }
 
 // Preview is what is shown.
@@ -100,6 +151,13 @@ func (m *MemoryPreview) Preview() Preview { return m.p }
 func (m *MemoryPreview) Apply(i int) {
 	if i >= 0 && i < len(m.p.Suggestions) && m.OnApply != nil {
 		m.OnApply(i)
+	}
+}
+
+// SwitchBorrow switches to borrow option i as if its button were tapped.
+func (m *MemoryPreview) SwitchBorrow(i int) {
+	if b := m.p.Borrow; b != nil && i >= 0 && i < len(b.Options) && !b.Options[i].Chosen && m.OnBorrow != nil {
+		m.OnBorrow(i)
 	}
 }
 
