@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
-	"github.com/tandem-run/tandem/engine/device"
-	"github.com/tandem-run/tandem/engine/spec"
 )
 
 // frameInterval is how often streamed text and progress reach the widgets:
@@ -42,25 +40,18 @@ func draftOK(m *mainWindow) bool {
 }
 
 // engineConfig is what Load loads for the current choices: the plan's
-// placement, so the engine allocates exactly what the preview showed. An
-// EAGLE-3 draft runs on one device (the engine does not spread it yet), the
-// first of the target zone.
+// placement, so the engine allocates exactly what the preview showed (an
+// EAGLE-3 draft included: its device, and its borrowed embedding and head
+// used in place or copied, as the plan chose).
 func (m *mainWindow) engineConfig() engine.Config {
 	c := m.set.Chat
+	in := m.planIn
 	// One core is left to the window, so it keeps drawing while the CPU
 	// backend loads and decodes.
-	cfg := engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
+	return engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
 		Context: m.plan.Ctx, KVType: cmpOr(m.set.Layout.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin,
-		Threads: max(1, runtime.NumCPU()-1)}
-	if m.draft == nil || spec.KindOf(m.draft) != spec.DraftEagle3 {
-		in := m.planIn
-		cfg.Placement = &engine.Placement{Devices: in.Devices, Target: in.TargetPlacement, Draft: in.DraftPlacement, Batch: in.Batch}
-		return cfg
-	}
-	if d, ok := m.inv.Device(m.set.Layout.TargetDevices[0]); ok && d.Kind == device.CUDA {
-		cfg.Backend, cfg.GPU = "cuda", d.Index
-	}
-	return cfg
+		Threads:   max(1, runtime.NumCPU()-1),
+		Placement: &engine.Placement{Devices: in.Devices, Target: in.TargetPlacement, Draft: in.DraftPlacement, Batch: in.Batch}}
 }
 
 // describeConfig is one line on what is loaded.
@@ -138,6 +129,10 @@ func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 	if err == nil {
 		m.model, m.loadedCfg = model, cfg
 		m.bar.SetValue(1)
+		if r, ok := model.(interface{ Info() engine.Info }); ok {
+			m.draftBorrows = r.Info().DraftBorrows
+			m.showModels()
+		}
 	}
 	m.refreshButtons()
 	switch {
@@ -165,6 +160,10 @@ func (m *mainWindow) unload() {
 		return
 	}
 	m.model = nil
+	if m.draftBorrows != nil {
+		m.draftBorrows = nil
+		m.showModels()
+	}
 	if m.chat != nil {
 		m.chat.stopGenerating()
 		m.chat.useLocal(nil, engine.Config{})

@@ -41,10 +41,13 @@ type mainWindow struct {
 	plan          *plan.Plan // the plan of what is shown; nil: none
 	planIn        plan.Input // what plan was made from
 
-	model      loadedModel // loaded local models; nil: none
-	loadedCfg  engine.Config
-	cancelLoad context.CancelFunc // non-nil while loading
-	progress   map[string]engine.Progress
+	model     loadedModel // loaded local models; nil: none
+	loadedCfg engine.Config
+	// draftBorrows are the target tensors the loaded draft uses (the
+	// engine's word, once loaded); nil: none, or nothing loaded.
+	draftBorrows []string
+	cancelLoad   context.CancelFunc // non-nil while loading
+	progress     map[string]engine.Progress
 
 	chat *chatWindow
 
@@ -81,6 +84,7 @@ func (m *mainWindow) build() {
 	}
 	m.preview = widgets.NewMemoryPreview()
 	m.preview.OnApply = m.applySuggestion
+	m.preview.OnBorrow = m.switchBorrow
 
 	m.ctxEntry = widget.NewEntry()
 	m.ctxEntry.SetPlaceHolder("model's, at most 4096")

@@ -103,6 +103,9 @@ func (m *mainWindow) showModels() {
 	if m.draft == nil {
 		info.File = "No draft: the target decodes alone (or with prompt lookup, in the chat settings)."
 	}
+	if row, ok := borrowRow(m.draft, m.draftBorrows); ok {
+		info.Rows = append(info.Rows, row)
+	}
 	verdict, ok := draftVerdict(m.target, m.draft)
 	info.Verdict, info.Bad = verdict, !ok
 	m.draftCard.Set(info)
@@ -153,6 +156,16 @@ func (m *mainWindow) showPlan(p *plan.Plan, err error) {
 		m.gpus.SetAutoRatios(pct)
 	}
 	m.refreshButtons()
+}
+
+// switchBorrow re-plans with the way the preview's borrow option i uses
+// the target tensors the draft borrows.
+func (m *mainWindow) switchBorrow(i int) {
+	if m.plan == nil || m.plan.Borrow == nil || i >= len(m.plan.Borrow.Options) {
+		return
+	}
+	m.set.Layout.Borrow = string(m.plan.Borrow.Options[i].Mode)
+	m.changed()
 }
 
 // applySuggestion applies the planner's suggestion i to the layout.

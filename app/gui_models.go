@@ -61,6 +61,28 @@ func draftVerdict(target, draft *gguf.File) (string, bool) {
 	return "Can draft for the target: same tokenizer and vocabulary.", true
 }
 
+// borrowRow is a head-sharing draft's card row: before loading, what its
+// header lacks (EAGLE-3 drafts use the target's embedding and head); once
+// loaded, what the engine says it borrows.
+func borrowRow(draft *gguf.File, loaded []string) ([2]string, bool) {
+	if draft == nil || spec.KindOf(draft) != spec.DraftEagle3 {
+		return [2]string{}, false
+	}
+	if len(loaded) > 0 {
+		return [2]string{"borrows", "EAGLE-3 draft, loaded using the target's " + tensorWords(loaded) + " (" + strings.Join(loaded, ", ") + ")"}, true
+	}
+	var lacks []string
+	for _, name := range []string{"token_embd.weight", "output.weight"} {
+		if _, ok := draft.Tensor(name); !ok {
+			lacks = append(lacks, name)
+		}
+	}
+	if len(lacks) == 0 {
+		return [2]string{"kind", "EAGLE-3 draft with its own token embedding and output head"}, true
+	}
+	return [2]string{"borrows", "EAGLE-3 draft: borrows the target's " + tensorWords(lacks)}, true
+}
+
 // errNotGGUF is a dropped or chosen file that is not a model.
 var errNotGGUF = errors.New("not a .gguf file")
 

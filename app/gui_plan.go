@@ -113,7 +113,61 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 	for _, s := range p.Suggestions {
 		pv.Suggestions = append(pv.Suggestions, capitalize(s.Text)+".")
 	}
+	pv.Borrow = borrowView(p)
 	return pv
+}
+
+// borrowView is the plan's borrow report as the preview shows it: what a
+// head-sharing draft borrows, and each way to use it with what the draft
+// then holds on each device.
+func borrowView(p *plan.Plan) *widgets.Borrow {
+	r := p.Borrow
+	if r == nil {
+		return nil
+	}
+	b := &widgets.Borrow{Text: fmt.Sprintf("The draft borrows the target's %s (%s; a copy costs %s).",
+		tensorWords(r.Tensors), strings.Join(r.Tensors, ", "), ibytes(r.Bytes))}
+	for _, o := range r.Options {
+		text := capitalize(o.Text) + "."
+		if len(o.Draft) > 0 {
+			var held []string
+			for _, i := range slices.Sorted(maps.Keys(o.Draft)) {
+				held = append(held, ibytes(o.Draft[i])+" on "+planDeviceName(p, i))
+			}
+			text += " The draft holds " + strings.Join(held, ", ") + "."
+		}
+		if !o.Fits {
+			text += " Does not fit."
+		}
+		b.Options = append(b.Options, widgets.BorrowOption{Text: text, Chosen: o.Mode == r.Chosen, Fits: o.Fits})
+	}
+	return b
+}
+
+// tensorWords names borrowed tensors as people say them.
+func tensorWords(names []string) string {
+	var w []string
+	for _, n := range names {
+		switch n {
+		case "token_embd.weight":
+			w = append(w, "token embedding")
+		case "output.weight":
+			w = append(w, "output head")
+		default:
+			w = append(w, n)
+		}
+	}
+	return strings.Join(w, " and ")
+}
+
+// planDeviceName names device index i of the plan's inventory.
+func planDeviceName(p *plan.Plan, i int) string {
+	for _, b := range p.Devices {
+		if b.Device.Index == i {
+			return deviceName(b.Device)
+		}
+	}
+	return fmt.Sprintf("device %d", i)
 }
 
 // applyChanges applies a planner suggestion (flag names and values, as
