@@ -18,6 +18,9 @@ type Preview struct {
 	// one-click fix.
 	Suggestions []string
 	Error       string // the plan could not be made at all
+	// Remote, when set, offers a remote engine in words (no local layout
+	// fits), with a button that calls OnRemote.
+	Remote string
 	// Borrow is how a head-sharing draft uses the target tensors it lacks,
 	// one line per way with a one-click switch; nil: it borrows nothing.
 	Borrow *Borrow
@@ -45,12 +48,15 @@ type MemoryPreview struct {
 	// OnBorrow is called with the index of the borrow option the user
 	// switches to.
 	OnBorrow func(i int)
+	// OnRemote is called when the user takes up the remote-engine hint.
+	OnRemote func()
 
 	p       Preview
 	summary *widget.Label
 	bars    *fyne.Container
 	fixes   *fyne.Container
 	borrow  *fyne.Container
+	remote  *fyne.Container
 	legend  fyne.CanvasObject
 	content *fyne.Container
 }
@@ -62,11 +68,12 @@ func NewMemoryPreview() *MemoryPreview {
 		bars:    container.NewVBox(),
 		fixes:   container.NewVBox(),
 		borrow:  container.NewVBox(),
+		remote:  container.NewVBox(),
 		legend:  newLegend(),
 	}
 	m.summary.Wrapping = fyne.TextWrapWord
 	m.summary.TextStyle.Bold = true
-	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.borrow, m.fixes)
+	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.borrow, m.fixes, m.remote)
 	m.ExtendBaseWidget(m)
 	return m
 }
@@ -113,6 +120,19 @@ func (m *MemoryPreview) Set(p Preview) {
 	}
 	m.fixes.Refresh()
 	m.showBorrow(p.Borrow)
+	m.remote.Objects = nil
+	if p.Remote != "" {
+		use := widget.NewButtonWithIcon("Use a remote server…", theme.ComputerIcon(), m.UseRemote)
+		m.remote.Add(container.NewBorder(nil, nil, nil, use, wrapped(p.Remote, fyne.TextStyle{})))
+	}
+	m.remote.Refresh()
+}
+
+// UseRemote takes up the remote-engine hint as if its button were tapped.
+func (m *MemoryPreview) UseRemote() {
+	if m.p.Remote != "" && m.OnRemote != nil {
+		m.OnRemote()
+	}
 }
 
 // showBorrow lists the ways a draft can use what it borrows; the one in use

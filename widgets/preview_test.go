@@ -49,3 +49,28 @@ func TestMemoryPreviewBorrow(t *testing.T) {
 		t.Error("borrow options stay after a plan without a borrowing draft")
 	}
 }
+
+// When nothing local fits, the preview offers a remote engine in words and
+// one button.
+func TestMemoryPreviewRemoteHint(t *testing.T) {
+	test.NewTempApp(t)
+	p := NewMemoryPreview()
+	asked := 0
+	p.OnRemote = func() { asked++ }
+	p.Set(Preview{Devices: []DeviceMemory{overBudget()}, Summary: "Does not fit: GPU 1 is over by 1.5 GiB.",
+		Remote: "No layout of these devices fits: run the model on a server that spans machines."})
+	w := test.NewTempWindow(t, p)
+	w.Resize(fyne.NewSize(520, 420))
+	b := buttonsNamed(p, "Use a remote server…")
+	if len(b) != 1 {
+		t.Fatalf("%d remote buttons, want 1", len(b))
+	}
+	test.Tap(b[0])
+	if asked != 1 {
+		t.Errorf("OnRemote called %d times", asked)
+	}
+	p.Set(Preview{Devices: []DeviceMemory{fitting()}, Fits: true, Summary: "Fits."})
+	if len(buttonsNamed(p, "Use a remote server…")) != 0 {
+		t.Error("the remote hint stays once the layout fits")
+	}
+}
