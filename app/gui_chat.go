@@ -39,7 +39,11 @@ type chatWindow struct {
 	list   *widget.List
 	engine *widget.Label
 	system *widget.Entry
-	shown  bool // the window was shown once
+	// settings is the side panel's accordion; remoteURL its remote server's
+	// address field.
+	settings  *widget.Accordion
+	remoteURL *widget.Entry
+	shown     bool // the window was shown once
 }
 
 func newChatWindow(m *mainWindow) *chatWindow {

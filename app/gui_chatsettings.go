@@ -64,12 +64,28 @@ func (c *chatWindow) settingsPanel() fyne.CanvasObject {
 		widget.NewAccordionItem("Sampling", container.NewVBox(form,
 			lowLabel("Temperature 0 is greedy; drafts are verified under these same settings."))),
 		widget.NewAccordionItem("Drafting", container.NewVBox(useDraft, draftForm, lookup, loadNote, reload)),
-		widget.NewAccordionItem("Engine", container.NewVBox(remote, url, key)),
+		widget.NewAccordionItem(engineSettings, container.NewVBox(remote, url, key)),
 	)
 	acc.MultiOpen = true
 	acc.Open(1)
 	acc.Open(2)
+	c.settings, c.remoteURL = acc, url
 	return container.NewVScroll(acc)
+}
+
+// engineSettings is the title of the settings item that says which engine
+// answers.
+const engineSettings = "Engine"
+
+// showEngineSettings opens the Engine settings and puts the cursor in the
+// remote server's address.
+func (c *chatWindow) showEngineSettings() {
+	for i, it := range c.settings.Items {
+		if it.Title == engineSettings {
+			c.settings.Open(i)
+		}
+	}
+	c.win.Canvas().Focus(c.remoteURL)
 }
 
 // showSystem shows the open conversation's system prompt.

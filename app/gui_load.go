@@ -195,3 +195,10 @@ func (m *mainWindow) openChat() {
 	m.chat.win.RequestFocus()
 	m.chat.win.Canvas().Focus(m.chat.input)
 }
+
+// useRemote takes up the preview's remote-engine hint: the chat window with
+// its Engine settings open.
+func (m *mainWindow) useRemote() {
+	m.openChat()
+	m.chat.showEngineSettings()
+}

@@ -85,6 +85,7 @@ func (m *mainWindow) build() {
 	m.preview = widgets.NewMemoryPreview()
 	m.preview.OnApply = m.applySuggestion
 	m.preview.OnBorrow = m.switchBorrow
+	m.preview.OnRemote = m.useRemote
 
 	m.ctxEntry = widget.NewEntry()
 	m.ctxEntry.SetPlaceHolder("model's, at most 4096")

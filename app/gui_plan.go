@@ -77,6 +77,10 @@ func cmpOr(s, def string) string {
 	return s
 }
 
+// remoteHint offers a remote engine when no local layout fits.
+const remoteHint = "Or run it on an engine that spans machines (vLLM, SGLang, llama.cpp's RPC servers): " +
+	"the chat can talk to any OpenAI-compatible server instead of the local models."
+
 // previewOf turns a plan (or the reason there is none) into what the memory
 // preview shows.
 func previewOf(p *plan.Plan, err error) widgets.Preview {
@@ -108,6 +112,7 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 		pv.Summary = "Does not fit: " + strings.Join(over, ", ") + " (" + ctx + ")."
 		if len(p.Suggestions) == 0 {
 			pv.Summary += " No single change makes it fit: add devices, or choose a smaller model or context."
+			pv.Remote = remoteHint
 		}
 	}
 	for _, s := range p.Suggestions {
