@@ -90,8 +90,8 @@ func TestPlacedPairIsTheTargets(t *testing.T) {
 // suggestions, and nothing is allocated.
 func TestPlacementOverBudgetRefused(t *testing.T) {
 	_, err := Load(context.Background(), Config{
-		Target: modelPath(t, "factory-target-Q8_0.gguf"), Context: 256,
-		Placement: &Placement{Devices: virtualCPUs(t, "cpu:6MiB,cpu:12MiB"), Target: plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 1}}},
+		Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Context: 256,
+		Placement: &Placement{Devices: virtualCPUs(t, "cpu:4MiB,cpu:6MiB"), Target: plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 1}}},
 	}, nil)
 	if !errors.Is(err, ErrNoFit) || !strings.Contains(err.Error(), "over by") {
 		t.Fatalf("got %v, want the planner's refusal", err)

@@ -200,14 +200,21 @@ func (m *model) assignBlocks() error {
 	m.ffnRows = make([][]Range, n)
 	for b := range n {
 		m.kvHeads[b] = splitByRatio(m.shape.KVHeads[b], 1, m.p.Ratios)
-		unit := int64(1)
+		// The FFN's rows are ffn_down's columns: cut them on whole quant
+		// blocks, and on whole 32-value groups, the width the GPU kernels
+		// and the 8-bit activation blocks work in.
+		unit := int64(splitGroup)
 		if down, ok := m.file.Tensor(fmt.Sprintf("blk.%d.ffn_down.weight", b)); ok {
-			unit = int64(down.Type.BlockSize())
+			unit = max(unit, int64(down.Type.BlockSize()))
 		}
 		m.ffnRows[b] = splitByRatio(m.shape.FFN[b], unit, m.p.Ratios)
 	}
 	return nil
 }
+
+// splitGroup is the smallest piece of a row a tensor split cuts: the CUDA
+// products take widths in whole 32-value groups.
+const splitGroup = 32
 
 // blockDevices are the devices that run blocks.
 func (m *model) blockDevices() []int {
