@@ -87,6 +87,9 @@ func TestBorrowedHeadShownAndSwitched(t *testing.T) {
 	if p := loadedWith.Placement; p == nil || p.Draft.Borrow != plan.BorrowCopy || len(p.Draft.Devices) != 1 || p.Draft.Devices[0] != 1 {
 		t.Fatalf("loaded with placement %+v", loadedWith.Placement)
 	}
+	if want := "on " + deviceName(m.inv.Devices[0]) + " (draft on " + deviceName(m.inv.Devices[1]) + ")"; !strings.Contains(m.status.Text, want) {
+		t.Errorf("status %q does not say %q", m.status.Text, want)
+	}
 	if rows := m.draftCard.Info().Rows; !strings.Contains(rows[len(rows)-1][1], "loaded using the target's token embedding and output head") {
 		t.Errorf("loaded draft card rows %q", rows)
 	}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/device"
 )
 
 // frameInterval is how often streamed text and progress reach the widgets:
@@ -65,17 +67,25 @@ func describeConfig(c engine.Config) string {
 	}
 	where := strings.ToUpper(c.Backend)
 	if p := c.Placement; p != nil {
-		var names []string
-		for _, i := range p.Target.Devices {
-			for _, d := range p.Devices {
-				if d.Index == i {
-					names = append(names, deviceName(d))
-				}
-			}
+		where = placedOn(p.Devices, p.Target.Devices)
+		if c.Draft != "" && len(p.Draft.Devices) > 0 && !slices.Equal(p.Draft.Devices, p.Target.Devices) {
+			where += " (draft on " + placedOn(p.Devices, p.Draft.Devices) + ")"
 		}
-		where = strings.Join(names, " + ")
 	}
 	return fmt.Sprintf("%s on %s, context %d tokens.", s, where, c.Context)
+}
+
+// placedOn names the devices idx of inv: "GPU 0 + GPU 1".
+func placedOn(inv []device.Device, idx []int) string {
+	var names []string
+	for _, i := range idx {
+		for _, d := range inv {
+			if d.Index == i {
+				names = append(names, deviceName(d))
+			}
+		}
+	}
+	return strings.Join(names, " + ")
 }
 
 // startLoad loads the models on a goroutine, showing progress.
