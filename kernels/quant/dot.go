@@ -21,6 +21,12 @@ func fma32(a, b, c float32) float32 {
 	return float32(float64(a)*float64(b) + float64(c))
 }
 
+// hsum8 adds eight lanes in the order of the AVX2 kernels' horizontal sum
+// (and ggml's): halves, then pairs of halves, then the last two.
+func hsum8(a *[8]float32) float32 {
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
 // scalarKernel is the pure-Go reference product for weights of type w.
 func scalarKernel(w Type) (kernel, bool) {
 	switch w {

@@ -26,14 +26,14 @@ func TestFastKernelCoverage(t *testing.T) {
 }
 
 // TestFastKernelsRoundAsScalar: where the scalar reference rounds in the
-// same order as the AVX2 kernel (one float per row, one fused multiply-add
-// per block, as llama.cpp's x86 products do), both give the same bits.
+// same order as the AVX2 kernel (the order of llama.cpp's x86 products),
+// both give the same bits.
 func TestFastKernelsRoundAsScalar(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("CPU lacks AVX2, FMA or F16C")
 	}
 	rng := rand.New(rand.NewPCG(17, 18))
-	for _, typ := range []Type{Q4_0, IQ4_NL, Q4_K} {
+	for _, typ := range []Type{Q4_0, IQ4_NL, Q4_K, Q8_0, Q5_0, Q5_K, Q6_K, Q4_1, Q5_1} {
 		fast, _ := fastKernel(typ)
 		scalar, _ := scalarKernel(typ)
 		for range 50 {

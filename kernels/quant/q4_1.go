@@ -22,17 +22,37 @@ func dequantQ4_1(src []byte, dst []float32) {
 	}
 }
 
+// dotQ4_1 is the product of Q4_1 weights x with Q8_1 activations y, in the
+// order of ggml's x86 product: eight integer lanes (elements 4k..4k+3)
+// take one fused multiply-add each per block, the offsets m·s one scalar
+// fused multiply-add per block.
 func dotQ4_1(x, y []byte) float32 {
-	var sum float32
+	var acc [8]float32
+	var w [32]int32
+	var offs float32
 	for i := range len(x) / q4_1Bytes {
 		bx := x[i*q4_1Bytes : (i+1)*q4_1Bytes]
 		by := y[i*q8_1Bytes : (i+1)*q8_1Bytes]
-		qy := by[4:36]
-		var s int32
 		for j, q := range bx[4:20] {
-			s += int32(q&15)*int32(int8(qy[j])) + int32(q>>4)*int32(int8(qy[j+16]))
+			w[j], w[j+16] = int32(q&15), int32(q>>4)
 		}
-		sum += float32(s)*(loadF16(bx)*loadF16(by)) + loadF16(bx[2:])*loadF16(by[2:])
+		offs = laneProducts(&acc, &w, by, loadF16(bx), loadF16(bx[2:]), offs)
 	}
-	return sum
+	return hsum8(&acc) + offs
+}
+
+// laneProducts adds one block of unsigned weights w with the Q8_1 block
+// by to the lanes of acc (weight scale d) and returns offs plus m·s, the
+// order of dotQ4_1.
+func laneProducts(acc *[8]float32, w *[32]int32, by []byte, d, m, offs float32) float32 {
+	qy := by[4:36]
+	dd := d * loadF16(by)
+	for k := range acc {
+		var s int32
+		for j := 4 * k; j < 4*k+4; j++ {
+			s += w[j] * int32(int8(qy[j]))
+		}
+		acc[k] = fma32(float32(s), dd, acc[k])
+	}
+	return fma32(m, loadF16(by[2:]), offs)
 }

@@ -33,19 +33,28 @@ func dequantQ5_0(src []byte, dst []float32) {
 	}
 }
 
+// dotQ5_0 is the product of Q5_0 weights x with Q8_0 activations y,
+// rounded as dotQ8_0.
 func dotQ5_0(x, y []byte) float32 {
-	var sum float32
+	var acc [8]float32
+	var w [32]int32
 	for i := range len(x) / q5_0Bytes {
 		bx := x[i*q5_0Bytes : (i+1)*q5_0Bytes]
 		by := y[i*q8_0Bytes : (i+1)*q8_0Bytes]
 		qh := binary.LittleEndian.Uint32(bx[2:])
-		qy := by[2:34]
-		var s int32
 		for j, q := range bx[6:22] {
 			lo, hi := q5(q, qh, j)
-			s += (lo-16)*int32(int8(qy[j])) + (hi-16)*int32(int8(qy[j+16]))
+			w[j], w[j+16] = lo-16, hi-16
 		}
-		sum += float32(s) * (loadF16(bx) * loadF16(by))
+		d := loadF16(bx) * loadF16(by)
+		qy := by[2:34]
+		for k := range acc {
+			var s int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				s += w[j] * int32(int8(qy[j]))
+			}
+			acc[k] = fma32(float32(s), d, acc[k])
+		}
 	}
-	return sum
+	return hsum8(&acc)
 }

@@ -26,19 +26,20 @@ func dequantQ5_1(src []byte, dst []float32) {
 	}
 }
 
+// dotQ5_1 is the product of Q5_1 weights x with Q8_1 activations y,
+// rounded as dotQ4_1.
 func dotQ5_1(x, y []byte) float32 {
-	var sum float32
+	var acc [8]float32
+	var w [32]int32
+	var offs float32
 	for i := range len(x) / q5_1Bytes {
 		bx := x[i*q5_1Bytes : (i+1)*q5_1Bytes]
 		by := y[i*q8_1Bytes : (i+1)*q8_1Bytes]
 		qh := binary.LittleEndian.Uint32(bx[4:])
-		qy := by[4:36]
-		var s int32
 		for j, q := range bx[8:24] {
-			lo, hi := q5(q, qh, j)
-			s += lo*int32(int8(qy[j])) + hi*int32(int8(qy[j+16]))
+			w[j], w[j+16] = q5(q, qh, j)
 		}
-		sum += float32(s)*(loadF16(bx)*loadF16(by)) + loadF16(bx[2:])*loadF16(by[2:])
+		offs = laneProducts(&acc, &w, by, loadF16(bx), loadF16(bx[2:]), offs)
 	}
-	return sum
+	return hsum8(&acc) + offs
 }

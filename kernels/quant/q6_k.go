@@ -43,29 +43,32 @@ func dequantQ6_K(src []byte, dst []float32) {
 	}
 }
 
+// dotQ6_K is the product of Q6_K weights x with Q8_K activations y, in the
+// order of ggml's x86 product: eight integer lanes per block (elements
+// 4k..4k+3 of every 32, times their sub-block scales) take one fused
+// multiply-add each, and the lanes are added at the end (hsum8).
 func dotQ6_K(x, y []byte) float32 {
-	var sum float32
+	var acc [8]float32
 	for i := range len(x) / q6_KBytes {
 		bx := x[i*q6_KBytes : (i+1)*q6_KBytes]
 		by := y[i*q8_KBytes : (i+1)*q8_KBytes]
-		var sumq int32
+		var lanes [8]int32
 		for h := range 2 {
 			ql, qh, sc := bx[64*h:64*h+64], bx[128+32*h:128+32*h+32], bx[192+8*h:192+8*h+8]
 			qy := by[4+128*h : 4+128*h+128]
-			var s [8]int32 // per sub-block of this half
 			for l := range 32 {
 				g := l / 16
 				q0, q1, q2, q3 := q6Quad(ql, qh, l)
-				s[g] += q0 * int32(int8(qy[l]))
-				s[g+2] += q1 * int32(int8(qy[l+32]))
-				s[g+4] += q2 * int32(int8(qy[l+64]))
-				s[g+6] += q3 * int32(int8(qy[l+96]))
-			}
-			for g, v := range s {
-				sumq += int32(int8(sc[g])) * v
+				lanes[l/4] += int32(int8(sc[g]))*q0*int32(int8(qy[l])) +
+					int32(int8(sc[g+2]))*q1*int32(int8(qy[l+32])) +
+					int32(int8(sc[g+4]))*q2*int32(int8(qy[l+64])) +
+					int32(int8(sc[g+6]))*q3*int32(int8(qy[l+96]))
 			}
 		}
-		sum += loadF32(by) * loadF16(bx[208:]) * float32(sumq)
+		d := loadF16(bx[208:]) * loadF32(by)
+		for k, v := range lanes {
+			acc[k] = fma32(float32(v), d, acc[k])
+		}
 	}
-	return sum
+	return hsum8(&acc)
 }
