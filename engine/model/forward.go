@@ -16,27 +16,12 @@ import (
 // in chunks. The returned slice is reused by the next call.
 func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
 	n := len(tokens)
-	switch {
-	case n == 0:
-		return nil, fmt.Errorf("model: forward: no tokens: %w", ErrBadParam)
-	case pos < 0 || pos > m.kv.n:
-		return nil, fmt.Errorf("model: forward at %d with %d cached: %w", pos, m.kv.n, ErrPosition)
-	case pos+n > m.opts.Context:
-		return nil, fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.opts.Context, ErrContext)
-	}
-	for i, t := range tokens {
-		if t < 0 || int(t) >= m.params.Vocab {
-			return nil, fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.params.Vocab)
-		}
-	}
 	if out == nil {
 		m.last[0] = n - 1
 		out = m.last[:]
 	}
-	for i, r := range out {
-		if r < 0 || r >= n || i > 0 && r <= out[i-1] {
-			return nil, fmt.Errorf("model: output rows %v of %d tokens: %w", out, n, ErrBadParam)
-		}
+	if err := checkForward(tokens, pos, out, m.kv.n, m.opts.Context, m.params.Vocab); err != nil {
+		return nil, err
 	}
 
 	vocab := m.params.Vocab
@@ -71,6 +56,32 @@ func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int)
 		}
 	}
 	return logits, nil
+}
+
+// checkForward checks a Forward call's arguments against a model with
+// cached positions in its cache, a context of ctx and a vocabulary of vocab:
+// tokens to run at pos, and out, the ascending rows whose logits are wanted.
+func checkForward(tokens []int32, pos int, out []int, cached, ctx, vocab int) error {
+	n := len(tokens)
+	switch {
+	case n == 0:
+		return fmt.Errorf("model: forward: no tokens: %w", ErrBadParam)
+	case pos < 0 || pos > cached:
+		return fmt.Errorf("model: forward at %d with %d cached: %w", pos, cached, ErrPosition)
+	case pos+n > ctx:
+		return fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, ctx, ErrContext)
+	}
+	for i, t := range tokens {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, vocab)
+		}
+	}
+	for i, r := range out {
+		if r < 0 || r >= n || i > 0 && r <= out[i-1] {
+			return fmt.Errorf("model: output rows %v of %d tokens: %w", out, n, ErrBadParam)
+		}
+	}
+	return nil
 }
 
 // runBody embeds b tokens and runs every block, leaving the final hidden

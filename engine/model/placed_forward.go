@@ -32,26 +32,11 @@ const (
 // A vocabulary-split head's shards are gathered into whole rows.
 func (m *Placed) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
 	n := len(tokens)
-	switch {
-	case n == 0:
-		return nil, fmt.Errorf("model: forward: no tokens: %w", ErrBadParam)
-	case pos < 0 || pos > m.n:
-		return nil, fmt.Errorf("model: forward at %d with %d cached: %w", pos, m.n, ErrPosition)
-	case pos+n > m.ctx:
-		return nil, fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.ctx, ErrContext)
-	}
-	for i, t := range tokens {
-		if t < 0 || int(t) >= m.params.Vocab {
-			return nil, fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.params.Vocab)
-		}
-	}
 	if out == nil {
 		out = []int{n - 1}
 	}
-	for i, r := range out {
-		if r < 0 || r >= n || i > 0 && r <= out[i-1] {
-			return nil, fmt.Errorf("model: output rows %v of %d tokens: %w", out, n, ErrBadParam)
-		}
+	if err := checkForward(tokens, pos, out, m.n, m.ctx, m.params.Vocab); err != nil {
+		return nil, err
 	}
 	vocab := m.params.Vocab
 	if need := len(out) * vocab; cap(m.logits) < need {
