@@ -49,7 +49,6 @@ vet:
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
-	$(GO) test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
 
 test: deps vet fuzz
 	$(GO) test -timeout 60m ./...
