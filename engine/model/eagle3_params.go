@@ -41,17 +41,7 @@ func ReadEagle3Params(f *gguf.File) (Eagle3Params, error) {
 	p := &e.Params
 	p.Arch = archEagle3
 	key := func(k string) string { return archEagle3 + "." + k }
-	need := func(k string, dst *int) error {
-		v, ok := f.ArchUint(k)
-		if !ok {
-			return fmt.Errorf("model: %s: %w", key(k), ErrMissing)
-		}
-		if v == 0 || v > 1<<31 {
-			return fmt.Errorf("model: %s = %d: %w", key(k), v, ErrBadParam)
-		}
-		*dst = int(v)
-		return nil
-	}
+	need := func(k string, dst *int) error { return needArchInt(f, k, dst) }
 	optional := func(k string, dst *int, def int) error {
 		*dst = def
 		if _, ok := f.ArchUint(k); !ok {

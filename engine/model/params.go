@@ -53,6 +53,20 @@ func archFor(name string) (arch, bool) {
 // Architectures lists the general.architecture values Load accepts.
 func Architectures() []string { return []string{"llama", "qwen2", "qwen3"} }
 
+// needArchInt reads ARCH.key, which must be present and a positive count
+// that fits an int32, into dst.
+func needArchInt(f *gguf.File, key string, dst *int) error {
+	v, ok := f.ArchUint(key)
+	if !ok {
+		return fmt.Errorf("model: %s.%s: %w", f.Arch(), key, ErrMissing)
+	}
+	if v == 0 || v > 1<<31 {
+		return fmt.Errorf("model: %s.%s = %d: %w", f.Arch(), key, v, ErrBadParam)
+	}
+	*dst = int(v)
+	return nil
+}
+
 // ReadParams reads and checks the hyper-parameters of f without touching
 // its weights.
 func ReadParams(f *gguf.File) (Params, error) {
@@ -63,17 +77,7 @@ func ReadParams(f *gguf.File) (Params, error) {
 	}
 	p.arch = a
 
-	need := func(key string, dst *int) error {
-		v, ok := f.ArchUint(key)
-		if !ok {
-			return fmt.Errorf("model: %s.%s: %w", p.Arch, key, ErrMissing)
-		}
-		if v == 0 || v > 1<<31 {
-			return fmt.Errorf("model: %s.%s = %d: %w", p.Arch, key, v, ErrBadParam)
-		}
-		*dst = int(v)
-		return nil
-	}
+	need := func(key string, dst *int) error { return needArchInt(f, key, dst) }
 	for _, kv := range []struct {
 		key string
 		dst *int

@@ -24,19 +24,24 @@ func supportsDequant(t quant.Type) bool {
 }
 
 func (b *Backend) newGetRows(o kernels.GetRows) (*getRows, error) {
-	dst, err := b.writable(o.Dst)
-	if err != nil {
-		return nil, err
-	}
-	src, err := b.rows(o.Src)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := b.rows(o.Idx)
+	dst, src, idx, err := b.rowOperands(o.Dst, o.Src, o.Idx)
 	if err != nil {
 		return nil, err
 	}
 	return &getRows{dst: dst, src: src, idx: idx, errs: make([]error, dst.rows)}, nil
+}
+
+// rowOperands are the views of a row gather or scatter: a destination to
+// write, and the source and indices to read.
+func (b *Backend) rowOperands(dstT, srcT, idxT kernels.Tensor) (dst, src, idx view, err error) {
+	if dst, err = b.writable(dstT); err != nil {
+		return
+	}
+	if src, err = b.rows(srcT); err != nil {
+		return
+	}
+	idx, err = b.rows(idxT)
+	return
 }
 
 func (s *getRows) exec(p *pool) error {
@@ -61,15 +66,7 @@ type setRows struct {
 }
 
 func (b *Backend) newSetRows(o kernels.SetRows) (*setRows, error) {
-	dst, err := b.writable(o.Dst)
-	if err != nil {
-		return nil, err
-	}
-	src, err := b.rows(o.Src)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := b.rows(o.Idx)
+	dst, src, idx, err := b.rowOperands(o.Dst, o.Src, o.Idx)
 	if err != nil {
 		return nil, err
 	}
