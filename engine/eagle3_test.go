@@ -21,14 +21,11 @@ type eagle3Run struct {
 
 // With the EAGLE-3 draft, greedy output is the target's own for every
 // oracle prompt, drafting exactly 1 or 4 tokens a step; and the draft is as
-// good as under llama.cpp on the same pair (64 tokens, greedy).
-//
-// llama.cpp skips drafting on many steps (its "drafted" counts are well
-// below one draft per step on most prompts), so its accepted totals are
-// not comparable with drafting on every step. What the draft's arithmetic
-// decides is compared instead: the accepted fraction of drafted tokens,
-// and the accepted totals on the prompts where llama.cpp drafted every
-// step; both within 20%.
+// good as under llama.cpp on the same pair: accepted totals within 20% of
+// ../shared/oracle/eagle3-llamacpp.json. llama.cpp's speculative-simple
+// stops at the end-of-generation token (or after 64 tokens), so the
+// comparison runs do too; the output is also checked over all 64 tokens
+// with EOS ignored.
 func TestEagle3GreedyIsTheTargets(t *testing.T) {
 	var golden struct {
 		Runs []eagle3Run `json:"runs"`
@@ -44,18 +41,28 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 	target := modelPath(t, "factory-target-F16.gguf")
 	draft := modelPath(t, "factory-eagle3-F16.gguf")
 	const tokens = 64
-	alone := load(t, Config{Target: target})
-	want := make([][]int32, len(prompts))
-	for i, p := range prompts {
-		if _, err := alone.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: tokens, IgnoreEOS: true},
-			func(e Event) { want[i] = append(want[i], e.IDs...) }); err != nil {
+	generate := func(r *Runner, prompt string, ignoreEOS bool) ([]int32, Stats) {
+		t.Helper()
+		var ids []int32
+		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: tokens, IgnoreEOS: ignoreEOS},
+			func(e Event) { ids = append(ids, e.IDs...) })
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(want[i][:len(p.Target.Greedy)], p.Target.Greedy) {
+		return ids, st
+	}
+	alone := load(t, Config{Target: target})
+	want := make(map[bool][][]int32) // by IgnoreEOS
+	for i, p := range prompts {
+		for _, ignore := range []bool{true, false} {
+			ids, _ := generate(alone, p.Text, ignore)
+			want[ignore] = append(want[ignore], ids)
+		}
+		if !slices.Equal(want[true][i][:len(p.Target.Greedy)], p.Target.Greedy) {
 			t.Fatalf("prompt %d: the target alone departs from the oracle", i)
 		}
 	}
-	within := func(got, ref float64) bool { return got >= 0.8*ref && got <= 1.2*ref }
+	within := func(got, ref int) bool { return float64(got) >= 0.8*float64(ref) && float64(got) <= 1.2*float64(ref) }
 	for _, k := range []int{1, 4} {
 		r := load(t, Config{Target: target, Draft: draft, DraftMax: k, DraftMin: k, DraftPMin: -1})
 		if kind := r.Info().DraftKind; kind != spec.DraftEagle3 {
@@ -64,14 +71,12 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 		var ours, theirs eagle3Run
 		var at []int
 		for i, p := range prompts {
-			var ids []int32
-			st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: tokens, IgnoreEOS: true},
-				func(e Event) { ids = append(ids, e.IDs...) })
-			if err != nil {
-				t.Fatal(err)
+			if ids, _ := generate(r, p.Text, true); !slices.Equal(ids, want[true][i]) {
+				t.Errorf("k=%d, prompt %d, EOS ignored:\n got %v\nwant %v", k, i, ids, want[true][i])
 			}
-			if !slices.Equal(ids, want[i]) {
-				t.Errorf("k=%d, prompt %d:\n got %v\nwant %v", k, i, ids, want[i])
+			ids, st := generate(r, p.Text, false)
+			if !slices.Equal(ids, want[false][i]) {
+				t.Errorf("k=%d, prompt %d:\n got %v\nwant %v", k, i, ids, want[false][i])
 			}
 			ours.Drafted += st.Drafted
 			ours.Accepted += st.Accepted
@@ -84,18 +89,16 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 			g := golden.Runs[slices.IndexFunc(golden.Runs, func(g eagle3Run) bool { return g.Prompt == i && g.NMax == k })]
 			theirs.Drafted += g.Drafted
 			theirs.Accepted += g.Accepted
-			everyStep := g.Drafted >= k*(tokens-g.Accepted-1)
-			t.Logf("k=%d prompt %d: drafted %3d, accepted %2d; llama.cpp drafted %3d, accepted %2d (drafting every step: %v)",
-				k, i, st.Drafted, st.Accepted, g.Drafted, g.Accepted, everyStep)
-			if everyStep && !within(float64(st.Accepted), float64(g.Accepted)) {
-				t.Errorf("k=%d, prompt %d: %d accepted, llama.cpp %d", k, i, st.Accepted, g.Accepted)
-			}
+			t.Logf("k=%d prompt %d: %2d tokens, drafted %3d, accepted %2d; llama.cpp drafted %3d, accepted %2d",
+				k, i, len(ids), st.Drafted, st.Accepted, g.Drafted, g.Accepted)
 		}
-		rate, ref := float64(ours.Accepted)/float64(ours.Drafted), float64(theirs.Accepted)/float64(theirs.Drafted)
-		t.Logf("k=%d: drafted %d, accepted %d (%.1f%%), accepted at each draft position %v; llama.cpp drafted %d, accepted %d (%.1f%%)",
-			k, ours.Drafted, ours.Accepted, 100*rate, at, theirs.Drafted, theirs.Accepted, 100*ref)
-		if !within(rate, ref) {
-			t.Errorf("k=%d: %.1f%% of drafted tokens accepted, llama.cpp %.1f%%", k, 100*rate, 100*ref)
+		t.Logf("k=%d: drafted %d, accepted %d, accepted at each draft position %v; llama.cpp drafted %d, accepted %d",
+			k, ours.Drafted, ours.Accepted, at, theirs.Drafted, theirs.Accepted)
+		if !within(ours.Accepted, theirs.Accepted) {
+			t.Errorf("k=%d: %d tokens accepted, llama.cpp %d", k, ours.Accepted, theirs.Accepted)
+		}
+		if !within(ours.Drafted, theirs.Drafted) {
+			t.Errorf("k=%d: %d tokens drafted, llama.cpp %d", k, ours.Drafted, theirs.Drafted)
 		}
 		if len(at) != k || at[0] == 0 {
 			t.Errorf("k=%d: acceptance by draft position %v", k, at)
