@@ -11,14 +11,17 @@ import (
 
 // The demo target with its EAGLE-3 draft on a device of its own generates
 // what the target alone on one device does, in the layouts of the seed
-// reports and both ways of using the borrowed embedding and head; each
+// reports and both ways of using the borrowed embedding and head (on two
+// GPUs, -engine.gpus=0,1,1 puts the target on GPU 0 and the draft on GPU 1,
+// and -engine.gpus=0,1,0 splits the target by layers over GPUs 0-1 with the
+// draft on GPU 0: llama.cpp aborts on both, anchors.md); each
 // device holds what the plan says, and the draft's share of the target's
 // devices is there only when it uses the target's head in place. The
 // draft drafts as it does on one device: its acceptance is that of the
 // pair on one device, within 20% (a tensor split sums in another order).
 func TestPlacedEagle3IsTheTargets(t *testing.T) {
 	prompts := loadOracle(t)[:3]
-	target, draft := modelPath(t, "factory-target-F16.gguf"), modelPath(t, "factory-eagle3-F16.gguf")
+	target, draft := placedTargetPath(t), modelPath(t, "factory-eagle3-F16.gguf")
 	one := load(t, Config{Target: target, Context: 256})
 	pair := load(t, Config{Target: target, Draft: draft, DraftMax: 4, DraftPMin: -1, Context: 256})
 	want := make([][]int32, len(prompts))
@@ -39,6 +42,7 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 		name   string
 		target plan.Placement
 	}{
+		{"target on 0", plan.Placement{Devices: []int{0}}},
 		{"target by layers on 0-1", plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}},
 		{"target by tensors on 0-1, head split", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
 		{"target by tensors on 0-1, head replicated", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadReplicated}},

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"flag"
 	"math"
 	"slices"
 	"strings"
@@ -13,12 +14,16 @@ import (
 	"github.com/tandem-run/tandem/engine/sample"
 )
 
+// gpus spreads the placement tests' virtual devices over GPUs: on two,
+// packaging/multigpu.sh runs them with -engine.gpus=0,1,1 and 0,1,0.
+var gpus = flag.String("engine.gpus", "0", "with -engine.backend=cuda, the GPUs the placement tests' virtual devices take in turn, e.g. 0,1")
+
 // virtualCPUs parses a spec of CPU virtual devices; with -engine.backend=cuda
-// they become virtual devices of the same sizes on GPU 0.
+// they become virtual devices of the same sizes on the GPUs of -engine.gpus.
 func virtualCPUs(t testing.TB, spec string) []device.Device {
 	t.Helper()
 	if *backend == "cuda" {
-		spec = strings.ReplaceAll(spec, "cpu:", "cuda0:")
+		spec = onGPUs(spec, *gpus)
 	}
 	inv, err := device.ParseVirtual(spec)
 	if err != nil {
@@ -27,23 +32,60 @@ func virtualCPUs(t testing.TB, spec string) []device.Device {
 	return inv.Devices
 }
 
+// onGPUs moves the CPU devices of a virtual-device spec onto GPUs: item i
+// onto ordinals[i % len], ordinals a comma-separated list such as "0,1".
+func onGPUs(spec, ordinals string) string {
+	ords := strings.Split(ordinals, ",")
+	items := strings.Split(spec, ",")
+	for i, item := range items {
+		items[i] = strings.Replace(item, "cpu:", "cuda"+strings.TrimSpace(ords[i%len(ords)])+":", 1)
+	}
+	return strings.Join(items, ",")
+}
+
+func TestOnGPUs(t *testing.T) {
+	for _, c := range []struct {
+		ordinals string
+		want     []int
+	}{
+		{"0", []int{0, 0, 0}},
+		{"0,1", []int{0, 1, 0}},
+		{"1, 0,0", []int{1, 0, 0}},
+	} {
+		inv, err := device.ParseVirtual(onGPUs("cpu:1GiB,cpu:2GiB,cpu:3GiB", c.ordinals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range inv.Devices {
+			if d.Kind != device.CUDA || d.Physical != c.want[i] || d.MemoryTotal != uint64(i+1)<<30 {
+				t.Errorf("GPUs %q: device %d is %s %d (%d bytes), want cuda %d", c.ordinals, i, d.Kind, d.Physical, d.MemoryTotal, c.want[i])
+			}
+		}
+	}
+	if _, err := device.ParseVirtual(onGPUs("cpu:1GiB", "x")); err == nil {
+		t.Error("a GPU list that is not numbers was accepted")
+	}
+}
+
 // The demo pair on CPU virtual devices, the draft on a device of its own,
 // generates the oracle's greedy continuation, and each device holds what
 // the plan says.
 func TestPlacedPairIsTheTargets(t *testing.T) {
 	prompts := loadOracle(t)
+	target := placedTargetPath(t)
 	devs := virtualCPUs(t, "cpu:256MiB,cpu:256MiB,cpu:256MiB")
 	for _, tc := range []struct {
 		name   string
 		target plan.Placement
 	}{
+		{"target on 0, draft on 2", plan.Placement{Devices: []int{0}}},
 		{"target by layers on 0-1, draft on 2", plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}},
 		{"target by tensors on 0-1, head split, draft on 2", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
 		{"target by tensors on 0-1, head replicated, draft on 2", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadReplicated}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Load(context.Background(), Config{
-				Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"),
+				Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf"),
 				DraftMax: 4, DraftPMin: -1, Context: 256,
 				Placement: &Placement{Devices: devs, Target: tc.target, Draft: plan.Placement{Devices: []int{2}}, Batch: 64},
 			}, nil)
@@ -51,7 +93,7 @@ func TestPlacedPairIsTheTargets(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			one := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Context: 256})
+			one := load(t, Config{Target: target, Context: 256})
 			for i, p := range prompts[:3] {
 				var got, want []int32
 				st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true},
@@ -107,7 +149,7 @@ func TestPlacementOverBudgetRefused(t *testing.T) {
 // KV cache attention accumulates in F16 as llama.cpp's does.
 func TestPlacedTargetLayouts(t *testing.T) {
 	prompts := loadOracle(t)
-	target := modelPath(t, "factory-target-F16.gguf")
+	target := placedTargetPath(t)
 	devs := virtualCPUs(t, "cpu:256MiB,cpu:256MiB,cpu:256MiB")
 	one := load(t, Config{Target: target, Context: 256})
 	for _, tc := range []struct {
