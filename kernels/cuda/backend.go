@@ -21,9 +21,15 @@ type Options struct {
 	// MemoryLimit caps the bytes this backend may allocate (0: no cap). It
 	// makes one GPU act as several smaller virtual devices.
 	MemoryLimit int64
-	// Kernels holds the PTX files to load (ptx/*.ptx) instead of the ones
-	// embedded in the binary; for trying kernels without a rebuild.
+	// Kernels holds the PTX files to load (ptx/*.ptx and ptx/sm90/*.ptx)
+	// instead of the ones embedded in the binary; for trying kernels
+	// without a rebuild.
 	Kernels fs.FS
+	// SerialLaunch turns programmatic dependent launch off on GPUs that
+	// have it (compute capability 9.0 and later): each kernel is then
+	// scheduled only once the one before it has finished, as on older
+	// GPUs. For measuring what dependent launch gains.
+	SerialLaunch bool
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -107,6 +113,7 @@ type Backend struct {
 	modules []cuModule
 	funcs   map[string]cuFunction
 	args    *launchArgs // touched only on the device thread
+	depend  bool        // kernels launch with programmatic dependent launch
 	prof    *profiler   // device thread only; nil unless profiling
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends
@@ -123,12 +130,15 @@ var _ kernels.Backend = (*Backend)(nil)
 // maxParams bounds a kernel's parameter count.
 const maxParams = 32
 
-// launchArgs is the parameter block cuLaunchKernel reads: ptrs[i] points at
-// vals[i]. It lives on the heap (never moves) and is pinned for the
-// driver's sake.
+// launchArgs is what a launch hands the driver: the parameter block
+// (ptrs[i] points at vals[i]) and, for cuLaunchKernelEx, the launch's
+// configuration and attribute. It lives on the heap (never moves) and is
+// pinned for the driver's sake.
 type launchArgs struct {
 	vals [maxParams]uint64
 	ptrs [maxParams]uintptr
+	cfg  launchConfig
+	attr launchAttribute
 	pin  runtime.Pinner
 }
 
@@ -159,15 +169,23 @@ func Open(o Options) (*Backend, error) {
 	if be.name == "" {
 		be.name = fmt.Sprintf("cuda%d", o.Ordinal)
 	}
-	be.args.pin.Pin(&be.args.vals)
+	be.args.pin.Pin(be.args)
 	for i := range be.args.ptrs {
 		be.args.ptrs[i] = uintptr(unsafe.Pointer(&be.args.vals[i]))
 	}
+	be.args.attr.id = attrProgrammaticSerialization
+	be.args.attr.value[0] = 1
+	be.args.cfg.attrs = uintptr(unsafe.Pointer(&be.args.attr))
+	be.args.cfg.numAttrs = 1
 	kernelFS := o.Kernels
 	if kernelFS == nil {
 		kernelFS = ptxFiles
 	}
-	be.w, err = startWorker(func() error { return be.setup(o.Ordinal, kernelFS) })
+	variant := "ptx"
+	if info.ComputeMajor >= 9 && d.cuLaunchKernelEx != 0 && !o.SerialLaunch && hasDir(kernelFS, dependentPTX) {
+		variant, be.depend = dependentPTX, true
+	}
+	be.w, err = startWorker(func() error { return be.setup(o.Ordinal, kernelFS, variant) })
 	if err != nil {
 		be.args.pin.Unpin()
 		return nil, err
@@ -176,7 +194,7 @@ func Open(o Options) (*Backend, error) {
 }
 
 // setup runs on the device thread; on error it undoes what it did.
-func (be *Backend) setup(ordinal int, kernelFS fs.FS) (err error) {
+func (be *Backend) setup(ordinal int, kernelFS fs.FS, variant string) (err error) {
 	d := be.drv
 	if be.dev, err = d.device(ordinal); err != nil {
 		return err
@@ -195,7 +213,7 @@ func (be *Backend) setup(ordinal int, kernelFS fs.FS) (err error) {
 	if be.stream, err = d.streamCreate(); err != nil {
 		return err
 	}
-	return be.loadModules(kernelFS)
+	return be.loadModules(kernelFS, variant)
 }
 
 // teardown releases the context's resources; device thread only.
@@ -222,6 +240,10 @@ func (be *Backend) Name() string { return be.name }
 
 // Info describes the GPU under this backend.
 func (be *Backend) Info() DeviceInfo { return be.info }
+
+// DependentLaunch reports whether kernels launch with programmatic
+// dependent launch (the sm_90 kernels of ptx/sm90; see Options.SerialLaunch).
+func (be *Backend) DependentLaunch() bool { return be.depend }
 
 // MemoryInfo is the driver's free and total memory of the whole GPU (all
 // processes, all virtual devices on it).
@@ -271,5 +293,11 @@ func (be *Backend) launch(f cuFunction, grid, block [3]uint32, shared uint32, va
 		return fmt.Errorf("cuda: %d kernel parameters, at most %d", len(vals), maxParams)
 	}
 	copy(be.args.vals[:], vals)
-	return be.drv.launch(f, grid, block, shared, be.stream, unsafe.Pointer(&be.args.ptrs[0]))
+	params := unsafe.Pointer(&be.args.ptrs[0])
+	if be.depend {
+		cfg := &be.args.cfg
+		cfg.grid, cfg.block, cfg.shared, cfg.stream = grid, block, shared, be.stream
+		return be.drv.launchEx(cfg, f, params)
+	}
+	return be.drv.launch(f, grid, block, shared, be.stream, params)
 }

@@ -39,6 +39,10 @@ type driver struct {
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch,
 	cuGraphExecDestroy, cuGraphDestroy, cuLaunchKernel,
 	cuDeviceCanAccessPeer, cuCtxEnablePeerAccess uintptr
+
+	// cuLaunchKernelEx (CUDA 12.0) takes launch attributes; 0 where the
+	// driver is older, and kernels then launch without them.
+	cuLaunchKernelEx uintptr
 }
 
 // libraryNames are tried in order; the unversioned name exists only where
@@ -118,6 +122,7 @@ func openDriver() (*driver, error) {
 		}
 		*s.addr = addr
 	}
+	d.cuLaunchKernelEx, _ = purego.Dlsym(d.lib, "cuLaunchKernelEx")
 	if err := check("cuInit", d.call(d.cuInit, 0)); err != nil {
 		purego.Dlclose(d.lib)
 		return nil, err
@@ -368,6 +373,37 @@ func (d *driver) launch(f cuFunction, grid, block [3]uint32, shared uint32, s cu
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(shared), uintptr(s), uintptr(params), 0))
+}
+
+// launchConfig is CUlaunchConfig: a launch's shape, its stream and its
+// attributes (attrs points at numAttrs launchAttribute values).
+type launchConfig struct {
+	grid, block [3]uint32
+	shared      uint32
+	_           uint32
+	stream      cuStream
+	attrs       uintptr
+	numAttrs    uint32
+	_           uint32
+}
+
+// launchAttribute is CUlaunchAttribute: an id and a 64-byte value union.
+type launchAttribute struct {
+	id    uint32
+	_     uint32
+	value [16]uint32
+}
+
+// attrProgrammaticSerialization is
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: with a non-zero
+// value the kernel may start before the previous kernel in the stream has
+// finished, and waits for it itself (griddepcontrol.wait).
+const attrProgrammaticSerialization = 6
+
+// launchEx starts a kernel as cfg describes (cfg must not move: it is
+// pinned by the caller). params is as for launch.
+func (d *driver) launchEx(cfg *launchConfig, f cuFunction, params unsafe.Pointer) error {
+	return check("cuLaunchKernelEx", d.call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(cfg)), uintptr(f), uintptr(params), 0))
 }
 
 // Stream capture mode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: only this

@@ -1,26 +1,39 @@
 #!/bin/sh
-# Regenerates ptx/*.ptx from src/*.cu (run by `go generate`; needs nvcc and
-# ptxas from CUDA 12 or later, which exist only on a machine with a GPU).
+# Regenerates the PTX under ptx/ from src/*.cu (run by `go generate`; needs
+# nvcc and ptxas from CUDA 12 or later, which exist only on a machine with a
+# GPU).
 #
-# The PTX targets compute_75 (Turing and later). nvcc writes its own PTX ISA
-# version; the .version line is then lowered to the oldest version ptxas
-# still accepts for this code, so that older drivers can JIT it too.
+# ptx/*.ptx targets compute_75 (Turing and later). ptx/sm90/*.ptx is the
+# Hopper variant: the same sources compiled for compute_90, where every
+# kernel opens with griddepcontrol (programmatic dependent launch, see
+# grid_dep_begin in src/common.cuh). nvcc writes its own PTX ISA version;
+# the .version line is then lowered to the oldest version ptxas still
+# accepts for the code, so that older drivers can JIT it too.
 set -eu
 cd "$(dirname "$0")"
-mkdir -p ptx
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for src in src/*.cu; do
-	name=$(basename "$src" .cu)
-	rm -f "ptx/$name.ptx"
-	nvcc -ptx -arch=compute_75 -O3 -std=c++17 -o "$tmp/$name.ptx" "$src"
-	for v in 6.4 6.5 7.0 7.1 7.2 7.3 7.4 7.5 7.6 7.7 7.8 8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0; do
-		sed "s/^\.version .*/.version $v/" "$tmp/$name.ptx" >"$tmp/try.ptx"
-		if ptxas -arch=sm_75 -o /dev/null "$tmp/try.ptx" 2>/dev/null; then
-			mv "$tmp/try.ptx" "ptx/$name.ptx"
-			echo "ptx/$name.ptx: .version $v"
-			break
-		fi
+
+# build ARCH DIR VERSIONS...: src/*.cu for compute_ARCH into DIR.
+build() {
+	arch=$1 dir=$2
+	shift 2
+	mkdir -p "$dir"
+	for src in src/*.cu; do
+		name=$(basename "$src" .cu)
+		rm -f "$dir/$name.ptx"
+		nvcc -ptx -arch="compute_$arch" -O3 -std=c++17 -o "$tmp/$name.ptx" "$src"
+		for v in "$@"; do
+			sed "s/^\.version .*/.version $v/" "$tmp/$name.ptx" >"$tmp/try.ptx"
+			if ptxas -arch="sm_$arch" -o /dev/null "$tmp/try.ptx" 2>/dev/null; then
+				mv "$tmp/try.ptx" "$dir/$name.ptx"
+				echo "$dir/$name.ptx: .version $v"
+				break
+			fi
+		done
+		[ -f "$dir/$name.ptx" ] || { echo "gen.sh: ptxas rejects $dir/$name.ptx" >&2; exit 1; }
 	done
-	[ -f "ptx/$name.ptx" ] || { echo "gen.sh: ptxas rejects $name.ptx" >&2; exit 1; }
-done
+}
+
+build 75 ptx 6.4 6.5 7.0 7.1 7.2 7.3 7.4 7.5 7.6 7.7 7.8 8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0
+build 90 ptx/sm90 7.8 8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0

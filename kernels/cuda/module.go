@@ -15,19 +15,30 @@ import (
 //go:embed ptx
 var ptxFiles embed.FS
 
-// loadModules JIT-compiles every PTX file under ptx/ of fsys and indexes
-// its kernels by name. Runs on the device thread.
-func (be *Backend) loadModules(fsys fs.FS) error {
-	entries, err := fs.ReadDir(fsys, "ptx")
+// dependentPTX holds the kernels for sm_90 and later, built to be launched
+// with programmatic dependent launch (gen.sh).
+const dependentPTX = "ptx/sm90"
+
+// hasDir reports whether fsys has the directory dir.
+func hasDir(fsys fs.FS, dir string) bool {
+	st, err := fs.Stat(fsys, dir)
+	return err == nil && st.IsDir()
+}
+
+// loadModules JIT-compiles every PTX file in the directory dir of fsys
+// (ptx or ptx/sm90) and indexes its kernels by name. Runs on the device
+// thread.
+func (be *Backend) loadModules(fsys fs.FS, dir string) error {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("cuda: embedded kernels: %w", err)
 	}
 	be.funcs = make(map[string]cuFunction)
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".ptx") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".ptx") {
 			continue
 		}
-		src, err := fs.ReadFile(fsys, path.Join("ptx", e.Name()))
+		src, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
 		if err != nil {
 			return fmt.Errorf("cuda: embedded kernels: %w", err)
 		}

@@ -223,6 +223,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
                          long long vstride, const int* pos, float* part, int* done, float* y,                 \
                          long long ystride, signed char* xq, float2* xd, int n_head, int n_kv_head,            \
                          int head_dim, float scale, int n_ctx) {                                               \
+        grid_dep_begin();                                                                                      \
         attention_t<KT>(q, qstride, k, kstride, v, vstride, pos, part, done, y, ystride, xq, xd, n_head,       \
                         n_kv_head, head_dim, scale, n_ctx);                                                    \
     }

@@ -15,6 +15,21 @@ enum {
     T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
 };
 
+// grid_dep_begin opens every kernel. On sm_90 and later the backend
+// launches kernels with programmatic dependent launch: a kernel's blocks may
+// be scheduled while the kernel before it in the stream still runs, which
+// hides the launch gap between the two. So each kernel first waits for its
+// predecessor to finish and its writes to be visible (griddepcontrol.wait),
+// and only then lets its own successor be scheduled. Nothing may touch
+// global memory before this call. Older targets order launches as usual
+// and compile it to nothing.
+__device__ __forceinline__ void grid_dep_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
 __device__ __forceinline__ u16 f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }

@@ -6,16 +6,19 @@
 // bstride 0 broadcasts b's first row over all rows.
 extern "C" __global__ void add_f32(const float* a, long long astride, const float* b, long long bstride,
                                    float* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = a[r * astride + i] + b[r * bstride + i];
 }
 extern "C" __global__ void mul_f32(const float* a, long long astride, const float* b, long long bstride,
                                    float* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = a[r * astride + i] * b[r * bstride + i];
 }
 extern "C" __global__ void swiglu_f32(const float* g, long long gstride, const float* u, long long ustride,
                                       float* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) {
         float x = g[r * gstride + i];
@@ -23,18 +26,22 @@ extern "C" __global__ void swiglu_f32(const float* g, long long gstride, const f
     }
 }
 extern "C" __global__ void copy_f32_f32(const float* x, long long xstride, float* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = x[r * xstride + i];
 }
 extern "C" __global__ void copy_f32_f16(const float* x, long long xstride, u16* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = f2h(x[r * xstride + i]);
 }
 extern "C" __global__ void copy_f16_f32(const u16* x, long long xstride, float* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = h2f(x[r * xstride + i]);
 }
 extern "C" __global__ void copy_f16_f16(const u16* x, long long xstride, u16* y, long long ystride, int n) {
+    grid_dep_begin();
     int i = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (i < n) y[r * ystride + i] = x[r * xstride + i];
 }
@@ -46,6 +53,7 @@ extern "C" __global__ void rope_f32(const float* x0, long long xs0, float* y0, l
                                     const float* x1, long long xs1, float* y1, long long ys1, int heads1,
                                     const int* pos, const float* factors, int head_dim,
                                     int dims, float base, float scale, int neox) {
+    grid_dep_begin();
     bool j1 = blockIdx.z == 1;
     const float* x = j1 ? x1 : x0;
     float* y = j1 ? y1 : y0;
@@ -79,6 +87,7 @@ extern "C" __global__ void rope_f32(const float* x0, long long xs0, float* y0, l
 // program's launches behind it, so its timings are kernel time rather than
 // the host's launch rate.
 extern "C" __global__ void spin(long long ns) {
+    grid_dep_begin();
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {

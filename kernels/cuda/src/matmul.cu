@@ -68,7 +68,8 @@ __device__ void mm_tile(const u8* __restrict__ w, long long wstride, const float
 #define MM(T, name)                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                           \
         mm_##name(const u8* w, long long wstride, const float* x, long long xstride, float* y, \
-                  long long ystride, int rows, int n, int nb, int accumulate) {                \
+                  long long ystride, int rows, int n, int nb, int accumulate) {               \
+        grid_dep_begin();                                                                     \
         mm_tile<T>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);              \
     }
 FOR_EACH_WEIGHT_TYPE(MM)

@@ -15,6 +15,7 @@
 extern "C" __global__ void quantize_q8(const float* __restrict__ x, long long xstride,
                                        signed char* __restrict__ xq, float2* __restrict__ xd,
                                        int n, int rows) {
+    grid_dep_begin();
     int gw = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
     int groups = n >> 5;
     if (gw >= groups * rows) return;
@@ -335,6 +336,7 @@ __device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, lon
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                   \
         mv_##name##_##NB(const u8* w, long long wstride, const float* x, long long xstride,      \
                          float* y, long long ystride, int rows, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                       \
         mv_generic<T, NB>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);         \
     }
 #define MV_GENERIC_ALL(T, name) MV_GENERIC(T, name, 1) MV_GENERIC(T, name, 2) MV_GENERIC(T, name, 4) MV_GENERIC(T, name, 8)
@@ -356,6 +358,7 @@ FOR_EACH_WEIGHT_TYPE(MV_GENERIC_ALL)
 #define MV_F16VEC(NB)                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
         mvv_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                      \
         MV_PICK_JOB                                                                            \
         mv_f16_vec<NB>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);           \
     }
@@ -366,6 +369,7 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
         mvq_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
                           int accumulate) {                                                    \
+        grid_dep_begin();                                                                      \
         MV_PICK_JOB                                                                            \
         mvq<T, NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                   \
     }
@@ -375,7 +379,8 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS) mvq_glu_##name##_##NB(               \
         const u8* wg, long long wgs, float* yg, long long ygs, const u8* wu, long long wus, float* yu, \
         long long yus, float* y, long long ys, int rows, const signed char* xq, const float2* xd, int n, \
-        int nb, signed char* oq, float2* od, int* counters) {                                        \
+        int nb, signed char* oq, float2* od, int* counters) {                                             \
+        grid_dep_begin();                                                                                 \
         mvq_glu<T, NB>(wg, wgs, yg, ygs, wu, wus, yu, yus, y, ys, rows, xq, xd, n, nb, oq, od, counters); \
     }
 #define MV_Q8_ALL(T, name) \
@@ -395,6 +400,7 @@ MV_Q8_ALL(T_Q8_0, q8_0) MV_Q8_ALL(T_Q4_K, q4_k) MV_Q8_ALL(T_Q6_K, q6_k)
 extern "C" __global__ void __launch_bounds__(1024)
     rms_norm_q8(const float* x, long long xstride, const float* __restrict__ w, float* y, long long ystride, int n,
                 float eps, signed char* __restrict__ xq, float2* __restrict__ xd) {
+    grid_dep_begin();
     __shared__ float scratch[32];
     int row = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     int groups = n >> 5;
@@ -438,6 +444,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 extern "C" __global__ void swiglu_q8(const float* g, long long gstride, const float* u, long long ustride,
                                      float* y, long long ystride, int n, signed char* __restrict__ xq,
                                      float2* __restrict__ xd) {
+    grid_dep_begin();
     int r = blockIdx.y, grp = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (grp >= (n >> 5)) return;
     int i = 32 * grp + lane;

@@ -12,6 +12,7 @@
 extern "C" __global__ void __launch_bounds__(1024)
     rms_norm(const float* x, long long xstride, const float* __restrict__ w, float* y, long long ystride, int n,
              float eps) {
+    grid_dep_begin();
     __shared__ float scratch[32];
     const float* xr = x + blockIdx.x * xstride;
     float* yr = y + blockIdx.x * ystride;
@@ -39,6 +40,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 // softmax over each row.
 extern "C" __global__ void softmax(const float* __restrict__ x, long long xstride, float* __restrict__ y,
                                    long long ystride, int n) {
+    grid_dep_begin();
     __shared__ float scratch[32];
     const float* xr = x + blockIdx.x * xstride;
     float* yr = y + blockIdx.x * ystride;
@@ -86,6 +88,7 @@ __device__ __forceinline__ void block_best(float* v, int* i, float* sv, int* si)
 }
 
 extern "C" __global__ void argmax(const float* __restrict__ x, long long xstride, int* __restrict__ out, int n) {
+    grid_dep_begin();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float* xr = x + blockIdx.x * xstride;
@@ -103,6 +106,7 @@ extern "C" __global__ void argmax(const float* __restrict__ x, long long xstride
 // with -inf at index n.
 extern "C" __global__ void top_k_chunk(const float* __restrict__ x, long long xstride, float* __restrict__ cv,
                                        int* __restrict__ ci, int n, int chunk, int k) {
+    grid_dep_begin();
     extern __shared__ float vals[];
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -135,6 +139,7 @@ extern "C" __global__ void top_k_chunk(const float* __restrict__ x, long long xs
 extern "C" __global__ void top_k_merge(const float* __restrict__ cv, const int* __restrict__ ci, int ncand,
                                        int* __restrict__ ids, long long idstride, float* __restrict__ vals,
                                        long long vstride, int k) {
+    grid_dep_begin();
     extern __shared__ float sm[];
     float* v = sm;
     int* id = (int*)(sm + ncand);
@@ -187,6 +192,7 @@ __device__ void get_rows_t(const u8* __restrict__ src, long long sstride, const 
 #define GET_ROWS(T, name)                                                                           \
     extern "C" __global__ void get_rows_##name(const u8* src, long long sstride, const int* idx,   \
                                                float* y, long long ystride, int n, int nrows) {    \
+        grid_dep_begin();                                                                          \
         get_rows_t<T>(src, sstride, idx, y, ystride, n, nrows);                                    \
     }
 FOR_EACH_WEIGHT_TYPE(GET_ROWS)
@@ -195,6 +201,7 @@ FOR_EACH_WEIGHT_TYPE(GET_ROWS)
 extern "C" __global__ void get_rows_f32_any(const float* __restrict__ src, long long sstride,
                                             const int* __restrict__ idx, float* __restrict__ y,
                                             long long ystride, int n, int nrows) {
+    grid_dep_begin();
     int b = blockIdx.y, r = idx[b];
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         y[b * ystride + i] = (r >= 0 && r < nrows) ? src[r * sstride + i] : 0.f;
@@ -224,11 +231,13 @@ __device__ void set_rows_t(const float* x0, long long xs0, DT* d0, long long ds0
 extern "C" __global__ void set_rows_f32(const float* x0, long long xs0, float* d0, long long ds0, int n0, int nr0,
                                         const float* x1, long long xs1, float* d1, long long ds1, int n1, int nr1,
                                         const int* idx) {
+    grid_dep_begin();
     set_rows_t<float>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
 }
 extern "C" __global__ void set_rows_f16(const float* x0, long long xs0, u16* d0, long long ds0, int n0, int nr0,
                                         const float* x1, long long xs1, u16* d1, long long ds1, int n1, int nr1,
                                         const int* idx) {
+    grid_dep_begin();
     set_rows_t<u16>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
 }
 
@@ -303,6 +312,7 @@ __device__ void attn_prep_t(float* q, long long qs, float* k, long long ks, cons
         int kcrows, CT* vc, long long vcs, int vcrows, const float* qw, const float* kw, float qeps, float keps,  \
         const int* pos, const int* idx, const float* factors, int hq, int hk, int hv, int head_dim, int dims,     \
         float base, float scale, int neox) {                                                                      \
+        grid_dep_begin();                                                                                         \
         attn_prep_t<CT>(q, qs, k, ks, v, vs, kc, kcs, kcrows, vc, vcs, vcrows, qw, kw, qeps, keps, pos, idx,      \
                         factors, hq, hk, hv, head_dim, dims, base, scale, neox);                                  \
     }
