@@ -134,11 +134,21 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		}
 	}
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
-	logits, err := g.r.target.run(ctx, batch, len(drafted)+1)
-	if err != nil {
-		return false, err
+	var out []int32
+	if p := g.req.Sampling; p.Greedy() && !p.Penalised() && g.r.target.argmaxOnDevice() {
+		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
+		if err != nil {
+			return false, err
+		}
+		n := spec.GreedyAccepted(drafted, ids)
+		out = append(drafted[:n:n], ids[n])
+	} else {
+		logits, err := g.r.target.run(ctx, batch, len(drafted)+1)
+		if err != nil {
+			return false, err
+		}
+		out = g.verify(logits, drafted, dists)
 	}
-	out := g.verify(logits, drafted, dists)
 	g.stats.Steps++
 	if len(drafted) > 0 {
 		g.stats.Drafted += len(drafted)

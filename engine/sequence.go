@@ -18,18 +18,42 @@ type sequence struct {
 // run makes the cache hold tokens and returns the logits of its last rows
 // tokens, row after row (valid until the next call).
 func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32, error) {
-	c := min(commonPrefix(s.cached, tokens), len(tokens)-rows) // the wanted rows must be computed
-	out := make([]int, rows)
-	for i := range out {
-		out[i] = len(tokens) - rows - c + i
-	}
-	s.cached = s.cached[:min(c, len(s.cached))]
+	c, out := s.rewind(tokens, rows)
 	logits, err := s.Forward(ctx, tokens[c:], c, out)
 	if err != nil {
 		return nil, err // the cache keeps tokens[:c]; nothing after it is trusted
 	}
 	s.cached = append(s.cached, tokens[c:]...)
 	return logits, nil
+}
+
+// argmaxOnDevice reports whether runArgmax can be used: the model runs on
+// one device, where the head's argmax is taken without reading logits back.
+func (s *sequence) argmaxOnDevice() bool { return s.placed == nil }
+
+// runArgmax is run for greedy decoding: it returns the index of the largest
+// logit of each of the last rows tokens (valid until the next call).
+func (s *sequence) runArgmax(ctx context.Context, tokens []int32, rows int) ([]int32, error) {
+	c, out := s.rewind(tokens, rows)
+	ids, err := s.m.ForwardArgmax(ctx, tokens[c:], c, out)
+	if err != nil {
+		return nil, err
+	}
+	s.cached = append(s.cached, tokens[c:]...)
+	return ids, nil
+}
+
+// rewind drops the cached tokens after the longest prefix c that tokens
+// shares with them (keeping the last rows tokens to be computed) and
+// returns c and those rows' indices in tokens[c:].
+func (s *sequence) rewind(tokens []int32, rows int) (int, []int) {
+	c := min(commonPrefix(s.cached, tokens), len(tokens)-rows) // the wanted rows must be computed
+	out := make([]int, rows)
+	for i := range out {
+		out[i] = len(tokens) - rows - c + i
+	}
+	s.cached = s.cached[:min(c, len(s.cached))]
+	return c, out
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.

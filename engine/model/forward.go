@@ -15,47 +15,96 @@ import (
 // (speculative rollback) but not above it. Inputs longer than the batch run
 // in chunks. The returned slice is reused by the next call.
 func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
-	n := len(tokens)
-	if out == nil {
-		m.last[0] = n - 1
-		out = m.last[:]
-	}
-	if err := checkForward(tokens, pos, out, m.kv.n, m.opts.Context, m.params.Vocab); err != nil {
-		return nil, err
-	}
-
+	out = m.outputs(tokens, out)
 	vocab := m.params.Vocab
 	if need := len(out) * vocab; cap(m.logits) < need {
 		m.logits = make([]float32, need)
 	}
 	logits := m.logits[:len(out)*vocab]
+	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
+		if err := m.runHead(ctx, m.head, k, m.headOps); err != nil {
+			return err
+		}
+		if err := m.be.Read(kernels.F32Bytes(logits[done*vocab:(done+k)*vocab]), m.s.logits.RowSlice(0, k)); err != nil {
+			return fmt.Errorf("model: logits: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// ForwardArgmax is Forward for greedy decoding: it returns the index of the
+// largest logit of each row in out (the lowest on ties), found where the
+// head runs, so that only the token ids cross to the host, not the
+// logits. The returned slice is reused by the next call.
+func (m *Model) ForwardArgmax(ctx context.Context, tokens []int32, pos int, out []int) ([]int32, error) {
+	out = m.outputs(tokens, out)
+	if cap(m.ids) < len(out) {
+		m.ids = make([]int32, len(out))
+	}
+	ids := m.ids[:len(out)]
+	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
+		if err := m.runHead(ctx, m.argmax, k, m.argmaxOps); err != nil {
+			return err
+		}
+		if err := m.be.Read(kernels.I32Bytes(ids[done:done+k]), m.s.ids.ColSlice(0, k)); err != nil {
+			return fmt.Errorf("model: token ids: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// outputs is out, or the last row of tokens when out is nil.
+func (m *Model) outputs(tokens []int32, out []int) []int {
+	if out != nil {
+		return out
+	}
+	m.last[0] = len(tokens) - 1
+	return m.last[:]
+}
+
+// forward runs the body over tokens in chunks of the batch and, after each
+// chunk, calls head(done, k) for the next k rows of out that the chunk
+// holds, in groups of at most Options.Outputs, with their indices in the
+// chunk staged in outIdx; done counts the rows of out handled before.
+func (m *Model) forward(ctx context.Context, tokens []int32, pos int, out []int, head func(done, k int) error) error {
+	n := len(tokens)
+	if err := checkForward(tokens, pos, out, m.kv.n, m.opts.Context, m.params.Vocab); err != nil {
+		return err
+	}
 	m.kv.n = pos
 	done := 0 // rows of out finished
 	for c := 0; c < n; c += m.opts.Batch {
 		b := min(m.opts.Batch, n-c)
 		if err := m.runBody(ctx, tokens[c:c+b], pos+c); err != nil {
-			return nil, err
+			return err
 		}
 		m.kv.n = pos + c + b
 		if m.opts.OnCapture != nil {
 			if err := m.opts.OnCapture(pos+c, m.s.hidden.RowSlice(0, b)); err != nil {
-				return nil, fmt.Errorf("model: capture: %w", err)
+				return fmt.Errorf("model: capture: %w", err)
 			}
 		}
-		// The head runs on this chunk's rows, in groups of at most Outputs.
 		for done < len(out) && out[done] < c+b {
 			k := 0
 			for done+k < len(out) && out[done+k] < c+b && k < m.opts.Outputs {
 				m.outIdx[k] = int32(out[done+k] - c)
 				k++
 			}
-			if err := m.runHead(ctx, k, logits[done*vocab:(done+k)*vocab]); err != nil {
-				return nil, err
+			if err := head(done, k); err != nil {
+				return err
 			}
 			done += k
 		}
 	}
-	return logits, nil
+	return nil
 }
 
 // checkForward checks a Forward call's arguments against a model with
@@ -108,20 +157,18 @@ func (m *Model) runBody(ctx context.Context, tokens []int32, pos int) error {
 	return nil
 }
 
-// runHead computes logits for the first k entries of m.outIdx into dst.
-func (m *Model) runHead(ctx context.Context, k int, dst []float32) error {
+// runHead runs the head program for the first k entries of m.outIdx,
+// compiled with ops into cache.
+func (m *Model) runHead(ctx context.Context, cache map[int]kernels.Program, k int, ops func(int) []kernels.Op) error {
 	if err := m.be.Write(m.s.outIdx.ColSlice(0, k), kernels.I32Bytes(m.outIdx[:k])); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	prog, err := m.program(m.head, k, m.headOps)
+	prog, err := m.program(cache, k, ops)
 	if err != nil {
 		return err
 	}
 	if err := prog.Run(ctx); err != nil {
 		return fmt.Errorf("model: head: %w", err)
-	}
-	if err := m.be.Read(kernels.F32Bytes(dst), m.s.logits.RowSlice(0, k)); err != nil {
-		return fmt.Errorf("model: logits: %w", err)
 	}
 	return nil
 }
@@ -236,4 +283,9 @@ func (m *Model) headOps(k int) []kernels.Op {
 		kernels.RMSNorm{Dst: sel, X: sel, W: m.w.outNorm, Eps: m.params.NormEps},
 		kernels.MatMul{Dst: s.logits.RowSlice(0, k), W: m.w.output, X: sel},
 	}
+}
+
+// argmaxOps is headOps followed by each row's argmax into s.ids.
+func (m *Model) argmaxOps(k int) []kernels.Op {
+	return append(m.headOps(k), kernels.Argmax{Dst: m.s.ids.ColSlice(0, k), X: m.s.logits.RowSlice(0, k)})
 }

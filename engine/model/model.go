@@ -57,12 +57,14 @@ type Model struct {
 	s      scratch
 	bufs   []kernels.Buffer
 
-	body map[int]kernels.Program // by batch size
-	head map[int]kernels.Program // by output rows
+	body   map[int]kernels.Program // by batch size
+	head   map[int]kernels.Program // by output rows
+	argmax map[int]kernels.Program // the head and each row's argmax, by output rows
 
 	// host staging, sized once
 	tokens, positions, outIdx []int32
 	logits                    []float32
+	ids                       []int32
 	last                      [1]int // Forward's default output row
 }
 
@@ -90,7 +92,7 @@ func Load(ctx context.Context, f *gguf.File, be kernels.Backend, opts Options) (
 		return nil, err
 	}
 	m := &Model{params: p, opts: opts, be: be, w: w,
-		body: map[int]kernels.Program{}, head: map[int]kernels.Program{}}
+		body: map[int]kernels.Program{}, head: map[int]kernels.Program{}, argmax: map[int]kernels.Program{}}
 	if m.kv, err = newKVCache(l, p, opts); err != nil {
 		return nil, err
 	}
@@ -163,7 +165,7 @@ func (m *Model) Truncate(n int) error {
 // closed afterwards.
 func (m *Model) Close() error {
 	var errs []error
-	for _, progs := range []map[int]kernels.Program{m.body, m.head} {
+	for _, progs := range []map[int]kernels.Program{m.body, m.head, m.argmax} {
 		for k, p := range progs {
 			errs = append(errs, p.Close())
 			delete(progs, k)

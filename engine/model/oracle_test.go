@@ -141,6 +141,10 @@ func TestOracleTeacherForced(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				tops, err := m.ForwardArgmax(context.Background(), seq, 0, allRows(len(seq)))
+				if err != nil {
+					t.Fatal(err)
+				}
 				if len(ref.Teacher.TopIDs) != len(seq) {
 					t.Fatalf("prompt %d: %d reference positions for %d tokens", pi, len(ref.Teacher.TopIDs), len(seq))
 				}
@@ -161,6 +165,9 @@ func TestOracleTeacherForced(t *testing.T) {
 					}
 					if got := argmax(row); got != ids[0] {
 						t.Errorf("prompt %d pos %d: top-1 %d, reference %d", pi, pos, got, ids[0])
+					}
+					if tops[pos] != ids[0] {
+						t.Errorf("prompt %d pos %d: ForwardArgmax %d, reference %d", pi, pos, tops[pos], ids[0])
 					}
 					mine := topIDs(row, len(ids))
 					for j := 0; j+1 < len(ids); j++ {
@@ -186,7 +193,8 @@ func TestOracleTeacherForced(t *testing.T) {
 }
 
 // TestOracleGreedy decodes token by token after a batched prompt and must
-// reproduce the reference continuation exactly, special tokens included.
+// reproduce the reference continuation exactly, special tokens included,
+// with the argmax taken on the host and where the head runs.
 func TestOracleGreedy(t *testing.T) {
 	o := loadOracle(t)
 	for _, tc := range []struct {
@@ -200,9 +208,11 @@ func TestOracleGreedy(t *testing.T) {
 			m := openModel(t, tc.file, Options{Context: 128})
 			for pi, p := range o.Prompts {
 				want := tc.ref(pi)
-				got := greedy(t, m, p.IDs, len(want))
-				if !slices.Equal(got, want) {
+				if got := greedy(t, m, p.IDs, len(want)); !slices.Equal(got, want) {
 					t.Errorf("prompt %d:\n got %v\nwant %v", pi, got, want)
+				}
+				if got := greedyArgmax(t, m, p.IDs, len(want)); !slices.Equal(got, want) {
+					t.Errorf("prompt %d, ForwardArgmax:\n got %v\nwant %v", pi, got, want)
 				}
 			}
 		})
@@ -222,6 +232,24 @@ func greedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
 		next := argmax(logits)
 		out = append(out, next)
 		if logits, err = m.Forward(ctx, []int32{next}, m.Len(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// greedyArgmax is greedy with ForwardArgmax.
+func greedyArgmax(t testing.TB, m *Model, prompt []int32, n int) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	ids, err := m.ForwardArgmax(ctx, prompt, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for len(out) < n {
+		out = append(out, ids[0])
+		if ids, err = m.ForwardArgmax(ctx, ids[:1], m.Len(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ type scratch struct {
 	gate, up    kernels.Tensor // [batch, n_ff]
 	sel         kernels.Tensor // [outputs, n_embd] rows picked for the head
 	logits      kernels.Tensor // [outputs, vocab]
+	ids         kernels.Tensor // I32 [1, outputs]: each logits row's argmax
 	hidden      kernels.Tensor // [batch, len(capture)*n_embd], when capturing
 }
 
@@ -78,6 +79,7 @@ func newScratch(l *loader, p Params, opts Options) (scratch, error) {
 	a.add(&s.up, quant.F32, b, p.FF)
 	a.add(&s.sel, quant.F32, outs, p.Embd)
 	a.add(&s.logits, quant.F32, outs, p.Vocab)
+	a.add(&s.ids, quant.I32, 1, outs)
 	if n := len(opts.CaptureLayers); n > 0 {
 		a.add(&s.hidden, quant.F32, b, n*p.Embd)
 	}
