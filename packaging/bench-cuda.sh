@@ -43,6 +43,10 @@ run)
 	$b -model "$models/qwen3-1.7b-Q8_0.gguf" -anchor-pp 29209 -anchor-tg 546
 	$b -model "$models/qwen3-1.7b-F16.gguf" -anchor-pp 41426 -anchor-tg 531
 	$b -model "$models/qwen3-8b-Q4_K_M.gguf" -anchor-pp 9480 -anchor-tg 251
+	# what programmatic dependent launch gains (sm_90+): the same kernels,
+	# each launched only when the one before it has finished
+	$b -model "$dir/factory-target-Q8_0.gguf" -anchor-tg 3533 -serial-launch
+	$b -model "$models/qwen3-1.7b-Q4_K_M.gguf" -anchor-pp 23587 -anchor-tg 586 -serial-launch
 	$b -model "$models/qwen3-1.7b-Q4_K_M.gguf" -r 1 -tg 16 -profile | tail -16
 	;;
 *)

@@ -3,8 +3,9 @@
 //
 //	gpubench -model m.gguf -backend cuda -pp 512 -tg 128 -anchor-tg 586
 //
-// Decode is greedy: each step runs one token and takes the arg-max of its
-// logits on the host, as a chat would. Bandwidth is the weight bytes one
+// Decode is greedy, as a chat at temperature 0 runs: each step runs one
+// token and takes the arg-max of its logits on the device, reading back
+// only the token id (model.ForwardArgmax). Bandwidth is the weight bytes one
 // decode step reads (every block and the head) over the step time, set
 // against the 4.3 TB/s device-to-device copy of ../shared/bench/anchors.md.
 // packaging/bench-cuda.sh runs it over the benchmark models.
@@ -48,6 +49,7 @@ type config struct {
 	header    bool
 	kernels   string
 	profile   bool
+	serial    bool
 	kvType    quant.Type
 	contextSz int
 }
@@ -66,6 +68,7 @@ func run(args []string) error {
 	fs.StringVar(&c.kernels, "kernels", "", "directory holding ptx/*.ptx to load instead of the embedded kernels")
 	fs.BoolVar(&c.header, "header", false, "print the table header first")
 	fs.BoolVar(&c.profile, "profile", false, "after the row, print GPU time per kernel of a decode step (cuda)")
+	fs.BoolVar(&c.serial, "serial-launch", false, "launch kernels without programmatic dependent launch (cuda, sm_90+)")
 	kv := fs.String("kv", "F16", "KV cache type: F16 or F32")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,7 +99,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
@@ -155,11 +158,11 @@ func bench(ctx context.Context, c config) error {
 			if i == 2 {
 				t0 = time.Now()
 			}
-			logits, err := m.Forward(ctx, []int32{tok}, pos, nil)
+			ids, err := m.ForwardArgmax(ctx, []int32{tok}, pos, nil)
 			if err != nil {
 				return err
 			}
-			tok = argmax(logits)
+			tok = ids[0]
 			pos++
 		}
 		tgTimes = append(tgTimes, time.Since(t0).Seconds()/float64(c.tg))
@@ -176,8 +179,12 @@ func bench(ctx context.Context, c config) error {
 	if c.anchorTG > 0 {
 		ratio = fmt.Sprintf("%.2fx", tgRate/c.anchorTG)
 	}
+	name := filepath.Base(c.path)
+	if gpu != nil && !gpu.DependentLaunch() {
+		name += " (serial launch)"
+	}
 	fmt.Printf("| %s | %.2f | %.0f | %s | %.0f | %s | %s | %.0f | %.0f%% | %s / %s | %.0f |\n",
-		filepath.Base(c.path), float64(fileWeights(f))/(1<<30), ppRate, anchor(c.anchorPP), tgRate, anchor(c.anchorTG), ratio,
+		name, float64(fileWeights(f))/(1<<30), ppRate, anchor(c.anchorPP), tgRate, anchor(c.anchorTG), ratio,
 		gbs/1e9, 100*gbs/copyRoofline, mib(afterLoad), mib(afterDecode), float64(u.Total())/(1<<20))
 	if c.profile && gpu != nil {
 		return profileDecode(ctx, m, gpu, c.pp)
@@ -263,16 +270,6 @@ func weightBytesPerToken(f *gguf.File) int64 {
 		}
 	}
 	return n
-}
-
-func argmax(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 func median(v []float64) float64 {
