@@ -76,7 +76,8 @@ func TestGPUMemoryPlacedMatchesPlan(t *testing.T) {
 		{"tensor", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := load(t, Config{Target: target, Placement: &Placement{Devices: gpus, Target: tc.tp}})
+			// llama-bench's context for pp512 and tg128, so its peaks compare.
+			r := load(t, Config{Target: target, Context: 640, Placement: &Placement{Devices: gpus, Target: tc.tp, Batch: 512}})
 			report := func(when string) {
 				held := r.DeviceUsage()
 				for _, b := range r.Plan().Devices {
