@@ -23,7 +23,7 @@
 #   packaging/multigpu.sh build [DIR]   here: test binaries and tools built
 #                                       with CGO_ENABLED=0, the oracle's
 #                                       prompts, the EAGLE-3 draft and the
-#                                       Qwen3 vocabulary, compressed (~14 MB)
+#                                       Qwen3 vocabulary, compressed (~17 MB)
 #   packaging/multigpu.sh run [DIR]     there: lay out ../shared, make the
 #                                       8B model, run; the report goes to
 #                                       stdout and $OUT/report.md, logs to $OUT
