@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -28,11 +29,52 @@ func openPair(t testing.TB) (*Backend, *Backend) {
 	return a, b
 }
 
+// openPeers opens GPUs 0 and 1, or skips on a machine with fewer, and logs
+// whether each can reach the other's memory directly.
+func openPeers(t testing.TB) (*Backend, *Backend) {
+	a := openGPU(t)
+	if n, err := a.drv.deviceCount(); err != nil || n < 2 {
+		t.Skipf("needs two GPUs: %d found (%v)", n, err)
+	}
+	o := testOptions()
+	o.Ordinal = 1
+	b, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, p := range [][2]*Backend{{a, b}, {b, a}} {
+		ok, err := p[0].drv.canAccessPeer(p[0].dev, p[1].dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s (%s) can reach %s directly: %v", p[0].name, p[0].info.Name, p[1].name, ok)
+	}
+	return a, b
+}
+
 // CopyFrom is ordered on both streams without a host wait: the copy sees
 // the source's earlier programs and not its later ones, and the
-// destination's later programs see the copy.
+// destination's later programs see the copy; between virtual devices of one
+// GPU and, given two, between GPUs both ways.
 func TestCopyFromOrdered(t *testing.T) {
-	a, b := openPair(t)
+	t.Run("virtual devices of GPU 0", func(t *testing.T) { checkCopyOrdered(t, openPair) })
+	t.Run("GPU 0 to GPU 1", func(t *testing.T) { checkCopyOrdered(t, openPeers) })
+	t.Run("GPU 1 to GPU 0", func(t *testing.T) {
+		checkCopyOrdered(t, func(t testing.TB) (*Backend, *Backend) {
+			a, b := openPeers(t)
+			return b, a
+		})
+	})
+}
+
+// checkCopyOrdered copies from the first backend open returns to the second.
+func checkCopyOrdered(t *testing.T, open func(testing.TB) (*Backend, *Backend)) {
+	a, b := open(t)
 	host := cpu.New(cpu.Options{Threads: 1})
 	defer host.Close()
 	if !b.CanCopyFrom(a) || b.CanCopyFrom(host) {
@@ -104,24 +146,45 @@ func must(t *testing.T, err error) {
 // two-stream ordering.
 func BenchmarkCopyFrom(b *testing.B) {
 	x, y := openPair(b)
+	benchCopy(b, x, y, 4*2048)
+}
+
+// BenchmarkPeerCopy moves bytes between GPUs 0 and 1, both ways: an 8B
+// model's activation row (16 KiB, a decode step's exchange), a 512-token
+// batch of them (8 MiB, a prefill's) and 256 MiB (the link's bandwidth).
+// It skips on a machine with one GPU.
+func BenchmarkPeerCopy(b *testing.B) {
+	g0, g1 := openPeers(b)
+	for _, n := range []int64{16 << 10, 8 << 20, 256 << 20} {
+		for _, dir := range []struct {
+			name     string
+			from, to *Backend
+		}{{"0to1", g0, g1}, {"1to0", g1, g0}} {
+			b.Run(fmt.Sprintf("%s/%dKiB", dir.name, n>>10), func(b *testing.B) { benchCopy(b, dir.from, dir.to, n) })
+		}
+	}
+}
+
+// benchCopy times CopyFrom of n bytes from one backend to another, in
+// bytes/s; the copies queue without a host wait, as a forward pass's do.
+func benchCopy(b *testing.B, from, to *Backend, n int64) {
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
-	const rows, cols = 1, 2048
-	sb, err := x.Alloc(lbl, 4*rows*cols)
+	sb, err := from.Alloc(lbl, n)
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := y.Alloc(lbl, 4*rows*cols)
+	db, err := to.Alloc(lbl, n)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, dst := kernels.NewTensor(sb, quant.F32, rows, cols, 0), kernels.NewTensor(db, quant.F32, rows, cols, 0)
-	b.SetBytes(src.Bytes())
+	src, dst := kernels.NewTensor(sb, quant.F32, 1, int(n/4), 0), kernels.NewTensor(db, quant.F32, 1, int(n/4), 0)
+	b.SetBytes(n)
 	for b.Loop() {
-		if err := y.CopyFrom(dst, x, src); err != nil {
+		if err := to.CopyFrom(dst, from, src); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := y.Sync(); err != nil {
+	if err := errors.Join(to.Sync(), from.Sync(), from.Free(sb), to.Free(db)); err != nil {
 		b.Fatal(err)
 	}
 }
