@@ -10,9 +10,11 @@ import (
 // time (the model that owns it); a backend that needs a locked OS thread
 // (CUDA) hides its worker behind these calls.
 //
-// Memory calls are synchronous. Program.Run may return before the device has
-// finished (a GPU enqueues it); Read and Sync wait for everything enqueued
-// before them, so host code sees results in program order.
+// Program.Run and Write may return before the device has finished (a GPU
+// enqueues them; Write takes a copy of its input first); Read and Sync wait
+// for everything enqueued before them and report its first error, so host
+// code sees results in program order. The other memory calls are
+// synchronous.
 type Backend interface {
 	// Name identifies the device in messages and plans ("cpu", "cuda0").
 	Name() string

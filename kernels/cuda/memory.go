@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -163,17 +164,30 @@ func (be *Backend) packedView(t kernels.Tensor, n int) (devicePtr, error) {
 	return be.addr(t)
 }
 
-// Write copies src into dst, ordered after earlier work. It returns once
-// src has been taken (the driver stages pageable memory).
+// Write copies src into dst, ordered after earlier work. A small write (a
+// step's token ids and positions) is queued without waiting for the device
+// thread: src is copied first, and a failure of the copy is reported by the
+// next call that waits (Read, Sync), as for Program.Run. That keeps the
+// host's hand-offs between two decode steps off the GPU's critical path.
+// Larger writes wait, so that src is not held twice.
 func (be *Backend) Write(dst kernels.Tensor, src []byte) error {
 	p, err := be.packedView(dst, len(src))
 	if err != nil {
 		return err
 	}
+	if len(src) <= queuedWriteBytes {
+		b := slices.Clone(src)
+		return be.w.post(func() error {
+			return be.drv.copyHtoD(p, unsafe.Pointer(&b[0]), int64(len(b)), be.stream)
+		})
+	}
 	return be.w.do(func() error {
 		return be.drv.copyHtoD(p, unsafe.Pointer(&src[0]), int64(len(src)), be.stream)
 	})
 }
+
+// queuedWriteBytes is the largest Write queued without waiting.
+const queuedWriteBytes = 64 << 10
 
 // Read copies src into dst after all earlier work.
 func (be *Backend) Read(dst []byte, src kernels.Tensor) error {
