@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,18 +14,21 @@ import (
 // queued work: a ticker posts a tiny function every period, and the gap
 // between two of them running is how long the UI could not respond. Gaps
 // are kept per phase (startup, idle, loading, streaming) so a report says
-// which activity stalls the window.
+// which activity stalls the window. A gap counts for every phase it
+// overlaps: the frame drawn just after a load ends (the chat page appearing)
+// still counts as loading.
 type frameMonitor struct {
 	period time.Duration
 	now    func() time.Time
 	post   func(func())
 
 	// Touched only on the main goroutine.
-	phase string
-	last  time.Time
-	gaps  map[string][]time.Duration
-	worst []stall                  // gaps over 100 ms, in order
-	work  map[string]time.Duration // longest posted function per phase
+	phase   string
+	entered []string // phases left since the last tick
+	last    time.Time
+	gaps    map[string][]time.Duration
+	worst   []stall                  // gaps over 100 ms, in order
+	work    map[string]time.Duration // longest posted function per phase
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -58,11 +62,18 @@ func (m *frameMonitor) tick() {
 	now := m.now()
 	if !m.last.IsZero() {
 		gap := now.Sub(m.last)
-		m.gaps[m.phase] = append(m.gaps[m.phase], gap)
+		phases := m.entered
+		if !slices.Contains(phases, m.phase) {
+			phases = append(phases, m.phase)
+		}
+		for _, p := range phases {
+			m.gaps[p] = append(m.gaps[p], gap)
+		}
 		if gap > stallGap {
-			m.worst = append(m.worst, stall{m.phase, m.last.UnixMilli(), ms(gap)})
+			m.worst = append(m.worst, stall{strings.Join(phases, "+"), m.last.UnixMilli(), ms(gap)})
 		}
 	}
+	m.entered = m.entered[:0]
 	m.last = now
 }
 
@@ -72,7 +83,7 @@ const stallGap = 100 * time.Millisecond
 // stall is one gap over stallGap and when it began (Unix milliseconds, to
 // line it up with what a script did then).
 type stall struct {
-	Phase  string  `json:"phase"`
+	Phase  string  `json:"phase"` // "loading+idle": the phases it overlapped
 	UnixMS int64   `json:"unix_ms"`
 	GapMS  float64 `json:"gap_ms"`
 }
@@ -92,7 +103,10 @@ func (m *frameMonitor) timed(post func(func())) func(func()) {
 
 // setPhase names what the window is doing from now on (main goroutine).
 func (m *frameMonitor) setPhase(p string) {
-	if m != nil {
+	if m != nil && p != m.phase {
+		if !slices.Contains(m.entered, m.phase) {
+			m.entered = append(m.entered, m.phase)
+		}
 		m.phase = p
 	}
 }

@@ -39,33 +39,6 @@ func TestThrottleMergesAndKeepsOrder(t *testing.T) {
 	}
 }
 
-func TestFrameMonitorReport(t *testing.T) {
-	now := time.Unix(1000, 0)
-	m := newFrameMonitor(5*time.Millisecond, func() time.Time { return now }, nil)
-	step := func(d time.Duration) {
-		now = now.Add(d)
-		m.tick()
-	}
-	m.tick()
-	m.setPhase("loading")
-	for range 10 {
-		step(5 * time.Millisecond)
-	}
-	step(150 * time.Millisecond) // a stall
-	m.setPhase("streaming")
-	step(20 * time.Millisecond)
-	r := m.report()
-	if l := r["loading"]; l.Samples != 11 || l.MaxMS != 150 || l.Over100 != 1 || l.P50MS != 5 {
-		t.Errorf("loading %+v", l)
-	}
-	if s := r["streaming"]; s.Samples != 1 || s.MaxMS != 20 || s.Over100 != 0 {
-		t.Errorf("streaming %+v", s)
-	}
-	if len(m.worst) != 1 || m.worst[0].Phase != "loading" || m.worst[0].GapMS != 150 {
-		t.Errorf("stalls %+v", m.worst)
-	}
-}
-
 func TestWorkerReplaceKeepsNewest(t *testing.T) {
 	var w worker
 	block := make(chan struct{})
