@@ -84,9 +84,7 @@ func openWindow(opt guiOptions) error {
 	if m.cancelLoad != nil {
 		m.cancelLoad()
 	}
-	if m.chat != nil {
-		m.chat.stopGenerating()
-	}
+	m.chat.stopGenerating()
 	if m.server != nil {
 		m.server.cancel()
 		<-m.server.done
@@ -105,9 +103,9 @@ func openWindow(opt guiOptions) error {
 	return nil
 }
 
-// newMainWindow reads the settings and builds the main window (shown by
-// the caller) and the chat window (hidden); a settings file that had to be
-// kept aside is reported in the window.
+// newMainWindow reads the settings and builds the window (shown by the
+// caller) with both its pages; a settings file that had to be kept aside is
+// reported in the window.
 func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, post func(func())) (*mainWindow, error) {
 	set, note, err := st.loadSettings()
 	if err != nil {
@@ -123,9 +121,6 @@ func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, p
 	if m.inv.Reason != "" {
 		m.status.SetText("No GPUs listed: " + m.inv.Reason)
 	}
-	// The chat window is made now, hidden, so saved conversations are read
-	// at start and opening it later costs only the window itself.
-	m.chat = newChatWindow(m)
 	return m, nil
 }
 

@@ -13,12 +13,16 @@ import (
 	"github.com/tandem-run/tandem/widgets"
 )
 
-// chatWindow is the chat: saved conversations on the left, the transcript
-// and the prompt in the middle, sampling, drafting and engine settings on
-// the right. Like mainWindow, its fields belong to the main goroutine.
-type chatWindow struct {
-	m   *mainWindow
-	win fyne.Window
+// chatPage is the chat, the main window's second page: saved conversations
+// on the left, the transcript and the prompt in the middle, sampling,
+// drafting and engine settings on the right. It shares the main window
+// rather than opening one of its own, so that the chat appearing at the end
+// of a load costs a page switch, not a new OS window and GL context (a
+// third of a second of frozen UI under software GL). Like mainWindow, its
+// fields belong to the main goroutine.
+type chatPage struct {
+	m       *mainWindow
+	content fyne.CanvasObject
 
 	local    generator // the loaded local models; nil: none
 	localCfg engine.Config
@@ -43,11 +47,12 @@ type chatWindow struct {
 	// address field.
 	settings  *widget.Accordion
 	remoteURL *widget.Entry
-	shown     bool // the window was shown once
 }
 
-func newChatWindow(m *mainWindow) *chatWindow {
-	c := &chatWindow{m: m, win: m.app.NewWindow("Tandem chat"), editing: -1, saved: map[*Conversation]savedAs{}}
+// newChatPage builds the page and reads the saved conversations; the
+// caller puts content in its window and menu() in the window's menu.
+func newChatPage(m *mainWindow) *chatPage {
+	c := &chatPage{m: m, editing: -1, saved: map[*Conversation]savedAs{}}
 	c.notice = widgets.NewNotice()
 	c.view = widgets.NewChatView()
 	c.view.OnEdit = c.edit
@@ -86,21 +91,11 @@ func newChatWindow(m *mainWindow) *chatWindow {
 	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
 	split.Offset = 0.2
 	split.Trailing.(*container.Split).Offset = 0.72
-	c.win.SetContent(container.NewBorder(c.notice, nil, nil, nil, split))
-	c.win.Resize(fyne.NewSize(1180, 760))
-	c.win.SetCloseIntercept(func() { c.stopGenerating(); c.win.Hide() })
-	ctrl := fyne.KeyModifierShortcutDefault
-	c.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Chat",
-		&fyne.MenuItem{Label: "Send", Action: c.sendInput, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyReturn, Modifier: ctrl}},
-		&fyne.MenuItem{Label: "New chat", Action: c.newChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyN, Modifier: ctrl}},
-		&fyne.MenuItem{Label: "Regenerate", Action: c.regenerate, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyR, Modifier: ctrl}},
-		&fyne.MenuItem{Label: "Export as Markdown…", Action: c.export, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyE, Modifier: ctrl}},
-		fyne.NewMenuItemSeparator(),
-		&fyne.MenuItem{Label: "Delete chat", Action: c.deleteChat},
-	)))
+	c.content = container.NewBorder(c.notice, nil, nil, nil, split)
 	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
-	c.win.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: ctrl}, func(fyne.Shortcut) { c.sendInput() })
-	c.win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
+	cv := m.win.Canvas()
+	cv.AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierShortcutDefault}, func(fyne.Shortcut) { c.sendInput() })
+	cv.SetOnTypedKey(func(k *fyne.KeyEvent) {
 		if k.Name == fyne.KeyEscape {
 			c.escape()
 		}
@@ -108,6 +103,20 @@ func newChatWindow(m *mainWindow) *chatWindow {
 	c.loadConversations()
 	c.refresh()
 	return c
+}
+
+// menu is the chat's menu in the window's menu bar; starting a chat or a
+// reply from the Models page shows the chat page.
+func (c *chatPage) menu() *fyne.Menu {
+	ctrl := fyne.KeyModifierShortcutDefault
+	return fyne.NewMenu("Chat",
+		&fyne.MenuItem{Label: "Send", Action: c.sendInput, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyReturn, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "New chat", Action: func() { c.newChat(); c.m.openChat() }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyN, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "Regenerate", Action: func() { c.m.pages.Select(c.m.chatTab); c.regenerate() }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyR, Modifier: ctrl}},
+		&fyne.MenuItem{Label: "Export as Markdown…", Action: c.export, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyE, Modifier: ctrl}},
+		fyne.NewMenuItemSeparator(),
+		&fyne.MenuItem{Label: "Delete chat", Action: c.deleteChat},
+	)
 }
 
 // promptEntry is the multi-line prompt; Esc stops a generation (or an edit).
@@ -134,13 +143,13 @@ func (e *promptEntry) TypedKey(k *fyne.KeyEvent) {
 }
 
 // useLocal makes the loaded local models (nil: none) the chat's engine.
-func (c *chatWindow) useLocal(g generator, cfg engine.Config) {
+func (c *chatPage) useLocal(g generator, cfg engine.Config) {
 	c.local, c.localCfg = g, cfg
 	c.refresh()
 }
 
 // refresh updates the buttons and the engine line.
-func (c *chatWindow) refresh() {
+func (c *chatPage) refresh() {
 	busy := c.cancel != nil
 	enable(c.send, !busy)
 	enable(c.stop, busy)
@@ -150,15 +159,10 @@ func (c *chatWindow) refresh() {
 	} else {
 		c.engine.SetText(label)
 	}
-	title := "Tandem chat"
-	if c.conv != nil {
-		title = c.conv.Title + " — Tandem"
-	}
-	c.win.SetTitle(title)
 }
 
 // escape stops a generation, or leaves editing.
-func (c *chatWindow) escape() {
+func (c *chatPage) escape() {
 	switch {
 	case c.cancel != nil:
 		c.stopGenerating()

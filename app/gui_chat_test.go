@@ -38,6 +38,9 @@ func TestLoadShowsProgressAndOpensChat(t *testing.T) {
 	if m.chat.local != m.model || !strings.HasPrefix(m.chat.engine.Text, "Local:") {
 		t.Errorf("chat engine %q", m.chat.engine.Text)
 	}
+	if m.pages.Selected() != m.chatTab || m.win.Canvas().Focused() != m.chat.input {
+		t.Errorf("after loading the window shows page %q, focused %v; want the chat's prompt", m.pages.Selected().Text, m.win.Canvas().Focused())
+	}
 	if !m.loadBtn.Disabled() == false || m.unloadBtn.Disabled() {
 		t.Error("after loading, Unload should be enabled")
 	}
@@ -84,7 +87,7 @@ func TestLoadCancelAndError(t *testing.T) {
 	}
 }
 
-func lastMessage(c *chatWindow) Message { return c.conv.Messages[len(c.conv.Messages)-1] }
+func lastMessage(c *chatPage) Message { return c.conv.Messages[len(c.conv.Messages)-1] }
 
 // The answer streams into the transcript, Stop keeps what came, and
 // Regenerate answers again.

@@ -10,7 +10,7 @@ import (
 )
 
 // savedAs is where a conversation was last written: ID and revision. The
-// disk worker keeps it (in chatWindow.saved, touched only by its jobs), so
+// disk worker keeps it (in chatPage.saved, touched only by its jobs), so
 // saves queued before the previous one finished still carry the right
 // revision and are not mistaken for another window's edits.
 type savedAs struct {
@@ -19,7 +19,7 @@ type savedAs struct {
 }
 
 // current is the open conversation, started when there is none.
-func (c *chatWindow) current() *Conversation {
+func (c *chatPage) current() *Conversation {
 	if c.conv == nil {
 		c.newChat()
 	}
@@ -27,7 +27,7 @@ func (c *chatWindow) current() *Conversation {
 }
 
 // newChat opens a new, empty conversation.
-func (c *chatWindow) newChat() {
+func (c *chatPage) newChat() {
 	if c.cancel != nil {
 		return
 	}
@@ -40,7 +40,7 @@ func (c *chatWindow) newChat() {
 }
 
 // open shows conv.
-func (c *chatWindow) open(conv *Conversation) {
+func (c *chatPage) open(conv *Conversation) {
 	if c.cancel != nil {
 		c.stopGenerating()
 	}
@@ -57,7 +57,7 @@ func (c *chatWindow) open(conv *Conversation) {
 
 // loadConversations reads the saved conversations (on the disk worker) and
 // reopens the newest.
-func (c *chatWindow) loadConversations() {
+func (c *chatPage) loadConversations() {
 	c.m.disk.add(func() {
 		list, notes, err := c.m.store.loadConversations()
 		c.m.post(func() {
@@ -78,7 +78,7 @@ func (c *chatWindow) loadConversations() {
 }
 
 // save writes a copy of conv on the disk worker.
-func (c *chatWindow) save(conv *Conversation) {
+func (c *chatPage) save(conv *Conversation) {
 	snap := *conv
 	snap.Messages = slices.Clone(conv.Messages)
 	c.m.disk.add(func() {
@@ -105,7 +105,7 @@ func (c *chatWindow) save(conv *Conversation) {
 }
 
 // deleteChat deletes the open conversation.
-func (c *chatWindow) deleteChat() {
+func (c *chatPage) deleteChat() {
 	conv := c.conv
 	if conv == nil || c.cancel != nil {
 		return
@@ -136,7 +136,7 @@ func (c *chatWindow) deleteChat() {
 }
 
 // export writes the open conversation as Markdown where the user says.
-func (c *chatWindow) export() {
+func (c *chatPage) export() {
 	conv := c.conv
 	if conv == nil || len(conv.Messages) == 0 {
 		return

@@ -10,7 +10,7 @@ import (
 
 // settingsPanel is the chat's settings: system prompt, sampling, drafting
 // and which engine answers. Every change is saved.
-func (c *chatWindow) settingsPanel() fyne.CanvasObject {
+func (c *chatPage) settingsPanel() fyne.CanvasObject {
 	s := &c.m.set.Chat
 	changed := func() {
 		c.m.saveSettings()
@@ -79,17 +79,17 @@ const engineSettings = "Engine"
 
 // showEngineSettings opens the Engine settings and puts the cursor in the
 // remote server's address.
-func (c *chatWindow) showEngineSettings() {
+func (c *chatPage) showEngineSettings() {
 	for i, it := range c.settings.Items {
 		if it.Title == engineSettings {
 			c.settings.Open(i)
 		}
 	}
-	c.win.Canvas().Focus(c.remoteURL)
+	c.m.win.Canvas().Focus(c.remoteURL)
 }
 
 // showSystem shows the open conversation's system prompt.
-func (c *chatWindow) showSystem() {
+func (c *chatPage) showSystem() {
 	if c.conv != nil && c.system.Text != c.conv.System {
 		on := c.system.OnChanged
 		c.system.OnChanged = nil

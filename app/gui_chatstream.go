@@ -14,7 +14,7 @@ import (
 
 // generator is what the chat streams from now: the remote server when the
 // settings say so, else the loaded local models; label says which.
-func (c *chatWindow) generator() (generator, string, error) {
+func (c *chatPage) generator() (generator, string, error) {
 	if r := c.m.set.Remote; r.Use {
 		if r.URL == "" {
 			return nil, "", errors.New("Enter the remote server's URL in the settings, or switch back to the local models.")
@@ -22,13 +22,13 @@ func (c *chatWindow) generator() (generator, string, error) {
 		return &serve.Remote{BaseURL: r.URL, APIKey: r.Key}, "Remote server " + r.URL, nil
 	}
 	if c.local == nil {
-		return nil, "", errors.New("No model loaded: press Load in the main window (or use a remote server).")
+		return nil, "", errors.New("No model loaded: press Load on the Models page (or use a remote server).")
 	}
 	return c.local, "Local: " + describeConfig(c.localCfg), nil
 }
 
 // sendInput sends the prompt, or resends an edited message.
-func (c *chatWindow) sendInput() {
+func (c *chatPage) sendInput() {
 	text := strings.TrimSpace(c.input.Text)
 	if text == "" || c.cancel != nil {
 		return
@@ -52,7 +52,7 @@ func (c *chatWindow) sendInput() {
 }
 
 // regenerate answers the last user message again.
-func (c *chatWindow) regenerate() {
+func (c *chatPage) regenerate() {
 	conv := c.conv
 	if c.cancel != nil || conv == nil || len(conv.Messages) == 0 {
 		return
@@ -67,13 +67,13 @@ func (c *chatWindow) regenerate() {
 
 // edit puts user message i in the prompt; sending replaces it and drops
 // everything after it.
-func (c *chatWindow) edit(i int) {
+func (c *chatPage) edit(i int) {
 	if c.cancel != nil || c.conv == nil || i >= len(c.conv.Messages) {
 		return
 	}
 	c.editing = i
 	c.input.SetText(c.conv.Messages[i].Content)
-	c.win.Canvas().Focus(c.input)
+	c.m.win.Canvas().Focus(c.input)
 	c.notice.Set(widgets.NoticeInfo, "Editing a message: Ctrl+Enter resends it (the replies after it are replaced), Esc cancels.", "")
 }
 
@@ -85,7 +85,7 @@ type streamChunk struct {
 
 // generate streams an answer to conv's messages into a new assistant
 // message, updating the transcript at most once per frame.
-func (c *chatWindow) generate() {
+func (c *chatPage) generate() {
 	gen, label, err := c.generator()
 	if err != nil {
 		c.notice.Set(widgets.NoticeWarning, sentence(err), "")
@@ -114,7 +114,7 @@ func (c *chatWindow) generate() {
 }
 
 // request is conv as an engine request under the current settings.
-func (c *chatWindow) request(conv *Conversation) engine.Request {
+func (c *chatPage) request(conv *Conversation) engine.Request {
 	var msgs []chat.Message
 	if conv.System != "" {
 		msgs = append(msgs, chat.Message{Role: "system", Content: conv.System})
@@ -128,7 +128,7 @@ func (c *chatWindow) request(conv *Conversation) engine.Request {
 }
 
 // showChunk adds streamed text to message i of conv (main goroutine).
-func (c *chatWindow) showChunk(conv *Conversation, i int, ch streamChunk) {
+func (c *chatPage) showChunk(conv *Conversation, i int, ch streamChunk) {
 	if i >= len(conv.Messages) {
 		return
 	}
@@ -140,7 +140,7 @@ func (c *chatWindow) showChunk(conv *Conversation, i int, ch streamChunk) {
 	c.showMeter(ch.stats)
 }
 
-func (c *chatWindow) showMeter(s engine.Stats) {
+func (c *chatPage) showMeter(s engine.Stats) {
 	text := fmt.Sprintf("%d tokens, %.1f tok/s", s.GeneratedTokens, s.DecodeTokS())
 	if s.Drafted > 0 {
 		text = fmt.Sprintf("acceptance %.0f%% (%d of %d drafted) · %s", 100*s.Acceptance(), s.Accepted, s.Drafted, text)
@@ -149,7 +149,7 @@ func (c *chatWindow) showMeter(s engine.Stats) {
 }
 
 // finished ends a generation: final statistics, save, and any error.
-func (c *chatWindow) finished(conv *Conversation, i int, label string, s engine.Stats, err error) {
+func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.Stats, err error) {
 	c.cancel = nil
 	c.m.frames.setPhase("idle")
 	if i < len(conv.Messages) {
@@ -176,7 +176,7 @@ func (c *chatWindow) finished(conv *Conversation, i int, label string, s engine.
 }
 
 // stopGenerating cancels the generation; what came so far is kept.
-func (c *chatWindow) stopGenerating() {
+func (c *chatPage) stopGenerating() {
 	if c.cancel != nil {
 		c.cancel()
 	}
@@ -184,7 +184,7 @@ func (c *chatWindow) stopGenerating() {
 
 // showTranscript shows the open conversation; message streaming (-1:
 // none) is marked as still being written.
-func (c *chatWindow) showTranscript(streaming int) {
+func (c *chatPage) showTranscript(streaming int) {
 	var msgs []widgets.ChatMessage
 	if c.conv != nil {
 		for i, m := range c.conv.Messages {

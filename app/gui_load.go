@@ -152,6 +152,7 @@ func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 		m.status.SetText("Loading failed.")
 		m.showError("Loading failed.", err)
 	default:
+		m.chat.useLocal(m.model, m.loadedCfg)
 		m.openChat()
 	}
 }
@@ -174,10 +175,8 @@ func (m *mainWindow) unload() {
 		m.draftBorrows = nil
 		m.showModels()
 	}
-	if m.chat != nil {
-		m.chat.stopGenerating()
-		m.chat.useLocal(nil, engine.Config{})
-	}
+	m.chat.stopGenerating()
+	m.chat.useLocal(nil, engine.Config{})
 	served := m.stopServe()
 	m.disk.add(func() {
 		<-served // the server lets go of the models first
@@ -188,25 +187,13 @@ func (m *mainWindow) unload() {
 	m.refreshButtons()
 }
 
-// openChat shows the chat window, making it the first time.
+// openChat shows the chat page with the cursor in the prompt.
 func (m *mainWindow) openChat() {
-	if m.chat == nil {
-		m.chat = newChatWindow(m)
-	}
-	m.chat.useLocal(m.model, m.loadedCfg)
-	if !m.chat.shown && m.frames != nil {
-		// The first Show makes the OS window and its GL context: a cost of
-		// its own in the frame report, apart from loading and streaming.
-		m.frames.setPhase("first chat window")
-		m.post(func() { m.frames.setPhase("idle") })
-	}
-	m.chat.shown = true
-	m.chat.win.Show()
-	m.chat.win.RequestFocus()
-	m.chat.win.Canvas().Focus(m.chat.input)
+	m.pages.Select(m.chatTab)
+	m.win.Canvas().Focus(m.chat.input)
 }
 
-// useRemote takes up the preview's remote-engine hint: the chat window with
+// useRemote takes up the preview's remote-engine hint: the chat page with
 // its Engine settings open.
 func (m *mainWindow) useRemote() {
 	m.openChat()

@@ -18,9 +18,11 @@ import (
 	"github.com/tandem-run/tandem/widgets"
 )
 
-// mainWindow is the first window: the two models, the devices they go on,
-// what each device will hold, and Load. Its fields are touched on the main
-// goroutine only; work that takes time runs on workers and comes back
+// mainWindow is the app's one window. Its Models page holds the two models,
+// the devices they go on and what each device will hold; its Chat page is
+// the chat (chatPage); errors show above both pages, and Load, its
+// progress and the API server below them. Its fields are touched on the
+// main goroutine only; work that takes time runs on workers and comes back
 // through post.
 type mainWindow struct {
 	app    fyne.App
@@ -49,13 +51,15 @@ type mainWindow struct {
 	cancelLoad   context.CancelFunc // non-nil while loading
 	progress     map[string]engine.Progress
 
-	chat *chatWindow
+	chat    *chatPage
+	pages   *container.AppTabs
+	chatTab *container.TabItem
 
 	server         *guiServer // the API server; nil: none
 	serverStopping *guiServer // a stopped server still finishing; nil: none
 
-	notice     *widgets.Notice // notes (demo pair, settings kept aside)
-	errNotice  *widgets.Notice // errors
+	notice     *widgets.Notice // notes on the Models page (demo pair, settings kept aside)
+	errNotice  *widgets.Notice // errors, above both pages
 	targetCard *widgets.ModelCard
 	draftCard  *widgets.ModelCard
 	draftBox   fyne.CanvasObject // drop zone for a dragged-in draft file
@@ -66,7 +70,6 @@ type mainWindow struct {
 	loadBtn    *widget.Button
 	cancelBtn  *widget.Button
 	unloadBtn  *widget.Button
-	chatBtn    *widget.Button
 	serveCtl   *widgets.ServeControl
 	bar        *widget.ProgressBar
 	status     *widget.Label
@@ -125,7 +128,6 @@ func (m *mainWindow) build() {
 	m.loadBtn.Importance = widget.HighImportance
 	m.cancelBtn = widget.NewButtonWithIcon("Cancel", theme.CancelIcon(), m.cancel)
 	m.unloadBtn = widget.NewButtonWithIcon("Unload", theme.MediaStopIcon(), m.unload)
-	m.chatBtn = widget.NewButtonWithIcon("Chat", theme.MailComposeIcon(), m.openChat)
 	m.serveCtl = widgets.NewServeControl()
 	m.serveCtl.OnStart = m.startServe
 	m.serveCtl.OnStop = func() { m.stopServe() }
@@ -133,11 +135,15 @@ func (m *mainWindow) build() {
 	m.status = widget.NewLabel("")
 	m.status.Truncation = fyne.TextTruncateEllipsis
 	bottom := container.NewVBox(
-		container.NewBorder(nil, nil, container.NewHBox(m.loadBtn, m.cancelBtn, m.unloadBtn), m.chatBtn,
+		container.NewBorder(nil, nil, container.NewHBox(m.loadBtn, m.cancelBtn, m.unloadBtn), nil,
 			container.NewVBox(m.bar, m.status)),
 		m.serveCtl)
 
-	m.win.SetContent(container.NewBorder(container.NewVBox(m.notice, m.errNotice), container.NewPadded(bottom), nil, nil, split))
+	m.chat = newChatPage(m)
+	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
+	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
+		container.NewBorder(m.notice, nil, nil, nil, split)), m.chatTab)
+	m.win.SetContent(container.NewBorder(m.errNotice, container.NewPadded(bottom), nil, nil, m.pages))
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},
@@ -146,7 +152,7 @@ func (m *mainWindow) build() {
 		&fyne.MenuItem{Label: "Load", Action: m.startLoad, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyL, Modifier: fyne.KeyModifierShortcutDefault}},
 		&fyne.MenuItem{Label: "Unload", Action: m.unload},
 		&fyne.MenuItem{Label: "Chat", Action: m.openChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyT, Modifier: fyne.KeyModifierShortcutDefault}},
-	)))
+	), m.chat.menu()))
 	m.showLayout()
 	m.refreshButtons()
 }

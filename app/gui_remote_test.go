@@ -7,7 +7,7 @@ import (
 )
 
 // A layout with no fix offers the remote engine in words; taking it opens
-// the chat window at its Engine settings, with the remote address focused.
+// the chat page at its Engine settings, with the remote address focused.
 func TestNoFitOffersRemoteEngine(t *testing.T) {
 	h := newHarness(t, nil, nil)
 	m := h.m
@@ -30,7 +30,8 @@ func TestNoFitOffersRemoteEngine(t *testing.T) {
 	for _, it := range c.settings.Items {
 		open = open || it.Title == engineSettings && it.Open
 	}
-	if !c.win.Content().Visible() || !open || c.win.Canvas().Focused() != c.remoteURL {
-		t.Errorf("the chat's Engine settings are not open at the remote address (open %v, focused %v)", open, c.win.Canvas().Focused())
+	focused := m.win.Canvas().Focused()
+	if m.pages.Selected() != m.chatTab || !open || focused != c.remoteURL {
+		t.Errorf("the chat's Engine settings are not open at the remote address (page %q, open %v, focused %v)", m.pages.Selected().Text, open, focused)
 	}
 }

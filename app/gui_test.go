@@ -79,9 +79,7 @@ func newHarness(t *testing.T, set func(*Settings), load loadFunc) *guiHarness {
 		t.Fatal(err)
 	}
 	m.picker = fakePicker{}
-	// Fyne's test driver finds an object's canvas by taking the newest
-	// window ("cheating", it says), and newMainWindow made the chat window
-	// last: show the main window's content in a window made after it.
+	// The window's content, shown at a desktop size in a test window.
 	h.win = test.NewTempWindow(t, m.win.Content())
 	h.win.Resize(fyne.NewSize(1280, 900))
 	h.m = m

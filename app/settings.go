@@ -51,7 +51,7 @@ type Layout struct {
 	KVType        string    `json:"kv_type,omitempty"` // "f16", "q8_0" or "f32"
 }
 
-// ChatSettings are the sampling and drafting settings of the chat window.
+// ChatSettings are the sampling and drafting settings of the chat page.
 type ChatSettings struct {
 	System      string  `json:"system"`
 	Temperature float64 `json:"temperature"`
@@ -66,7 +66,7 @@ type ChatSettings struct {
 	Lookup      bool    `json:"lookup"`
 }
 
-// Remote is an OpenAI-compatible server the chat window can talk to
+// Remote is an OpenAI-compatible server the chat page can talk to
 // instead of the local engine.
 type Remote struct {
 	Use bool   `json:"use"`
