@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts the real app under Xvfb on a fresh config and cache (so it opens on
-# the bundled demo pair), loads the pair with Ctrl+L, sends one chat message
-# and writes PNGs of the main and chat windows, plus the UI thread's frame
-# gaps (frames.json).
+# the bundled demo pair), loads the pair with Ctrl+L (the window then shows
+# its Chat page), sends one chat message and writes PNGs of the window's
+# Models page (main.png) and Chat page (chat.png), plus the UI thread's
+# frame gaps (frames.json).
 #
 #   packaging/screenshot.sh [OUT_DIR]     (default: packaging/screenshots)
 #
@@ -57,22 +58,25 @@ mark loading
 
 xdotool windowfocus "$main"
 xdotool key --window "$main" ctrl+l
-chat=$(waitwin 'chat')
-mark chat window mapped
-sleep 1
+sleep 2 # the demo pair loads in well under a second; the prompt then has the focus
 mark typing
-xdotool windowfocus "$chat"
 xdotool type --delay 30 "Tell me a fortune."
 xdotool key ctrl+Return
 
 # The conversation is saved with its finish reason once the answer is done.
+answered() { grep -qs '"finish_reason"' "$XDG_CONFIG_HOME"/tandem/conversations/*.json; }
 for _ in $(seq 300); do
-	grep -qs '"finish_reason"' "$XDG_CONFIG_HOME"/tandem/conversations/*.json && break
+	answered && break
 	sleep 0.2
 done
+if ! answered; then
+	echo "screenshot.sh: no answer was saved; the app said:" >&2
+	cat "$work/app.log" >&2
+	exit 1
+fi
 mark answer saved
 sleep 1
-import -window "$chat" "$out/chat.png"
+import -window "$main" "$out/chat.png"
 
 kill -TERM "$app_pid"
 wait "$app_pid" || true
