@@ -291,9 +291,14 @@ func TestSoftmax(t *testing.T) {
 
 func TestArgmaxTopK(t *testing.T) {
 	h := newHarness(t)
-	const vocab = 151936
-	for _, ties := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ties=%v", ties), func(t *testing.T) {
+	// 151936: Qwen3's vocabulary, rows 16-byte aligned; 8195: the second
+	// row starts unaligned and the first ends in a partial vector.
+	for _, c := range []struct {
+		vocab int
+		ties  bool
+	}{{151936, false}, {151936, true}, {8195, false}, {8195, true}} {
+		vocab, ties := c.vocab, c.ties
+		t.Run(fmt.Sprintf("n=%d,ties=%v", vocab, ties), func(t *testing.T) {
 			h.t = t
 			var x *pair
 			x = h.tensor(quant.F32, 2, vocab, func() []byte {

@@ -16,17 +16,18 @@ enum {
 };
 
 // grid_dep_begin opens every kernel. On sm_90 and later the backend
-// launches kernels with programmatic dependent launch: a kernel's blocks may
-// be scheduled while the kernel before it in the stream still runs, which
-// hides the launch gap between the two. So each kernel first waits for its
-// predecessor to finish and its writes to be visible (griddepcontrol.wait),
-// and only then lets its own successor be scheduled. Nothing may touch
-// global memory before this call. Older targets order launches as usual
-// and compile it to nothing.
+// launches kernels with programmatic dependent launch, so the driver
+// prepares a kernel's launch while the kernel before it in the stream still
+// runs; each kernel therefore first waits for its predecessor to finish and
+// its writes to be visible (griddepcontrol.wait). Nothing may touch global
+// memory before this call. A kernel does not signal its successor early
+// (griddepcontrol.launch_dependents): on the H200 that put the successor's
+// blocks on the multiprocessors to wait there, and decode lost 1-16%
+// against this (kernels/cuda/NOTES.md, call 12). Older targets order
+// launches as usual and compile this to nothing.
 __device__ __forceinline__ void grid_dep_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -87,14 +87,40 @@ __device__ __forceinline__ void block_best(float* v, int* i, float* sv, int* si)
     warp_best(v, i);
 }
 
-extern "C" __global__ void argmax(const float* __restrict__ x, long long xstride, int* __restrict__ out, int n) {
+// argmax: one block per row. Each thread keeps four 16-byte loads in
+// flight (the row is read once, by one multiprocessor, so the time is
+// round trips to memory), then the block reduces.
+extern "C" __global__ void __launch_bounds__(1024)
+    argmax(const float* __restrict__ x, long long xstride, int* __restrict__ out, int n) {
     grid_dep_begin();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float* xr = x + blockIdx.x * xstride;
     float bv = -INFINITY;
     int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    int done = 0;
+    if (((size_t)xr & 15) == 0) {
+        const float4* xv = (const float4*)xr;
+        int nv = n >> 2, step = blockDim.x;
+        for (int j = threadIdx.x; j < nv; j += 4 * step) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int jj = j + u * step;
+                v[u] = jj < nv ? __ldg(xv + jj) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int i = 4 * (j + u * step);
+                if (better(v[u].x, i, bv, bi)) { bv = v[u].x; bi = i; }
+                if (better(v[u].y, i + 1, bv, bi)) { bv = v[u].y; bi = i + 1; }
+                if (better(v[u].z, i + 2, bv, bi)) { bv = v[u].z; bi = i + 2; }
+                if (better(v[u].w, i + 3, bv, bi)) { bv = v[u].w; bi = i + 3; }
+            }
+        }
+        done = nv << 2;
+    }
+    for (int i = done + threadIdx.x; i < n; i += blockDim.x)
         if (better(xr[i], i, bv, bi)) { bv = xr[i]; bi = i; }
     block_best(&bv, &bi, sv, si);
     if (threadIdx.x == 0) out[blockIdx.x] = bi < n ? bi : 0;
