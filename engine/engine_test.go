@@ -20,7 +20,11 @@ type oraclePrompt struct {
 	Text   string  `json:"text"`
 	IDs    []int32 `json:"ids"`
 	Target struct {
-		Greedy []int32 `json:"greedy"`
+		Greedy  []int32 `json:"greedy"`
+		Teacher struct {
+			TopIDs    [][]int32   `json:"top_ids"`
+			TopLogits [][]float64 `json:"top_logits"`
+		} `json:"teacher"`
 	} `json:"target"`
 	Speculative struct {
 		K        int     `json:"k"`

@@ -3,13 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/kernels/cuda"
 )
 
@@ -94,12 +97,17 @@ func TestGPUMemoryPlacedMatchesPlan(t *testing.T) {
 				time.Sleep(2 * time.Second) // let the sampler see this state
 			}
 			report("after load")
-			// A full batch and some decode steps touch every scratch buffer.
+			// One token, then a full batch and some decode steps, which
+			// touch every scratch buffer.
 			rng := rand.New(rand.NewPCG(1, 2))
 			tokens := make([]int32, r.Plan().Batch)
 			for i := range tokens {
 				tokens[i] = int32(rng.IntN(r.Info().Target.VocabSize))
 			}
+			if _, err := r.Forward(context.Background(), tokens[:1], 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			report("after one token")
 			if _, err := r.Forward(context.Background(), tokens, 0, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -111,4 +119,52 @@ func TestGPUMemoryPlacedMatchesPlan(t *testing.T) {
 			report("after a batch and 16 steps")
 		})
 	}
+}
+
+// The oracle's teacher-forced check on the backend under test: over every
+// prompt and its reference continuation, the F16 target's top-1 at each
+// position is the reference's and its reference logits are within 2e-3 of
+// the largest. engine/model's TestOracleTeacherForced makes the same check
+// on the CPU; this one runs where -engine.backend puts the model (the GPU
+// machine runs it with cuda).
+func TestOracleTeacherForcedOnBackend(t *testing.T) {
+	if *backend == "cpu" {
+		t.Skip("engine/model's TestOracleTeacherForced covers the CPU")
+	}
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Context: 256})
+	worst := 0.0
+	for pi, p := range loadOracle(t) {
+		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
+		ref := p.Target.Teacher
+		if len(ref.TopIDs) != len(seq) {
+			t.Fatalf("prompt %d: %d reference positions for %d tokens", pi, len(ref.TopIDs), len(seq))
+		}
+		rows := make([]int, len(seq))
+		for i := range rows {
+			rows[i] = i
+		}
+		logits, err := r.Forward(context.Background(), seq, 0, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vocab := len(logits) / len(rows)
+		for pos := range seq {
+			row := logits[pos*vocab : (pos+1)*vocab]
+			scale := 0.0
+			for _, v := range ref.TopLogits[pos] {
+				scale = max(scale, math.Abs(v))
+			}
+			if got, want := sample.Argmax(row), ref.TopIDs[pos][0]; got != want {
+				t.Errorf("prompt %d position %d: top-1 %d, reference %d", pi, pos, got, want)
+			}
+			for j, id := range ref.TopIDs[pos] {
+				d := math.Abs(float64(row[id])-ref.TopLogits[pos][j]) / scale
+				worst = max(worst, d)
+				if d > 2e-3 {
+					t.Errorf("prompt %d position %d: logit of %d = %.5f, reference %.5f", pi, pos, id, row[id], ref.TopLogits[pos][j])
+				}
+			}
+		}
+	}
+	t.Logf("largest logit error on %s: %.2e of the largest reference logit", *backend, worst)
 }

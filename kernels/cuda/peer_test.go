@@ -134,7 +134,7 @@ func checkCopyOrdered(t *testing.T, open func(testing.TB) (*Backend, *Backend)) 
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -179,12 +179,53 @@ func benchCopy(b *testing.B, from, to *Backend, n int64) {
 	}
 	src, dst := kernels.NewTensor(sb, quant.F32, 1, int(n/4), 0), kernels.NewTensor(db, quant.F32, 1, int(n/4), 0)
 	b.SetBytes(n)
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if err := to.CopyFrom(dst, from, src); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := errors.Join(to.Sync(), from.Sync(), from.Free(sb), to.Free(db)); err != nil {
+	if err := errors.Join(to.Sync(), from.Sync()); err != nil { // the copies are timed to their end
 		b.Fatal(err)
 	}
+	b.StopTimer()
+	if err := errors.Join(from.Free(sb), to.Free(db)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPeerSetupMemory reports what the driver takes on each GPU,
+// beyond the backends' own allocations, when GPUs 0 and 1 first exchange
+// data (the first CopyFrom each way enables peer access): MiB-gpu0 and
+// MiB-gpu1, memory the planner's per-GPU context figure must cover.
+func BenchmarkPeerSetupMemory(b *testing.B) {
+	g0, g1 := openPeers(b)
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
+	const n = 16 << 10
+	var t [2]kernels.Tensor
+	for i, be := range []*Backend{g0, g1} {
+		buf, err := be.Alloc(lbl, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t[i] = kernels.NewTensor(buf, quant.F32, 1, n/4, 0)
+	}
+	free := func() (f [2]int64) {
+		for i, be := range []*Backend{g0, g1} {
+			var err error
+			if f[i], _, err = be.MemoryInfo(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return f
+	}
+	before := free()
+	for b.Loop() {
+		must(b, g1.CopyFrom(t[1], g0, t[0]))
+		must(b, g0.CopyFrom(t[0], g1, t[1]))
+		must(b, errors.Join(g0.Sync(), g1.Sync()))
+	}
+	after := free()
+	b.ReportMetric(float64(before[0]-after[0])/(1<<20), "MiB-gpu0")
+	b.ReportMetric(float64(before[1]-after[1])/(1<<20), "MiB-gpu1")
 }
