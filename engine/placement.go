@@ -38,6 +38,7 @@ var ErrNoFit = errors.New("placement does not fit")
 type placed struct {
 	plan     *plan.Plan
 	backends map[int]kernels.Backend
+	gpu      *cuda.Worker // the thread all CUDA backends share; nil: none
 }
 
 // loadPlaced plans cfg.Placement for the target tf and draft df, refuses a
@@ -74,7 +75,7 @@ func (r *Runner) loadPlaced(ctx context.Context, tf, df *gguf.File, progress fun
 	}
 	r.placed = &placed{plan: p, backends: map[int]kernels.Backend{}}
 	for _, b := range p.Devices {
-		be, err := openDevice(b.Device, r.cfg.Threads)
+		be, err := r.placed.open(b.Device, r.cfg.Threads)
 		if err != nil {
 			return err
 		}
@@ -125,9 +126,10 @@ func noFit(p *plan.Plan) error {
 	return fmt.Errorf("engine: %w: %s", ErrNoFit, msg)
 }
 
-// openDevice opens the backend of one device; a virtual one is capped at
-// its size.
-func openDevice(d device.Device, threads int) (kernels.Backend, error) {
+// open opens the backend of one device; a virtual one is capped at its
+// size. The CUDA devices share one driver thread (cuda.Worker), so that
+// activations crossing between them wait on no hand-off between threads.
+func (p *placed) open(d device.Device, threads int) (kernels.Backend, error) {
 	var limit int64
 	if d.Virtual {
 		limit = int64(d.Capacity())
@@ -140,7 +142,14 @@ func openDevice(d device.Device, threads int) (kernels.Backend, error) {
 	if d.Virtual {
 		ordinal = d.Physical
 	}
-	be, err := cuda.Open(cuda.Options{Ordinal: ordinal, Name: name, MemoryLimit: limit})
+	if p.gpu == nil {
+		w, err := cuda.NewWorker()
+		if err != nil {
+			return nil, fmt.Errorf("engine: device %d: %w", d.Index, err)
+		}
+		p.gpu = w
+	}
+	be, err := cuda.Open(cuda.Options{Ordinal: ordinal, Name: name, MemoryLimit: limit, Worker: p.gpu})
 	if err != nil {
 		return nil, fmt.Errorf("engine: device %d: %w", d.Index, err)
 	}
@@ -181,11 +190,14 @@ func (r *Runner) usage() kernels.Usage {
 	return sum
 }
 
-// close releases the device backends of a placement.
+// close releases the device backends of a placement, then their thread.
 func (p *placed) close() error {
 	var errs []error
 	for _, be := range p.backends {
 		errs = append(errs, be.Close())
+	}
+	if p.gpu != nil {
+		errs = append(errs, p.gpu.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -25,6 +26,9 @@ type Options struct {
 	// instead of the ones embedded in the binary; for trying kernels
 	// without a rebuild.
 	Kernels fs.FS
+	// Worker is the thread to make this backend's driver calls on, shared
+	// with other backends (see Worker); nil: a thread of its own.
+	Worker *Worker
 	// SerialLaunch turns programmatic dependent launch off on GPUs that
 	// have it (compute capability 9.0 and later): each kernel is then
 	// scheduled only once the one before it has finished, as on older
@@ -107,6 +111,9 @@ type Backend struct {
 
 	drv     *driver
 	w       *worker
+	ownW    bool        // w is this backend's alone, stopped by Close
+	errs    pending     // failures of posted work, reported by the next wait
+	gone    atomic.Bool // closed: its context is released, calls fail
 	dev     cuDevice
 	ctx     cuContext
 	stream  cuStream
@@ -185,8 +192,15 @@ func Open(o Options) (*Backend, error) {
 	if info.ComputeMajor >= 9 && d.cuLaunchKernelEx != 0 && !o.SerialLaunch && hasDir(kernelFS, dependentPTX) {
 		variant, be.depend = dependentPTX, true
 	}
-	be.w, err = startWorker(func() error { return be.setup(o.Ordinal, kernelFS, variant) })
-	if err != nil {
+	if o.Worker != nil {
+		be.w = o.Worker.w
+	} else {
+		be.w, be.ownW = newWorker(d), true
+	}
+	if err := be.w.do(0, nil, func() error { return be.setup(o.Ordinal, kernelFS, variant) }); err != nil {
+		if be.ownW {
+			be.w.stop()
+		}
 		be.args.pin.Unpin()
 		return nil, err
 	}
@@ -207,7 +221,7 @@ func (be *Backend) setup(ordinal int, kernelFS fs.FS, variant string) (err error
 			be.teardown()
 		}
 	}()
-	if err = d.setCurrent(be.ctx); err != nil {
+	if err = be.w.use(be.ctx); err != nil {
 		return err
 	}
 	if be.stream, err = d.streamCreate(); err != nil {
@@ -230,6 +244,7 @@ func (be *Backend) teardown() error {
 	}
 	if be.ctx != 0 {
 		errs = append(errs, d.releasePrimary(be.dev))
+		be.w.forget(be.ctx)
 		be.ctx = 0
 	}
 	return errors.Join(errs...)
@@ -248,7 +263,7 @@ func (be *Backend) DependentLaunch() bool { return be.depend }
 // MemoryInfo is the driver's free and total memory of the whole GPU (all
 // processes, all virtual devices on it).
 func (be *Backend) MemoryInfo() (free, total int64, err error) {
-	err = be.w.do(func() error {
+	err = be.do(func() error {
 		free, total, err = be.drv.memInfo()
 		return err
 	})
@@ -257,7 +272,24 @@ func (be *Backend) MemoryInfo() (free, total int64, err error) {
 
 // Sync waits for all enqueued work and reports its first error.
 func (be *Backend) Sync() error {
-	return be.w.do(func() error { return be.drv.streamSync(be.stream) })
+	return be.do(func() error { return be.drv.streamSync(be.stream) })
+}
+
+// post queues f on the backend's thread, with its context current.
+func (be *Backend) post(f func() error) error {
+	if be.gone.Load() {
+		return ErrClosed
+	}
+	return be.w.post(be.ctx, &be.errs, f)
+}
+
+// do runs f on the backend's thread, with its context current, and waits;
+// it reports the first failure of earlier posted work before f's.
+func (be *Backend) do(f func() error) error {
+	if be.gone.Load() {
+		return ErrClosed
+	}
+	return be.w.do(be.ctx, &be.errs, f)
 }
 
 // Close frees every buffer, the workspace too, and releases the device.
@@ -273,7 +305,7 @@ func (be *Backend) Close() error {
 	be.live = map[*buffer]struct{}{}
 	be.mu.Unlock()
 	linkErr := be.closeLinks()
-	err := be.w.stop(func() error {
+	err := be.do(func() error {
 		errs := []error{be.drv.streamSync(be.stream)}
 		for b := range live {
 			if b.ptr != 0 {
@@ -283,6 +315,10 @@ func (be *Backend) Close() error {
 		errs = append(errs, be.teardown())
 		return errors.Join(errs...)
 	})
+	be.gone.Store(true)
+	if be.ownW {
+		be.w.stop()
+	}
 	be.args.pin.Unpin()
 	return errors.Join(linkErr, err)
 }

@@ -30,7 +30,7 @@ func (be *Backend) Alloc(label kernels.Label, size int64) (kernels.Buffer, error
 		return nil, err
 	}
 	if size > 0 {
-		err = be.w.do(func() error { return be.drv.memset8(b.ptr, 0, size, be.stream) })
+		err = be.do(func() error { return be.drv.memset8(b.ptr, 0, size, be.stream) })
 	}
 	if err != nil {
 		be.Free(b)
@@ -60,7 +60,7 @@ func (be *Backend) alloc(label kernels.Label, size int64) (*buffer, error) {
 	b := &buffer{be: be, size: size, label: label}
 	var err error
 	if size > 0 {
-		err = be.w.do(func() error {
+		err = be.do(func() error {
 			b.ptr, err = be.drv.memAlloc(size)
 			return err
 		})
@@ -86,7 +86,7 @@ func (be *Backend) Upload(label kernels.Label, data []byte) (kernels.Buffer, err
 		return nil, err
 	}
 	if len(data) > 0 {
-		err = be.w.do(func() error {
+		err = be.do(func() error {
 			if err := be.drv.copyHtoD(b.ptr, unsafe.Pointer(&data[0]), int64(len(data)), be.stream); err != nil {
 				return err
 			}
@@ -131,7 +131,7 @@ func (be *Backend) Free(b kernels.Buffer) error {
 	if cb.ptr == 0 {
 		return nil
 	}
-	return be.w.do(func() error { return be.drv.memFree(cb.ptr) })
+	return be.do(func() error { return be.drv.memFree(cb.ptr) })
 }
 
 // Usage is the bytes held per label.
@@ -177,11 +177,11 @@ func (be *Backend) Write(dst kernels.Tensor, src []byte) error {
 	}
 	if len(src) <= queuedWriteBytes {
 		b := slices.Clone(src)
-		return be.w.post(func() error {
+		return be.post(func() error {
 			return be.drv.copyHtoD(p, unsafe.Pointer(&b[0]), int64(len(b)), be.stream)
 		})
 	}
-	return be.w.do(func() error {
+	return be.do(func() error {
 		return be.drv.copyHtoD(p, unsafe.Pointer(&src[0]), int64(len(src)), be.stream)
 	})
 }
@@ -195,7 +195,7 @@ func (be *Backend) Read(dst []byte, src kernels.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return be.w.do(func() error {
+	return be.do(func() error {
 		if err := be.drv.copyDtoH(unsafe.Pointer(&dst[0]), p, int64(len(dst)), be.stream); err != nil {
 			return err
 		}
@@ -222,10 +222,10 @@ func (be *Backend) Copy(dst, src kernels.Tensor) error {
 		return err
 	}
 	if dst.Packed() && src.Packed() {
-		return be.w.do(func() error { return be.drv.copyDtoD(d, s, src.Bytes(), be.stream) })
+		return be.do(func() error { return be.drv.copyDtoD(d, s, src.Bytes(), be.stream) })
 	}
 	row := src.RowBytes()
-	return be.w.do(func() error {
+	return be.do(func() error {
 		for r := 0; r < src.Rows; r++ {
 			if err := be.drv.copyDtoD(d+devicePtr(int64(r)*dst.Stride), s+devicePtr(int64(r)*src.Stride), row, be.stream); err != nil {
 				return err

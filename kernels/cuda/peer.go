@@ -61,24 +61,13 @@ func (be *Backend) CopyFrom(dst kernels.Tensor, from kernels.Backend, src kernel
 	}
 	n := src.Bytes()
 	if sb == be {
-		return be.w.post(func() error { return be.drv.copyDtoD(d, s, n, be.stream) })
+		return be.post(func() error { return be.drv.copyDtoD(d, s, n, be.stream) })
 	}
 	link, err := be.link(sb)
 	if err != nil {
 		return err
 	}
-	// Each closure below waits only for one posted before it, on the other
-	// worker, so the two threads cannot wait for each other.
-	recorded, copied := make(chan struct{}), make(chan struct{})
-	if err := sb.w.post(func() error {
-		defer close(recorded)
-		return sb.drv.eventRecord(link.sent, sb.stream)
-	}); err != nil {
-		return err
-	}
-	if err := be.w.post(func() error {
-		defer close(copied)
-		<-recorded
+	copyTo := func() error {
 		if err := be.drv.streamWaitEvent(be.stream, link.sent); err != nil {
 			return err
 		}
@@ -92,11 +81,47 @@ func (be *Backend) CopyFrom(dst kernels.Tensor, from kernels.Backend, src kernel
 			return err
 		}
 		return be.drv.eventRecord(link.taken, be.stream)
+	}
+	if sb.w == be.w {
+		// One thread makes both backends' calls: the whole exchange is one
+		// job, switching contexts, in the order of everything else.
+		return be.post(func() error {
+			if err := be.w.use(sb.ctx); err != nil {
+				return err
+			}
+			if err := sb.drv.eventRecord(link.sent, sb.stream); err != nil {
+				return err
+			}
+			if err := be.w.use(be.ctx); err != nil {
+				return err
+			}
+			if err := copyTo(); err != nil {
+				return err
+			}
+			if err := be.w.use(sb.ctx); err != nil {
+				return err
+			}
+			return sb.drv.streamWaitEvent(sb.stream, link.taken)
+		})
+	}
+	// Two threads: each closure below waits only for one posted before it,
+	// on the other thread, so the two cannot wait for each other.
+	recorded, copied := make(chan struct{}), make(chan struct{})
+	if err := sb.post(func() error {
+		defer close(recorded)
+		return sb.drv.eventRecord(link.sent, sb.stream)
+	}); err != nil {
+		return err
+	}
+	if err := be.post(func() error {
+		defer close(copied)
+		<-recorded
+		return copyTo()
 	}); err != nil {
 		<-recorded
 		return err
 	}
-	return sb.w.post(func() error {
+	return sb.post(func() error {
 		<-copied
 		return sb.drv.streamWaitEvent(sb.stream, link.taken)
 	})
@@ -111,7 +136,7 @@ func (be *Backend) link(sb *Backend) (*peerLink, error) {
 		return l, nil
 	}
 	l := &peerLink{from: sb}
-	err := sb.w.do(func() error {
+	err := sb.do(func() error {
 		var err error
 		l.sent, err = sb.drv.eventCreate(false)
 		return err
@@ -119,7 +144,7 @@ func (be *Backend) link(sb *Backend) (*peerLink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %s: link from %s: %w", be.name, sb.name, err)
 	}
-	err = be.w.do(func() error {
+	err = be.do(func() error {
 		var err error
 		if l.taken, err = be.drv.eventCreate(false); err != nil {
 			return err
@@ -135,9 +160,9 @@ func (be *Backend) link(sb *Backend) (*peerLink, error) {
 		return be.drv.enablePeer(sb.ctx)
 	})
 	if err != nil {
-		errs := []error{err, sb.w.do(func() error { return sb.drv.eventDestroy(l.sent) })}
+		errs := []error{err, sb.do(func() error { return sb.drv.eventDestroy(l.sent) })}
 		if l.taken != 0 {
-			errs = append(errs, be.w.do(func() error { return be.drv.eventDestroy(l.taken) }))
+			errs = append(errs, be.do(func() error { return be.drv.eventDestroy(l.taken) }))
 		}
 		return nil, fmt.Errorf("cuda: %s: link from %s: %w", be.name, sb.name, errors.Join(errs...))
 	}
@@ -158,11 +183,11 @@ func (be *Backend) closeLinks() error {
 	be.peers.mu.Unlock()
 	var errs []error
 	for _, l := range links {
-		err := l.from.w.do(func() error { return l.from.drv.eventDestroy(l.sent) })
+		err := l.from.do(func() error { return l.from.drv.eventDestroy(l.sent) })
 		if !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
-		errs = append(errs, be.w.do(func() error { return be.drv.eventDestroy(l.taken) }))
+		errs = append(errs, be.do(func() error { return be.drv.eventDestroy(l.taken) }))
 	}
 	return errors.Join(errs...)
 }

@@ -12,41 +12,65 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-// openPair opens two virtual devices on GPU 0, each with its own stream.
-func openPair(t testing.TB) (*Backend, *Backend) {
-	a := openGPU(t)
+// threads are the two ways backends make their driver calls: each on a
+// thread of its own, or both on one shared Worker.
+var threads = []struct {
+	name   string
+	shared bool
+}{{"own threads", false}, {"shared thread", true}}
+
+// openOn opens the GPU of ordinal as a backend named name, on w's thread
+// (nil: its own), closed when the test ends.
+func openOn(t testing.TB, ordinal int, name string, w *Worker) *Backend {
 	o := testOptions()
-	o.Name = "cuda0-b"
-	b, err := Open(o)
+	o.Ordinal, o.Name, o.Worker = ordinal, name, w
+	be, err := Open(o)
+	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrInvalidDevice) {
+		t.Skipf("no CUDA device %d: %v", ordinal, err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
+		if err := be.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return a, b
+	return be
+}
+
+// sharedWorker is a Worker closed after the backends on it (cleanups run
+// last-in first-out), or nil when shared is false.
+func sharedWorker(t testing.TB, shared bool) *Worker {
+	if !shared {
+		return nil
+	}
+	w, err := NewWorker()
+	if errors.Is(err, ErrNoDriver) {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// openPair opens two virtual devices on GPU 0, each with its own stream.
+func openPair(t testing.TB, shared bool) (*Backend, *Backend) {
+	w := sharedWorker(t, shared)
+	return openOn(t, 0, "cuda0", w), openOn(t, 0, "cuda0-b", w)
 }
 
 // openPeers opens GPUs 0 and 1, or skips on a machine with fewer, and logs
 // whether each can reach the other's memory directly.
-func openPeers(t testing.TB) (*Backend, *Backend) {
-	a := openGPU(t)
+func openPeers(t testing.TB, shared bool) (*Backend, *Backend) {
+	w := sharedWorker(t, shared)
+	a := openOn(t, 0, "cuda0", w)
 	if n, err := a.drv.deviceCount(); err != nil || n < 2 {
 		t.Skipf("needs two GPUs: %d found (%v)", n, err)
 	}
-	o := testOptions()
-	o.Ordinal = 1
-	b, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	b := openOn(t, 1, "cuda1", w)
 	for _, p := range [][2]*Backend{{a, b}, {b, a}} {
 		ok, err := p[0].drv.canAccessPeer(p[0].dev, p[1].dev)
 		if err != nil {
@@ -60,16 +84,25 @@ func openPeers(t testing.TB) (*Backend, *Backend) {
 // CopyFrom is ordered on both streams without a host wait: the copy sees
 // the source's earlier programs and not its later ones, and the
 // destination's later programs see the copy; between virtual devices of one
-// GPU and, given two, between GPUs both ways.
+// GPU and, given two, between GPUs both ways; with the backends on threads
+// of their own and on one shared thread.
 func TestCopyFromOrdered(t *testing.T) {
-	t.Run("virtual devices of GPU 0", func(t *testing.T) { checkCopyOrdered(t, openPair) })
-	t.Run("GPU 0 to GPU 1", func(t *testing.T) { checkCopyOrdered(t, openPeers) })
-	t.Run("GPU 1 to GPU 0", func(t *testing.T) {
-		checkCopyOrdered(t, func(t testing.TB) (*Backend, *Backend) {
-			a, b := openPeers(t)
-			return b, a
+	for _, th := range threads {
+		t.Run(th.name, func(t *testing.T) {
+			t.Run("virtual devices of GPU 0", func(t *testing.T) {
+				checkCopyOrdered(t, func(t testing.TB) (*Backend, *Backend) { return openPair(t, th.shared) })
+			})
+			t.Run("GPU 0 to GPU 1", func(t *testing.T) {
+				checkCopyOrdered(t, func(t testing.TB) (*Backend, *Backend) { return openPeers(t, th.shared) })
+			})
+			t.Run("GPU 1 to GPU 0", func(t *testing.T) {
+				checkCopyOrdered(t, func(t testing.TB) (*Backend, *Backend) {
+					a, b := openPeers(t, th.shared)
+					return b, a
+				})
+			})
 		})
-	})
+	}
 }
 
 // checkCopyOrdered copies from the first backend open returns to the second.
@@ -145,23 +178,32 @@ func must(t testing.TB, err error) {
 // devices, the exchange of a tensor split: bytes/s of the copy with its
 // two-stream ordering.
 func BenchmarkCopyFrom(b *testing.B) {
-	x, y := openPair(b)
-	benchCopy(b, x, y, 4*2048)
+	for _, th := range threads {
+		b.Run(th.name, func(b *testing.B) {
+			x, y := openPair(b, th.shared)
+			benchCopy(b, x, y, 4*2048)
+		})
+	}
 }
 
-// BenchmarkPeerCopy moves bytes between GPUs 0 and 1, both ways: an 8B
-// model's activation row (16 KiB, a decode step's exchange), a 512-token
-// batch of them (8 MiB, a prefill's) and 256 MiB (the link's bandwidth).
-// It skips on a machine with one GPU.
+// BenchmarkPeerCopy moves bytes between GPUs 0 and 1, both ways, with the
+// backends on threads of their own and on one: an 8B model's activation
+// row (16 KiB, a decode step's exchange), a 512-token batch of them (8 MiB,
+// a prefill's) and 256 MiB (the link's bandwidth). It skips on a machine
+// with one GPU.
 func BenchmarkPeerCopy(b *testing.B) {
-	g0, g1 := openPeers(b)
-	for _, n := range []int64{16 << 10, 8 << 20, 256 << 20} {
-		for _, dir := range []struct {
-			name     string
-			from, to *Backend
-		}{{"0to1", g0, g1}, {"1to0", g1, g0}} {
-			b.Run(fmt.Sprintf("%s/%dKiB", dir.name, n>>10), func(b *testing.B) { benchCopy(b, dir.from, dir.to, n) })
-		}
+	for _, th := range threads {
+		b.Run(th.name, func(b *testing.B) {
+			g0, g1 := openPeers(b, th.shared)
+			for _, n := range []int64{16 << 10, 8 << 20, 256 << 20} {
+				for _, dir := range []struct {
+					name     string
+					from, to *Backend
+				}{{"0to1", g0, g1}, {"1to0", g1, g0}} {
+					b.Run(fmt.Sprintf("%s/%dKiB", dir.name, n>>10), func(b *testing.B) { benchCopy(b, dir.from, dir.to, n) })
+				}
+			}
+		})
 	}
 }
 
@@ -199,7 +241,7 @@ func benchCopy(b *testing.B, from, to *Backend, n int64) {
 // data (the first CopyFrom each way enables peer access): MiB-gpu0 and
 // MiB-gpu1, memory the planner's per-GPU context figure must cover.
 func BenchmarkPeerSetupMemory(b *testing.B) {
-	g0, g1 := openPeers(b)
+	g0, g1 := openPeers(b, false)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
 	const n = 16 << 10
 	var t [2]kernels.Tensor

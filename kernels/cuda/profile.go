@@ -25,7 +25,7 @@ type profiler struct {
 // SetProfiling turns per-kernel timing of program runs on or off; Profile
 // reports what was timed since it was turned on.
 func (be *Backend) SetProfiling(on bool) error {
-	return be.w.do(func() error {
+	return be.do(func() error {
 		if !on {
 			err := be.prof.destroy(be.drv)
 			be.prof = nil
@@ -42,7 +42,7 @@ func (be *Backend) SetProfiling(on bool) error {
 // the largest first.
 func (be *Backend) Profile() ([]KernelTime, error) {
 	var out []KernelTime
-	err := be.w.do(func() error {
+	err := be.do(func() error {
 		if be.prof == nil {
 			return fmt.Errorf("cuda: profiling is off")
 		}

@@ -348,15 +348,15 @@ func (p *program) Run(ctx context.Context) error {
 	}
 	p.runs++
 	if be.profiling() {
-		return be.w.post(func() error { return be.prof.runProfiled(be, p.steps) })
+		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
 	switch {
 	case p.exec != 0:
-		return be.w.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })
+		return be.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })
 	case p.runs >= 2 && !p.noGraph:
-		return be.w.post(func() error { return p.capture(ctx) })
+		return be.post(func() error { return p.capture(ctx) })
 	}
-	return be.w.post(func() error { return p.eager(ctx) })
+	return be.post(func() error { return p.eager(ctx) })
 }
 
 func (p *program) eager(ctx context.Context) error {
@@ -408,7 +408,7 @@ func (p *program) dropGraph() error {
 		return nil
 	}
 	be := p.be
-	err := be.w.do(func() error {
+	err := be.do(func() error {
 		var errs []error
 		if p.exec != 0 {
 			errs = append(errs, be.drv.graphExecDestroy(p.exec))

@@ -5,89 +5,140 @@ import (
 	"sync"
 )
 
-// worker runs every driver call for one device on one locked OS thread,
-// because a CUDA context is current per thread and Go would otherwise move
-// the calling goroutine between threads (seen: CUresult 201 after a syscall).
+// worker runs driver calls on one locked OS thread, because a CUDA context
+// is current per thread and Go would otherwise move the calling goroutine
+// between threads (seen: CUresult 201 after a syscall).
 //
-// Work is posted as closures. post does not wait: kernels are queued on the
-// device stream anyway, so waiting per launch would only add a thread
-// hand-off. The first error of posted work is kept and returned by the next
-// do, like the driver's own sticky errors.
+// Work is posted as jobs, each with the context to make current first: one
+// thread can serve several backends (several GPUs, or virtual devices of
+// one), switching contexts between their jobs, so that their calls are
+// made in exactly the order the program made them and a copy between two
+// of them is one job rather than a hand-off between threads (peer.go).
+//
+// post does not wait: kernels are queued on the device stream anyway, so
+// waiting per launch would only add a thread hand-off. The first error of a
+// backend's posted work is kept and returned by its next do, like the
+// driver's own sticky errors.
 type worker struct {
-	jobs chan func() error
+	drv  *driver
+	jobs chan job
 	done chan struct{}
+	cur  cuContext // current on the thread; touched only there
 
 	sendMu   sync.Mutex // guards closed and sends on jobs
 	closed   bool
-	errMu    sync.Mutex // guards err; never held while sending
-	err      error      // first error of posted work, not yet reported
 	stopOnce sync.Once
 }
 
-// startWorker starts the thread and runs setup on it (making a context
-// current); a setup error stops the worker and is returned.
-func startWorker(setup func() error) (*worker, error) {
-	w := &worker{jobs: make(chan func() error, 1024), done: make(chan struct{})}
-	ready := make(chan error, 1)
-	go w.loop(setup, ready)
-	if err := <-ready; err != nil {
-		<-w.done
-		return nil, err
-	}
-	return w, nil
+// job is one closure for the thread: ctx (unless 0) is made current before
+// f runs, and a failure is kept in errs (unless nil) for the next do.
+type job struct {
+	ctx  cuContext
+	errs *pending
+	f    func() error
 }
 
-func (w *worker) loop(setup func() error, ready chan<- error) {
+// pending is the first error of one backend's posted work not yet reported.
+type pending struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (p *pending) keep(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+func (p *pending) take() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.err
+	p.err = nil
+	return err
+}
+
+// newWorker starts a thread; it has no context current until a job's.
+func newWorker(d *driver) *worker {
+	w := &worker{drv: d, jobs: make(chan job, 1024), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func (w *worker) loop() {
 	runtime.LockOSThread()
 	// The thread stays locked until it exits: a thread with a context
 	// current is never handed back to the scheduler.
 	defer close(w.done)
-	if err := setup(); err != nil {
-		ready <- err
-		return
-	}
-	ready <- nil
-	for job := range w.jobs {
-		if err := job(); err != nil {
-			w.errMu.Lock()
-			if w.err == nil {
-				w.err = err
-			}
-			w.errMu.Unlock()
+	for j := range w.jobs {
+		err := w.use(j.ctx)
+		if err == nil {
+			err = j.f()
+		}
+		if err != nil && j.errs != nil {
+			j.errs.keep(err)
 		}
 	}
 }
 
+// use makes ctx current on the thread (0: leaves it); thread only.
+func (w *worker) use(ctx cuContext) error {
+	if ctx == 0 || ctx == w.cur {
+		return nil
+	}
+	if err := w.drv.setCurrent(ctx); err != nil {
+		return err
+	}
+	w.cur = ctx
+	return nil
+}
+
+// forget notes that ctx is gone (released), so that a later context that
+// happens to get the same handle is made current anew; thread only.
+func (w *worker) forget(ctx cuContext) {
+	if w.cur == ctx {
+		w.cur = 0
+	}
+}
+
 // post queues f without waiting for it.
-func (w *worker) post(f func() error) error {
+func (w *worker) post(ctx cuContext, errs *pending, f func() error) error {
 	w.sendMu.Lock()
 	defer w.sendMu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	w.jobs <- f
+	w.jobs <- job{ctx: ctx, errs: errs, f: f}
 	return nil
 }
 
-// do runs f on the device thread and waits. It returns the first pending
-// error of earlier posted work, if any, else f's error.
-func (w *worker) do(f func() error) error {
+// do runs f on the thread and waits. It returns the first pending error of
+// earlier work posted with errs, if any, else f's error.
+func (w *worker) do(ctx cuContext, errs *pending, f func() error) error {
 	reply := make(chan error, 1)
-	if err := w.post(func() error { reply <- f(); return nil }); err != nil {
+	if err := w.post(0, nil, func() error {
+		err := w.use(ctx)
+		if err == nil {
+			err = f()
+		}
+		reply <- err
+		return nil
+	}); err != nil {
 		return err
 	}
 	err := <-reply
-	w.errMu.Lock()
-	defer w.errMu.Unlock()
-	if w.err != nil {
-		err, w.err = w.err, nil
+	if errs != nil {
+		if e := errs.take(); e != nil {
+			err = e
+		}
 	}
 	return err
 }
 
-// stop runs last on the device thread, then ends it.
-func (w *worker) stop(last func() error) error {
-	err := w.do(last)
+// stop ends the thread after the jobs queued before it.
+func (w *worker) stop() {
 	w.stopOnce.Do(func() {
 		w.sendMu.Lock()
 		w.closed = true
@@ -95,5 +146,27 @@ func (w *worker) stop(last func() error) error {
 		w.sendMu.Unlock()
 		<-w.done
 	})
-	return err
+}
+
+// Worker is an OS thread that makes the driver calls of every backend
+// opened with it (Options.Worker), in the order they are made, switching
+// CUDA contexts between them. Backends of one model placement share one,
+// so that a copy between two of them waits on no other thread; a backend
+// opened without one has a thread of its own.
+type Worker struct{ w *worker }
+
+// NewWorker starts a thread for backends to share. Without a driver it
+// returns ErrNoDriver.
+func NewWorker() (*Worker, error) {
+	d, err := openDriver()
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{newWorker(d)}, nil
+}
+
+// Close ends the thread; the backends that used it must be closed first.
+func (w *Worker) Close() error {
+	w.w.stop()
+	return nil
 }
