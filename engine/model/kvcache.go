@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/quant"
@@ -23,9 +24,12 @@ func newKVCache(l *loader, p Params, opts Options) (kvCache, error) {
 	}
 	c := kvCache{k: make([]kernels.Tensor, p.Layers), v: make([]kernels.Tensor, p.Layers)}
 	label := kernels.Label{Owner: opts.Owner, Cat: kernels.KV}
+	size := 2 * int64(opts.Context) * rowBytes
+	if err := reserveSlab(l.be, slices.Repeat([]int64{size}, p.Layers)); err != nil {
+		return kvCache{}, fmt.Errorf("model: KV cache: %w", err)
+	}
 	for i := range p.Layers {
-		// One buffer per block, so that blocks can later live on different devices.
-		buf, err := l.alloc(label, 2*int64(opts.Context)*rowBytes)
+		buf, err := l.alloc(label, size)
 		if err != nil {
 			return kvCache{}, fmt.Errorf("model: KV cache of block %d: %w", i, err)
 		}

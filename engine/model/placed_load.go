@@ -16,8 +16,23 @@ import (
 // loadTensors places every shard of the plan's tensors on its device.
 func (m *Placed) loadTensors(ctx context.Context, f *gguf.File, mp *plan.ModelPlan, progress func(Progress)) error {
 	var done, total int64
+	sizes := map[int][]int64{} // of the buffers placeShard makes, by device
 	for _, t := range mp.Tensors {
 		total += t.Bytes()
+		for _, s := range t.Shards {
+			switch {
+			case s.Len() == 0:
+			case uploaded(len(t.Dims) == 1, t.Type):
+				sizes[s.Device] = append(sizes[s.Device], s.Bytes)
+			default:
+				sizes[s.Device] = append(sizes[s.Device], 4*s.Len())
+			}
+		}
+	}
+	for _, pt := range m.parts {
+		if err := reserveSlab(pt.be, sizes[pt.dev]); err != nil {
+			return fmt.Errorf("model: weights on device %d: %w", pt.dev, err)
+		}
 	}
 	for i := range mp.Tensors {
 		t := &mp.Tensors[i]
@@ -83,7 +98,7 @@ func (m *Placed) placeShard(t *plan.Tensor, s plan.Shard, data []byte) error {
 		}
 		cols = int(s.Len())
 	}
-	if len(t.Dims) == 1 && t.Type != quant.F32 {
+	if !uploaded(len(t.Dims) == 1, t.Type) {
 		// Norms and biases are used as F32, as Load does.
 		vals := make([]float32, cols)
 		if err := quant.Dequantize(t.Type, piece, vals); err != nil {
@@ -173,9 +188,18 @@ func category(c plan.Class) kernels.Category {
 	return kernels.Weights
 }
 
-// allocBuffers allocates the plan's KV caches and scratch buffers, one
-// allocation each, and binds them.
+// allocBuffers allocates the plan's KV caches and scratch buffers and
+// binds them.
 func (m *Placed) allocBuffers(p *plan.Plan, mp *plan.ModelPlan) error {
+	sizes := map[int][]int64{} // by device
+	for _, b := range mp.Buffers {
+		sizes[b.Device] = append(sizes[b.Device], b.Bytes)
+	}
+	for _, pt := range m.parts {
+		if err := reserveSlab(pt.be, sizes[pt.dev]); err != nil {
+			return fmt.Errorf("model: caches and scratch on device %d: %w", pt.dev, err)
+		}
+	}
 	for _, b := range mp.Buffers {
 		pt := m.byDev[b.Device]
 		if pt == nil {

@@ -123,6 +123,19 @@ func (l *loader) loadWeights(p Params) (*weights, error) {
 			l.total += info.Bytes
 		}
 	}
+	var sizes []int64 // of the buffers place makes
+	for i, s := range specs {
+		switch info := infos[i]; {
+		case info == nil:
+		case uploaded(s.vector, info.Type):
+			sizes = append(sizes, info.Bytes)
+		default:
+			sizes = append(sizes, int64(4*s.cols))
+		}
+	}
+	if err := reserveSlab(l.be, sizes); err != nil {
+		return nil, fmt.Errorf("model: weights: %w", err)
+	}
 	for i, s := range specs {
 		if infos[i] == nil {
 			continue
@@ -219,7 +232,7 @@ func (l *loader) place(s tensorSpec, info *gguf.TensorInfo) (kernels.Tensor, err
 		return kernels.Tensor{}, fmt.Errorf("model: tensor %q: %w", s.name, err)
 	}
 	label := kernels.Label{Owner: l.owner, Cat: s.cat}
-	if s.vector && info.Type != quant.F32 {
+	if !uploaded(s.vector, info.Type) {
 		vals := make([]float32, s.cols)
 		if err := quant.Dequantize(info.Type, data, vals); err != nil {
 			return kernels.Tensor{}, fmt.Errorf("model: tensor %q: %w", s.name, err)
@@ -237,6 +250,26 @@ func (l *loader) place(s tensorSpec, info *gguf.TensorInfo) (kernels.Tensor, err
 	}
 	l.bufs = append(l.bufs, buf)
 	return kernels.NewTensor(buf, info.Type, s.rows, s.cols, 0), nil
+}
+
+// uploaded reports whether a tensor goes to the backend as it is in the
+// file (Upload); vectors in another type than F32 are converted on the
+// host and written instead.
+func uploaded(vector bool, t quant.Type) bool { return !vector || t == quant.F32 }
+
+// slabReserver is a backend that can hold many buffers in one allocation
+// (kernels/cuda, where the driver rounds each allocation up to a page).
+type slabReserver interface {
+	ReserveSlab(sizes []int64) error
+}
+
+// reserveSlab tells be the sizes of the buffers about to be allocated or
+// uploaded, where it can use them.
+func reserveSlab(be kernels.Backend, sizes []int64) error {
+	if r, ok := be.(slabReserver); ok && len(sizes) > 0 {
+		return r.ReserveSlab(sizes)
+	}
+	return nil
 }
 
 // alloc allocates and remembers a buffer for cleanup.

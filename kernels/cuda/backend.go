@@ -125,11 +125,12 @@ type Backend struct {
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends
 
-	mu     sync.Mutex // guards the fields below
-	usage  kernels.Usage
-	held   int64
-	live   map[*buffer]struct{}
-	closed bool
+	mu      sync.Mutex // guards the fields below
+	usage   kernels.Usage
+	held    int64
+	live    map[*buffer]struct{}
+	slab    *slab // where Alloc and Upload put buffers next (ReserveSlab)
+	closed  bool
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -301,16 +302,30 @@ func (be *Backend) Close() error {
 		return nil
 	}
 	be.closed = true
-	live := be.live
+	var ptrs []devicePtr // allocations: own buffers' and slabs'
+	slabs := map[*slab]bool{}
+	if be.slab != nil {
+		slabs[be.slab] = true
+	}
+	for b := range be.live {
+		switch {
+		case b.slab != nil:
+			slabs[b.slab] = true
+		case b.ptr != 0:
+			ptrs = append(ptrs, b.ptr)
+		}
+	}
+	for sl := range slabs {
+		ptrs = append(ptrs, sl.ptr)
+	}
 	be.live = map[*buffer]struct{}{}
+	be.slab = nil
 	be.mu.Unlock()
 	linkErr := be.closeLinks()
 	err := be.do(func() error {
 		errs := []error{be.drv.streamSync(be.stream)}
-		for b := range live {
-			if b.ptr != 0 {
-				errs = append(errs, be.drv.memFree(b.ptr))
-			}
+		for _, p := range ptrs {
+			errs = append(errs, be.drv.memFree(p))
 		}
 		errs = append(errs, be.teardown())
 		return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"testing"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -126,6 +127,96 @@ func TestAllocAccounting(t *testing.T) {
 	// The driver's own out-of-memory is an ErrOutOfMemory too.
 	if _, err := gpu.Alloc(weights, 1<<50); !errors.Is(err, kernels.ErrOutOfMemory) {
 		t.Errorf("alloc of 1 PiB: %v, want ErrOutOfMemory", err)
+	}
+}
+
+// Uploads and Allocs after ReserveSlab lie back to back in one allocation:
+// their contents round-trip (Allocs zeroed), they count under their labels,
+// one that does not fit gets an allocation of its own, the device's free memory drops by the
+// reservation (rounded to the driver's 2 MiB page) and not per upload, and
+// the slab goes with its last upload. A reservation past a virtual
+// device's cap is refused.
+func TestUploadSlab(t *testing.T) {
+	gpu := openGPU(t)
+	lbl := kernels.Label{Owner: "target", Cat: kernels.Weights}
+	// Ten buffers just over a page each: one allocation apiece would take
+	// two pages each, 40 MiB.
+	const page = 2 << 20
+	sizes := make([]int64, 10)
+	var reserved int64
+	for i := range sizes {
+		sizes[i] = page + 4096 + int64(i)
+		reserved += alignUp(sizes[i])
+	}
+	free0, _, err := gpu.MemoryInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.ReserveSlab(sizes); err != nil {
+		t.Fatal(err)
+	}
+	var bufs []kernels.Buffer
+	var datas [][]byte
+	var total int64
+	for i, n := range append(sizes, 1<<20) { // the last one does not fit
+		data := make([]byte, n)
+		var b kernels.Buffer
+		var err error
+		if i%2 == 0 { // Alloc: zeroed
+			b, err = gpu.Alloc(lbl, n)
+		} else {
+			for j := range data {
+				data[j] = byte(i*31 + j*7)
+			}
+			b, err = gpu.Upload(lbl, data)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs, datas, total = append(bufs, b), append(datas, data), total+n
+	}
+	free1, _, err := gpu.MemoryInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slab := (reserved + page - 1) / page * page
+	if used := free0 - free1; used < slab || used > slab+page {
+		t.Errorf("free memory dropped by %d bytes, want the slab's %d and up to a page for the upload that did not fit", used, slab)
+	}
+	for i, b := range bufs {
+		cb := b.(*buffer)
+		if (cb.slab != nil) != (i < len(sizes)) {
+			t.Errorf("upload %d in a slab: %v", i, cb.slab != nil)
+		}
+		got := make([]byte, len(datas[i]))
+		if err := gpu.Read(got, kernels.NewTensor(b, quant.I8, 1, len(got), 0)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, datas[i]) {
+			t.Errorf("upload %d does not round-trip", i)
+		}
+	}
+	if u := gpu.Usage(); u[lbl] != total {
+		t.Errorf("usage %v, want %d under %v", u, total, lbl)
+	}
+	for _, b := range bufs {
+		if err := gpu.Free(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if free2, _, err := gpu.MemoryInfo(); err != nil || free2 < free0-page {
+		t.Errorf("free memory %d after freeing every upload, %d before (%v)", free2, free0, err)
+	}
+
+	o := testOptions()
+	o.Name, o.MemoryLimit = "cuda0-small", 1<<20
+	vd, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vd.Close()
+	if err := vd.ReserveSlab([]int64{600 << 10, 600 << 10}); !errors.Is(err, kernels.ErrOutOfMemory) {
+		t.Errorf("reservation past the cap: %v, want ErrOutOfMemory", err)
 	}
 }
 

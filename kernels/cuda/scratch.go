@@ -55,7 +55,8 @@ func (be *Backend) growScratch(need workspace.Sizes) (devicePtr, workspace.Sizes
 		ws.gen++
 	}
 	// Alloc zeroes: the attention counters start at zero.
-	b, err := be.Alloc(kernels.Label{Owner: ScratchOwner, Cat: kernels.Scratch}, grown.Total())
+	// Never from a model's slab: the workspace outlives models.
+	b, err := be.allocZeroed(kernels.Label{Owner: ScratchOwner, Cat: kernels.Scratch}, grown.Total(), false)
 	if err != nil {
 		return 0, workspace.Sizes{}, 0, fmt.Errorf("cuda: workspace: %w", err)
 	}
