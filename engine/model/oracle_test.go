@@ -219,37 +219,43 @@ func TestOracleGreedy(t *testing.T) {
 	}
 }
 
-// greedy prefills prompt as one batch and decodes n tokens one at a time.
+// greedy prefills prompt as one batch and decodes n tokens one at a time,
+// taking the argmax of the logits on the host.
 func greedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
 	t.Helper()
-	ctx := context.Background()
-	logits, err := m.Forward(ctx, prompt, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for len(out) < n {
-		next := argmax(logits)
-		out = append(out, next)
-		if logits, err = m.Forward(ctx, []int32{next}, m.Len(), nil); err != nil {
-			t.Fatal(err)
+	return decode(t, m, prompt, n, func(tokens []int32, pos int) (int32, error) {
+		logits, err := m.Forward(context.Background(), tokens, pos, nil)
+		if err != nil {
+			return 0, err
 		}
-	}
-	return out
+		return argmax(logits), nil
+	})
 }
 
-// greedyArgmax is greedy with ForwardArgmax.
+// greedyArgmax is greedy with the argmax taken where the head runs.
 func greedyArgmax(t testing.TB, m *Model, prompt []int32, n int) []int32 {
 	t.Helper()
-	ctx := context.Background()
-	ids, err := m.ForwardArgmax(ctx, prompt, 0, nil)
+	return decode(t, m, prompt, n, func(tokens []int32, pos int) (int32, error) {
+		ids, err := m.ForwardArgmax(context.Background(), tokens, pos, nil)
+		if err != nil {
+			return 0, err
+		}
+		return ids[0], nil
+	})
+}
+
+// decode runs prompt, then n tokens one at a time, each the one step chose
+// after the pass before.
+func decode(t testing.TB, m *Model, prompt []int32, n int, step func(tokens []int32, pos int) (int32, error)) []int32 {
+	t.Helper()
+	next, err := step(prompt, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []int32
 	for len(out) < n {
-		out = append(out, ids[0])
-		if ids, err = m.ForwardArgmax(ctx, ids[:1], m.Len(), nil); err != nil {
+		out = append(out, next)
+		if next, err = step([]int32{next}, m.Len()); err != nil {
 			t.Fatal(err)
 		}
 	}

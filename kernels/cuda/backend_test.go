@@ -85,17 +85,24 @@ func checkKernels(t *testing.T, dir string) {
 	}
 }
 
-// Usage counts every byte by label; Free returns it; a capped (virtual)
-// device refuses what would pass its cap with ErrOutOfMemory.
-func TestAllocAccounting(t *testing.T) {
-	gpu := openGPU(t)
+// openCapped opens a virtual device of GPU 0 capped at limit bytes, closed
+// when the test ends.
+func openCapped(t *testing.T, limit int64) *Backend {
 	o := testOptions()
-	o.Name, o.MemoryLimit = "cuda0-small", 1<<20
+	o.Name, o.MemoryLimit = "cuda0-small", limit
 	vd, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vd.Close()
+	t.Cleanup(func() { vd.Close() })
+	return vd
+}
+
+// Usage counts every byte by label; Free returns it; a capped (virtual)
+// device refuses what would pass its cap with ErrOutOfMemory.
+func TestAllocAccounting(t *testing.T) {
+	gpu := openGPU(t)
+	vd := openCapped(t, 1<<20)
 	weights := kernels.Label{Owner: "target", Cat: kernels.Weights}
 	kv := kernels.Label{Owner: "target", Cat: kernels.KV}
 	a, err := vd.Alloc(weights, 600<<10)
@@ -208,13 +215,7 @@ func TestUploadSlab(t *testing.T) {
 		t.Errorf("free memory %d after freeing every upload, %d before (%v)", free2, free0, err)
 	}
 
-	o := testOptions()
-	o.Name, o.MemoryLimit = "cuda0-small", 1<<20
-	vd, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vd.Close()
+	vd := openCapped(t, 1<<20)
 	if err := vd.ReserveSlab([]int64{600 << 10, 600 << 10}); !errors.Is(err, kernels.ErrOutOfMemory) {
 		t.Errorf("reservation past the cap: %v, want ErrOutOfMemory", err)
 	}
