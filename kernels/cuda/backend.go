@@ -125,12 +125,12 @@ type Backend struct {
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends
 
-	mu      sync.Mutex // guards the fields below
-	usage   kernels.Usage
-	held    int64
-	live    map[*buffer]struct{}
-	slab    *slab // where Alloc and Upload put buffers next (ReserveSlab)
-	closed  bool
+	mu     sync.Mutex // guards the fields below
+	usage  kernels.Usage
+	held   int64
+	live   map[*buffer]struct{}
+	slab   *slab // where Alloc and Upload put buffers next (ReserveSlab)
+	closed bool
 }
 
 var _ kernels.Backend = (*Backend)(nil)
