@@ -88,15 +88,14 @@ func DotFunc(w Type) (func(row []byte, v *Vec) float32, error) {
 	nan := float32(math.NaN())
 	if k.act == F32 {
 		return func(row []byte, v *Vec) float32 {
-			if v.Type != F32 || len(row) != len(v.F32)*size {
+			if !fitsRow(F32, size, row, v) {
 				return nan
 			}
 			return k.float(row, v.F32)
 		}, nil
 	}
-	actSize := k.act.TypeSize()
 	return func(row []byte, v *Vec) float32 {
-		if v.Type != k.act || len(row) != v.blocks*size || len(v.Q) != v.blocks*actSize {
+		if !fitsRow(k.act, size, row, v) {
 			return nan
 		}
 		return k.quant(row, v.Q)

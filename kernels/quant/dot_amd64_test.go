@@ -94,3 +94,16 @@ func TestFastQuantizers(t *testing.T) {
 		}
 	}
 }
+
+// TestFastMultiKernelCoverage pins which types get multi-row AVX2 kernels
+// (the weight types of the demo models' Q4_K_M and Q8_0 files, and F16).
+func TestFastMultiKernelCoverage(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("CPU lacks AVX2, FMA or F16C")
+	}
+	for _, typ := range []Type{F16, Q8_0, Q5_0, Q4_K, Q6_K} {
+		if _, ok := fastMultiKernel(typ); !ok {
+			t.Errorf("%v: no multi-row kernel", typ)
+		}
+	}
+}

@@ -8,3 +8,7 @@ func fastKernel(Type) (kernel, bool) { return kernel{}, false }
 
 // fastQuantizer has no SIMD quantizers here either.
 func fastQuantizer(Type) func(src []float32, dst []byte) { return nil }
+
+// fastMultiKernel has no multi-row kernels either: DotsFunc loops over the
+// single-row one.
+func fastMultiKernel(Type) (multiKernel, bool) { return multiKernel{}, false }

@@ -146,3 +146,68 @@ bf16done:
 	VZEROUPPER
 	MOVSS X0, ret+56(FP)
 	RET
+
+// func dotF16x2AVX2(x []byte, y0, y1 []float32, n int, acc *[2][4][8]float32)
+//
+// dotF16AVX2 for two activation rows: each converted weight vector meets
+// both rows, which keep four accumulators each (Y0, Y5-Y7 and Y8-Y11),
+// stored to acc for the caller to fold as ADD4 and HSUM8 do.
+TEXT ·dotF16x2AVX2(SB), NOSPLIT, $0-88
+	MOVQ   x_base+0(FP), SI
+	MOVQ   y0_base+24(FP), DI
+	MOVQ   y1_base+48(FP), BX
+	MOVQ   n+72(FP), CX
+	MOVQ   acc+80(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+x2loop32:
+	CMPQ        CX, $32
+	JL          x2loop8
+	VCVTPH2PS   (SI), Y1
+	VCVTPH2PS   16(SI), Y2
+	VCVTPH2PS   32(SI), Y3
+	VCVTPH2PS   48(SI), Y4
+	VFMADD231PS (DI), Y1, Y0
+	VFMADD231PS 32(DI), Y2, Y5
+	VFMADD231PS 64(DI), Y3, Y6
+	VFMADD231PS 96(DI), Y4, Y7
+	VFMADD231PS (BX), Y1, Y8
+	VFMADD231PS 32(BX), Y2, Y9
+	VFMADD231PS 64(BX), Y3, Y10
+	VFMADD231PS 96(BX), Y4, Y11
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	ADDQ        $128, BX
+	SUBQ        $32, CX
+	JMP         x2loop32
+
+x2loop8:
+	TESTQ       CX, CX
+	JZ          x2done
+	VCVTPH2PS   (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	VFMADD231PS (BX), Y1, Y8
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	ADDQ        $32, BX
+	SUBQ        $8, CX
+	JMP         x2loop8
+
+x2done:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 128(DX)
+	VMOVUPS Y9, 160(DX)
+	VMOVUPS Y10, 192(DX)
+	VMOVUPS Y11, 224(DX)
+	VZEROUPPER
+	RET

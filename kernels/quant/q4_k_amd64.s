@@ -99,3 +99,113 @@ block:
 	VZEROUPPER
 	MOVSS  X0, ret+56(FP)
 	RET
+
+// Q4KROW is Q4KSTEP's activation half for the row at P: the nibbles in
+// Y4, Y5 times the 64 activations at lo(P), hi(P), times the scale words
+// in Y6, Y7, into the int32 lanes of ACC (integer sums: exact in any
+// order).
+#define Q4KROW(P, lo, hi, ACC) \
+	VPMADDUBSW lo(P), Y4, Y0; \
+	VPMADDWD   Y6, Y0, Y0; \
+	VPADDD     Y0, ACC, ACC; \
+	VPMADDUBSW hi(P), Y5, Y1; \
+	VPMADDWD   Y7, Y1, Y1; \
+	VPADDD     Y1, ACC, ACC
+
+// Q4KSTEP4 is Q4KSTEP for the four rows, into Y8-Y11.
+#define Q4KSTEP4(qs, lo, hi, sclo, schi) \
+	VMOVDQU qs, Y4; \
+	VPSRLW  $4, Y4, Y5; \
+	VPAND   Y15, Y4, Y4; \
+	VPAND   Y15, Y5, Y5; \
+	VPSHUFB sclo, Y2, Y6; \
+	VPSHUFB schi, Y2, Y7; \
+	Q4KROW(AX, lo, hi, Y8); \
+	Q4KROW(BX, lo, hi, Y9); \
+	Q4KROW(DX, lo, hi, Y10); \
+	Q4KROW(DI, lo, hi, Y11)
+
+// Q4KMIN leaves Σ_j m_j·bsum_j of the row at P in four int32 lanes of D,
+// as Q4KMINSUM (mins in X14).
+#define Q4KMIN(P, D) \
+	VMOVDQU      260(P), Y3; \
+	VEXTRACTI128 $1, Y3, X1; \
+	VPHADDW      X1, X3, X3; \
+	VPMADDWD     X14, X3, D
+
+// SUM4 adds up the int32 lanes of A, B, C, D (exactly) into the four
+// lanes of XA, converted to float32.
+#define SUM4(A, B, C, D, XA) \
+	VPHADDD   B, A, A; \
+	VPHADDD   D, C, C; \
+	VPHADDD   C, A, A; \
+	VCVTDQ2PS XA, XA
+
+// func dotQ4_Kx4AVX2(x []byte, ys *[4]*byte, nb int, out *[4]float32)
+//
+// dotQ4_KAVX2 for four activation rows (see ROWS4 in simd_amd64.h). The
+// rows' scaled sums and mins sit in the lanes of X12 and X13, one row a
+// lane, so each row takes, lane-wise, the single-row kernel's scalar
+// operations: float32 of the block's integer sum, d·dy, one fused
+// multiply-add per block, sum minus mins at the end.
+TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $0-48
+	MOVQ         x_base+0(FP), SI
+	MOVQ         nb+32(FP), CX
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	LEAQ         ·q4kWord(SB), R8
+	ROWS4
+	VXORPS       X12, X12, X12
+	VXORPS       X13, X13, X13
+
+block4:
+	Q4KUNPACK
+	VEXTRACTI128 $1, Y2, X14 // mins
+	VPERMQ       $0x44, Y2, Y2 // scales in both lanes
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	Q4KSTEP4(16(SI), 4, 36, (R8), 32(R8))
+	Q4KSTEP4(48(SI), 68, 100, 64(R8), 96(R8))
+	Q4KSTEP4(80(SI), 132, 164, 128(R8), 160(R8))
+	Q4KSTEP4(112(SI), 196, 228, 192(R8), 224(R8))
+
+	// Scaled sums: lane r of X8 is row r's block sum.
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
+	VEXTRACTI128 $1, Y8, X9
+	VPADDD       X9, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMOVSS       (AX), X0
+	VPINSRD      $1, (BX), X0, X0
+	VPINSRD      $2, (DX), X0, X0
+	VPINSRD      $3, (DI), X0, X0 // dy of each row
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS    X1, X1
+	VMULPS       X0, X1, X1
+	VFMADD231PS  X8, X1, X12
+
+	// Mins.
+	Q4KMIN(AX, X8)
+	Q4KMIN(BX, X9)
+	Q4KMIN(DX, X10)
+	Q4KMIN(DI, X11)
+	SUM4(X8, X9, X10, X11, X8)
+	VPBROADCASTW 2(SI), X1
+	VCVTPH2PS    X1, X1
+	VMULPS       X0, X1, X1
+	VFMADD231PS  X8, X1, X13
+
+	ADDQ $144, SI
+	NEXT4($292)
+	DECQ CX
+	JNZ  block4
+
+	VSUBPS  X13, X12, X12
+	MOVQ    out+40(FP), R9
+	VMOVUPS X12, (R9)
+	VZEROUPPER
+	RET

@@ -55,3 +55,32 @@ done:
 	VZEROUPPER
 	MOVSS  X0, ret+56(FP)
 	RET
+
+// func dotQ5_0x4AVX2(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
+//
+// dotQ5_0AVX2 for four activation rows (see ROWS4 in simd_amd64.h); each
+// row's eight lanes go to acc for the caller's HSUM8.
+TEXT ·dotQ5_0x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ   x_base+0(FP), SI
+	MOVQ   nb+32(FP), CX
+	ONES16
+	BYTES8($0x0F0F0F0F, X14, Y14)
+	BYTES8($0xF0F0F0F0, X10, Y10)
+	QHSETUP
+	ROWS4 // after the constants, which go through AX
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+
+block4:
+	Q5W(6(SI), 2(SI), Y1, X1, Y4, X4)
+	Q80ROWS4(Y6, Y7, Y8, Y9)
+	ADDQ $22, SI
+	NEXT4($34)
+	DECQ CX
+	JNZ  block4
+
+	STORE4(Y6, Y7, Y8, Y9)
+	VZEROUPPER
+	RET

@@ -108,3 +108,114 @@ block:
 	VZEROUPPER
 	MOVSS X0, ret+56(FP)
 	RET
+
+// The four-row kernel decodes one vector of 32 quants at a time and runs
+// it against the four rows before the next (Y8-Y10 the decoded quants,
+// Y4-Y7 the rows' integer lanes, Y0-Y3 their float lanes, Y11-Y12
+// scratch). With the signs of q-32 moved onto the activations (as I8DOT),
+// one VPMADDUBSW a row gives Q6KSTEP's int16 pair sums Σ q·q8 - 32·Σ q8
+// exactly: no sum here nears saturation.
+
+// Q6KLO leaves in Y11 the quants of a low-nibble step: ql & 0x0F with the
+// top bits (qh << shl) & 0x30.
+#define Q6KLO(ql, qh, shl) \
+	VMOVDQU ql, Y11; \
+	VPAND   Y15, Y11, Y11; \
+	VMOVDQU qh, Y12; \
+	VPSLLW  shl, Y12, Y12; \
+	VPAND   Y14, Y12, Y12; \
+	VPOR    Y12, Y11, Y11
+
+// Q6KHI is Q6KLO for a high-nibble step: ql >> 4, (qh >> shr) & 0x30.
+#define Q6KHI(ql, qh, shr) \
+	VMOVDQU ql, Y11; \
+	VPSRLW  $4, Y11, Y11; \
+	VPAND   Y15, Y11, Y11; \
+	VMOVDQU qh, Y12; \
+	VPSRLW  shr, Y12, Y12; \
+	VPAND   Y14, Y12, Y12; \
+	VPOR    Y12, Y11, Y11
+
+// Q6KROW adds one row's int32 lanes for the step to ACC.
+#define Q6KROW(P, q8, ACC) \
+	VMOVDQU    q8(P), Y12; \
+	VPSIGNB    Y8, Y12, Y12; \
+	VPMADDUBSW Y12, Y9, Y12; \
+	VPMADDWD   Y10, Y12, Y12; \
+	VPADDD     Y12, ACC, ACC
+
+// Q6KROWS4 runs the quants in Y11 (q+32) against the 32 activations at q8
+// of the four rows, with the scales of their sub-blocks (mask).
+#define Q6KROWS4(mask, q8) \
+	VPSUBB    Y13, Y11, Y8; \
+	VPABSB    Y8, Y9; \
+	VMOVDQU   192(SI), X11; \
+	VPSHUFB   mask, X11, X10; \
+	VPMOVSXBW X10, Y10; \
+	Q6KROW(AX, q8, Y4); \
+	Q6KROW(BX, q8, Y5); \
+	Q6KROW(DX, q8, Y6); \
+	Q6KROW(DI, q8, Y7)
+
+// Q6KHALF4 is Q6KHALF for the four rows.
+#define Q6KHALF4(ql, ql32, qh, q8a, q8b, q8c, q8d, m0, m1, m2, m3) \
+	Q6KLO(ql, qh, $4); \
+	Q6KROWS4(m0, q8a); \
+	Q6KLO(ql32, qh, $2); \
+	Q6KROWS4(m1, q8b); \
+	Q6KHI(ql, qh, $0); \
+	Q6KROWS4(m2, q8c); \
+	Q6KHI(ql32, qh, $2); \
+	Q6KROWS4(m3, q8d)
+
+// Q6KSUM adds d·dy times the row at P's block lanes INT to ACC.
+#define Q6KSUM(P, INT, ACC) \
+	VCVTDQ2PS    INT, INT; \
+	VPBROADCASTW 208(SI), X11; \
+	VCVTPH2PS    X11, Y11; \
+	VBROADCASTSS (P), Y12; \
+	VMULPS       Y12, Y11, Y11; \
+	VFMADD231PS  INT, Y11, ACC
+
+// func dotQ6_Kx4AVX2(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
+//
+// dotQ6_KAVX2 for four activation rows (see ROWS4 in simd_amd64.h); each
+// row's eight lanes go to acc for the caller's HSUM8.
+TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $0-48
+	MOVQ         x_base+0(FP), SI
+	MOVQ         nb+32(FP), CX
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x20202020, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	LEAQ         q6kPair<>(SB), R8
+	ROWS4
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+block4:
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	Q6KHALF4((SI), 32(SI), 128(SI), 4, 36, 68, 100, (R8), 16(R8), 32(R8), 48(R8))
+	Q6KHALF4(64(SI), 96(SI), 160(SI), 132, 164, 196, 228, 64(R8), 80(R8), 96(R8), 112(R8))
+	Q6KSUM(AX, Y4, Y0)
+	Q6KSUM(BX, Y5, Y1)
+	Q6KSUM(DX, Y6, Y2)
+	Q6KSUM(DI, Y7, Y3)
+	ADDQ $210, SI
+	NEXT4($292)
+	DECQ CX
+	JNZ  block4
+
+	STORE4(Y0, Y1, Y2, Y3)
+	VZEROUPPER
+	RET

@@ -45,3 +45,29 @@ done:
 	VZEROUPPER
 	MOVSS  X0, ret+56(FP)
 	RET
+
+// func dotQ8_0x4AVX2(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
+//
+// dotQ8_0AVX2 for four activation rows (see ROWS4 in simd_amd64.h); each
+// row's eight lanes go to acc for the caller's HSUM8.
+TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ   x_base+0(FP), SI
+	MOVQ   nb+32(FP), CX
+	ROWS4
+	ONES16
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+block4:
+	VMOVDQU 2(SI), Y1
+	Q80ROWS4(Y8, Y9, Y10, Y11)
+	ADDQ    $34, SI
+	NEXT4($34)
+	DECQ    CX
+	JNZ     block4
+
+	STORE4(Y8, Y9, Y10, Y11)
+	VZEROUPPER
+	RET

@@ -74,6 +74,12 @@
 // int32 partial sums in X3 and dmin·dy in X5 for KMINS: the
 // Q8_K bsums give it without touching the quants again.
 #define Q4KSCALES \
+	Q4KUNPACK; \
+	Q4KMINSUM
+
+// Q4KUNPACK is the weight half of Q4KSCALES: the 12 scale bytes at 4(SI)
+// as int16 scales 0-7 | mins 0-7 in Y2 (R9-R13 scratch).
+#define Q4KUNPACK \
 	MOVL 4(SI), R9; \
 	MOVL 8(SI), R10; \
 	MOVL 12(SI), R11; \
@@ -97,7 +103,11 @@
 	VPINSRD   $1, R11, X2, X2; \
 	VPINSRD   $2, R10, X2, X2; \
 	VPINSRD   $3, R12, X2, X2; \
-	VPMOVZXBW X2, Y2; \
+	VPMOVZXBW X2, Y2
+
+// Q4KMINSUM is the activation half of Q4KSCALES (see there); Y2 holds the
+// scales and mins from Q4KUNPACK.
+#define Q4KMINSUM \
 	VMOVDQU      260(DI), Y3; \
 	VEXTRACTI128 $1, Y3, X4; \
 	VPHADDW      X4, X3, X3; \
@@ -149,3 +159,59 @@
 	VZEROUPPER; \
 	MOVSS   X0, ret+56(FP); \
 	RET
+
+// Four-row kernels (func(x []byte, ys *[4]*byte, nb int, ...)) decode a
+// weight block once and run it against the same block of four activation
+// rows, at AX, BX, DX and DI, doing for each row exactly the float32
+// operations of the single-row kernel in its order: the outputs keep their
+// bits, only the weight-side work (loads, unpacking) is shared. Each row
+// keeps its accumulator in a register of its own.
+
+// ROWS4 loads the four activation row pointers.
+#define ROWS4 \
+	MOVQ ys+24(FP), R9; \
+	MOVQ (R9), AX; \
+	MOVQ 8(R9), BX; \
+	MOVQ 16(R9), DX; \
+	MOVQ 24(R9), DI
+
+// NEXT4 moves the four activation row pointers on by n bytes.
+#define NEXT4(n) \
+	ADDQ n, AX; \
+	ADDQ n, BX; \
+	ADDQ n, DX; \
+	ADDQ n, DI
+
+// Q80ROW adds one Q8_0 activation block at P times the weight block (Y1
+// the quants, Y2 their magnitudes, Y3 the scale) to the lanes of ACC, as
+// I8DOT, F16PROD and the fused multiply-add do for one row (Y4, Y5
+// scratch, Y15 = sixteen int16 ones).
+#define Q80ROW(P, ACC) \
+	VMOVDQU      2(P), Y4; \
+	VPSIGNB      Y1, Y4, Y4; \
+	VPMADDUBSW   Y4, Y2, Y4; \
+	VPMADDWD     Y15, Y4, Y4; \
+	VCVTDQ2PS    Y4, Y4; \
+	VPBROADCASTW (P), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS       Y5, Y3, Y5; \
+	VFMADD231PS  Y4, Y5, ACC
+
+// Q80ROWS4 is Q80ROW for the four rows, accumulators A0-A3, and the
+// weight scale of the block at (SI).
+#define Q80ROWS4(A0, A1, A2, A3) \
+	VPSIGNB      Y1, Y1, Y2; \
+	VPBROADCASTW (SI), X3; \
+	VCVTPH2PS    X3, Y3; \
+	Q80ROW(AX, A0); \
+	Q80ROW(BX, A1); \
+	Q80ROW(DX, A2); \
+	Q80ROW(DI, A3)
+
+// STORE4 writes four 8-lane accumulators to the [4][8]float32 at acc.
+#define STORE4(A0, A1, A2, A3) \
+	MOVQ    acc+40(FP), R9; \
+	VMOVUPS A0, (R9); \
+	VMOVUPS A1, 32(R9); \
+	VMOVUPS A2, 64(R9); \
+	VMOVUPS A3, 96(R9)

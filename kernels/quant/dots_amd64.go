@@ -1,0 +1,111 @@
+//go:build !purego
+
+package quant
+
+// The four-row AVX2 kernels sit in the *_amd64.s file of their type, after
+// the single-row kernel they mirror (see ROWS4 in simd_amd64.h). Three
+// rows run them with the last row repeated: the spare row costs less than
+// a third single-row pass (BenchmarkDots); two do not.
+
+func fastMultiKernel(w Type) (multiKernel, bool) {
+	if !hasAVX2 {
+		return multiKernel{}, false
+	}
+	switch w {
+	case F16:
+		return multiKernel{dotsF16Fast, 2}, true
+	case Q8_0:
+		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+			var ys [dotsWidth]*byte
+			var acc [dotsWidth][8]float32
+			if nb := rowsX4(&ys, row, vs, q8_0Bytes); nb > 0 {
+				dotQ8_0x4AVX2(row, &ys, nb, &acc)
+			}
+			laneSums(out[:len(vs)], &acc)
+		}}, true
+	case Q5_0:
+		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+			var ys [dotsWidth]*byte
+			var acc [dotsWidth][8]float32
+			if nb := rowsX4(&ys, row, vs, q5_0Bytes); nb > 0 {
+				dotQ5_0x4AVX2(row, &ys, nb, &acc)
+			}
+			laneSums(out[:len(vs)], &acc)
+		}}, true
+	case Q6_K:
+		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+			var ys [dotsWidth]*byte
+			var acc [dotsWidth][8]float32
+			if nb := rowsX4(&ys, row, vs, q6_KBytes); nb > 0 {
+				dotQ6_Kx4AVX2(row, &ys, nb, &acc)
+			}
+			laneSums(out[:len(vs)], &acc)
+		}}, true
+	case Q4_K:
+		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+			var ys [dotsWidth]*byte
+			var sums [dotsWidth]float32
+			if nb := rowsX4(&ys, row, vs, q4_KBytes); nb > 0 {
+				dotQ4_Kx4AVX2(row, &ys, nb, &sums)
+			}
+			copy(out[:len(vs)], sums[:])
+		}}, true
+	}
+	return multiKernel{}, false
+}
+
+// rowsX4 points ys at the activation rows vs (2..dotsWidth of them), the
+// last repeated to fill all four, and returns the number of whole weight
+// blocks in row (0: nothing to multiply, the product is 0).
+func rowsX4(ys *[dotsWidth]*byte, row []byte, vs []Vec, xSize int) int {
+	nb := len(row) / xSize
+	if nb == 0 {
+		return 0
+	}
+	for i := range ys {
+		ys[i] = &vs[min(i, len(vs)-1)].Q[0]
+	}
+	return nb
+}
+
+// laneSums folds each row's eight lanes as HSUM8 does.
+func laneSums(out []float32, acc *[dotsWidth][8]float32) {
+	for i := range out {
+		out[i] = hsum8(&acc[i])
+	}
+}
+
+// dotsF16Fast is dotF16Fast for activation rows two at a time: F16 rows
+// are loads more than arithmetic, and a pair halves the weight loads.
+func dotsF16Fast(row []byte, vs []Vec, out []float32) {
+	n := len(vs[0].F32) &^ 7
+	for ; len(vs) >= 2 && n > 0; vs, out = vs[2:], out[2:] {
+		var acc [2][4][8]float32
+		dotF16x2AVX2(row[:2*n], vs[0].F32[:n], vs[1].F32[:n], n, &acc)
+		for i := range 2 {
+			var s [8]float32
+			for l := range s { // ADD4
+				s[l] = (acc[i][0][l] + acc[i][1][l]) + (acc[i][2][l] + acc[i][3][l])
+			}
+			out[i] = hsum8(&s) + dotF16(row[2*n:], vs[i].F32[n:])
+		}
+	}
+	for i := range vs {
+		out[i] = dotF16Fast(row, vs[i].F32)
+	}
+}
+
+//go:noescape
+func dotQ8_0x4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]float32)
+
+//go:noescape
+func dotQ5_0x4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]float32)
+
+//go:noescape
+func dotQ6_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]float32)
+
+//go:noescape
+func dotQ4_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
+
+//go:noescape
+func dotF16x2AVX2(x []byte, y0, y1 []float32, n int, acc *[2][4][8]float32)
