@@ -14,12 +14,16 @@ import (
 // A worker takes a few weight rows and runs each against a tile of
 // activation rows, so a weight row is read from memory once per tile rather
 // than once per token: decode (B = 1) streams the weights exactly once,
-// prefill reuses each row from L1 for the whole tile.
+// prefill reuses each row from L1 for the whole tile. Within the tile the
+// multi-row product (quant.DotsFunc) decodes each weight block once for
+// several activation rows, with the bits of the single-row product, so a
+// verified draft rounds exactly as the target decoding alone.
 type matMul struct {
 	x     view
 	parts []matMulPart
 	total int         // output rows over all parts
 	vecs  []quant.Vec // prepared activations, one per row of X
+	outs  [][]float32 // per worker: (bTile,) products of one weight row
 	prep  prepareTask
 	grain int
 }
@@ -28,6 +32,7 @@ type matMulPart struct {
 	w     view // [n_out, n_in]
 	dst   view // [B, n_out]
 	dot   func(row []byte, v *quant.Vec) float32
+	dots  func(row []byte, vs []quant.Vec, out []float32)
 	first int // index of this part's row 0 among all output rows
 }
 
@@ -63,8 +68,18 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
 		}
-		m.parts = append(m.parts, matMulPart{w: w, dst: dst, dot: dot, first: m.total})
+		dots, err := quant.DotsFunc(op.W.Type)
+		if err != nil {
+			return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
+		}
+		m.parts = append(m.parts, matMulPart{w: w, dst: dst, dot: dot, dots: dots, first: m.total})
 		m.total += w.rows
+	}
+	if x.rows > 1 {
+		m.outs = make([][]float32, b.pool.size)
+		for i := range m.outs {
+			m.outs[i] = make([]float32, bTile)
+		}
 	}
 	m.prep = prepareTask{m: m, errs: make([]error, x.rows)}
 	m.grain = b.pool.grainFor(m.total, max(1, 64/x.rows))
@@ -89,8 +104,8 @@ func (m *matMul) exec(p *pool) error {
 	return nil
 }
 
-// run computes output rows [lo, hi) of the concatenated parts.
-func (m *matMul) run(_, lo, hi int) {
+// run computes output rows [lo, hi) of the concatenated parts on worker w.
+func (m *matMul) run(w, lo, hi int) {
 	for pi := range m.parts {
 		part := &m.parts[pi]
 		start, end := max(lo, part.first), min(hi, part.first+part.w.rows)
@@ -106,12 +121,13 @@ func (m *matMul) run(_, lo, hi int) {
 			}
 			continue
 		}
+		out := m.outs[w]
 		for b0 := 0; b0 < m.x.rows; b0 += bTile {
 			b1 := min(b0+bTile, m.x.rows)
 			for r := start; r < end; r++ {
-				row := part.w.row(r)
+				part.dots(part.w.row(r), m.vecs[b0:b1], out)
 				for bi := b0; bi < b1; bi++ {
-					part.dst.f32(bi)[r] = part.dot(row, &m.vecs[bi])
+					part.dst.f32(bi)[r] = out[bi-b0]
 				}
 			}
 		}

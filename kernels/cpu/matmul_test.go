@@ -1,0 +1,168 @@
+package cpu_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/quant"
+)
+
+// matMulTypes are the weight types of the demo models' files (Q4_K_M mixes
+// Q4_K, Q6_K, Q5_0 and Q8_0), and two without a multi-row kernel.
+var matMulTypes = []quant.Type{quant.F16, quant.Q8_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.Q4_0, quant.Q5_K}
+
+// TestMatMulBatchIsPerRow: each row of a batched product has the bits of
+// the same activation row multiplied alone (B = 1, the decode path), so a
+// speculative verification batch rounds exactly as the target decoding
+// token by token. Several threads, so the split over workers is covered.
+func TestMatMulBatchIsPerRow(t *testing.T) {
+	be := newBackend(t, cpu.Options{Threads: 3})
+	rng := rand.New(rand.NewPCG(5, 6))
+	const in, out = 512, 37
+	for _, wt := range matMulTypes {
+		w := upload(t, be, wt, out, in, randomWeights(t, rng, wt, out*in))
+		for _, batch := range []int{2, 3, 5, 8, 17, 40} {
+			x := make([]float32, batch*in)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			got := matMul(t, be, w, x, batch)
+			for r := range batch {
+				want := matMul(t, be, w, x[r*in:(r+1)*in], 1)
+				for c := range want {
+					if g := got[r*out+c]; math.Float32bits(g) != math.Float32bits(want[c]) {
+						t.Fatalf("%v B=%d: row %d col %d = %.9g, alone %.9g", wt, batch, r, c, g, want[c])
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulBatch times a 1024 x 1024 product per weight type at the
+// batch sizes of decode (1), speculative verification (2, 5) and prefill
+// (16, 64). Bytes/s counts the weights once per product: the roofline for
+// decode is memory bandwidth; batched, the weight bytes a second show how
+// far a batch shares each weight row.
+func BenchmarkMatMulBatch(b *testing.B) {
+	be := newBackend(b, cpu.Options{})
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 1024
+	for _, wt := range matMulTypes[:5] {
+		data := randomWeights(b, rng, wt, n*n)
+		w := upload(b, be, wt, n, n, data)
+		for _, batch := range []int{1, 2, 5, 16, 64} {
+			b.Run(fmt.Sprintf("%v/B=%d", wt, batch), func(b *testing.B) {
+				x := make([]float32, batch*n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				X := upload(b, be, quant.F32, batch, n, kernels.F32Bytes(x))
+				Dst := upload(b, be, quant.F32, batch, n, nil)
+				p, err := be.Compile([]kernels.Op{kernels.MatMul{Dst: Dst, W: w, X: X}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					if err := p.Run(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/row")
+			})
+		}
+	}
+}
+
+// randomWeights is n weights of type wt: random blocks, redrawn until
+// they decode to finite values of a sane size.
+func randomWeights(t testing.TB, rng *rand.Rand, wt quant.Type, n int) []byte {
+	t.Helper()
+	size, err := wt.RowBytes(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, size)
+	bs, ts := wt.BlockSize(), wt.TypeSize()
+	vals := make([]float32, bs)
+	for blk := 0; blk < len(data); blk += ts {
+		b := data[blk : blk+ts]
+		for {
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			if err := quant.Dequantize(wt, b, vals); err != nil {
+				t.Fatal(err)
+			}
+			if saneBlock(vals) {
+				break
+			}
+		}
+	}
+	return data
+}
+
+func saneBlock(v []float32) bool {
+	var m float64
+	for _, x := range v {
+		a := math.Abs(float64(x))
+		if math.IsNaN(a) || a > 1e2 {
+			return false
+		}
+		m = max(m, a)
+	}
+	return m > 1e-2
+}
+
+// upload allocates a [rows, cols] tensor of type typ holding data (nil:
+// left as allocated).
+func upload(t testing.TB, be *cpu.Backend, typ quant.Type, rows, cols int, data []byte) kernels.Tensor {
+	t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := be.Alloc(kernels.Label{Owner: "test", Cat: kernels.Scratch}, int64(rows)*rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := be.Free(buf); err != nil {
+			t.Error(err)
+		}
+	})
+	x := kernels.NewTensor(buf, typ, rows, cols, 0)
+	if data != nil {
+		if err := be.Write(x, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return x
+}
+
+// matMul is W [out, in] times the batch rows of x, read back.
+func matMul(t *testing.T, be *cpu.Backend, w kernels.Tensor, x []float32, batch int) []float32 {
+	t.Helper()
+	X := upload(t, be, quant.F32, batch, w.Cols, kernels.F32Bytes(x))
+	Dst := upload(t, be, quant.F32, batch, w.Rows, nil)
+	p, err := be.Compile([]kernels.Op{kernels.MatMul{Dst: Dst, W: w, X: X}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, batch*w.Rows)
+	if err := be.Read(kernels.F32Bytes(out), Dst); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
