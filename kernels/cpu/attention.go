@@ -125,9 +125,7 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 			ms = float32(math.Exp(float64(m - x)))
 			m = x
 			if ms != 1 {
-				for i, a := range acc {
-					acc[i] = roundHalf(a * ms)
-				}
+				scaleHalf(acc, ms)
 			}
 		} else {
 			vs = float32(math.Exp(float64(x - m)))
@@ -141,11 +139,19 @@ func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
 	}
 }
 
-// accumulateHalf is acc = f16(acc + v*vs), the multiply-add fused as in
+// scaleHalfGo is acc = f16(acc*ms): the accumulator rescaled for a new
+// running maximum.
+func scaleHalfGo(acc []float32, ms float32) {
+	for i, a := range acc {
+		acc[i] = roundHalf(a * ms)
+	}
+}
+
+// accumulateHalfGo is acc = f16(acc + v*vs), the multiply-add fused as in
 // ggml's ggml_vec_mad_f16, for a binary16 row v: the
 // bodies of halfBits and roundHalf written out, since the compiler will
 // not inline them into this, the attention's innermost loop.
-func accumulateHalf(acc []float32, v []byte, vs float32) {
+func accumulateHalfGo(acc []float32, v []byte, vs float32) {
 	v = v[:2*len(acc)]
 	for i, a := range acc {
 		h := uint16(v[2*i]) | uint16(v[2*i+1])<<8
