@@ -84,18 +84,18 @@ func DotFunc(w Type) (func(row []byte, v *Vec) float32, error) {
 	if !ok {
 		return nil, fmt.Errorf("quant: dot product for %v: %w", w, unsupported(w))
 	}
-	size := w.TypeSize()
+	size, actSize := w.TypeSize(), k.act.TypeSize()
 	nan := float32(math.NaN())
 	if k.act == F32 {
 		return func(row []byte, v *Vec) float32 {
-			if !fitsRow(F32, size, row, v) {
+			if !fitsRow(F32, size, actSize, row, v) {
 				return nan
 			}
 			return k.float(row, v.F32)
 		}, nil
 	}
 	return func(row []byte, v *Vec) float32 {
-		if !fitsRow(k.act, size, row, v) {
+		if !fitsRow(k.act, size, actSize, row, v) {
 			return nan
 		}
 		return k.quant(row, v.Q)

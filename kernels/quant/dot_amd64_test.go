@@ -102,8 +102,12 @@ func TestFastMultiKernelCoverage(t *testing.T) {
 		t.Skip("CPU lacks AVX2, FMA or F16C")
 	}
 	for _, typ := range []Type{F16, Q8_0, Q5_0, Q4_K, Q6_K} {
-		if _, ok := fastMultiKernel(typ); !ok {
+		m, ok := fastMultiKernel(typ)
+		if !ok {
 			t.Errorf("%v: no multi-row kernel", typ)
+		}
+		if five := typ == Q8_0 || typ == Q5_0; (m.five != nil) != five {
+			t.Errorf("%v: five-row kernel %v, want %v", typ, m.five != nil, five)
 		}
 	}
 }

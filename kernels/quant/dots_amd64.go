@@ -3,9 +3,10 @@
 package quant
 
 // The four-row AVX2 kernels sit in the *_amd64.s file of their type, after
-// the single-row kernel they mirror (see ROWS4 in simd_amd64.h). Three
-// rows run them with the last row repeated: the spare row costs less than
-// a third single-row pass (BenchmarkDots); two do not.
+// the single-row kernel they mirror (see ROWS4 in simd_amd64.h); Q8_0 and
+// Q5_0, whose blocks take fewer registers, have five-row ones too. Three
+// rows run a four-row kernel with the last row repeated: the spare row
+// costs less than a third single-row pass (BenchmarkDots); two do not.
 
 func fastMultiKernel(w Type) (multiKernel, bool) {
 	if !hasAVX2 {
@@ -13,39 +14,53 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 	}
 	switch w {
 	case F16:
-		return multiKernel{dotsF16Fast, 2}, true
+		return multiKernel{four: dotsF16Fast, least: 2}, true
 	case Q8_0:
-		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
 			var acc [dotsWidth][8]float32
-			if nb := rowsX4(&ys, row, vs, q8_0Bytes); nb > 0 {
+			if nb := rows(ys[:], row, vs, q8_0Bytes); nb > 0 {
 				dotQ8_0x4AVX2(row, &ys, nb, &acc)
 			}
-			laneSums(out[:len(vs)], &acc)
+			laneSums(out[:len(vs)], acc[:])
+		}, five: func(row []byte, vs []Vec, out []float32) {
+			var ys [5]*byte
+			var acc [5][8]float32
+			if nb := rows(ys[:], row, vs, q8_0Bytes); nb > 0 {
+				dotQ8_0x5AVX2(row, &ys, nb, &acc)
+			}
+			laneSums(out[:5], acc[:])
 		}}, true
 	case Q5_0:
-		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
 			var acc [dotsWidth][8]float32
-			if nb := rowsX4(&ys, row, vs, q5_0Bytes); nb > 0 {
+			if nb := rows(ys[:], row, vs, q5_0Bytes); nb > 0 {
 				dotQ5_0x4AVX2(row, &ys, nb, &acc)
 			}
-			laneSums(out[:len(vs)], &acc)
+			laneSums(out[:len(vs)], acc[:])
+		}, five: func(row []byte, vs []Vec, out []float32) {
+			var ys [5]*byte
+			var acc [5][8]float32
+			if nb := rows(ys[:], row, vs, q5_0Bytes); nb > 0 {
+				dotQ5_0x5AVX2(row, &ys, nb, &acc)
+			}
+			laneSums(out[:5], acc[:])
 		}}, true
 	case Q6_K:
-		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
 			var acc [dotsWidth][8]float32
-			if nb := rowsX4(&ys, row, vs, q6_KBytes); nb > 0 {
+			if nb := rows(ys[:], row, vs, q6_KBytes); nb > 0 {
 				dotQ6_Kx4AVX2(row, &ys, nb, &acc)
 			}
-			laneSums(out[:len(vs)], &acc)
+			laneSums(out[:len(vs)], acc[:])
 		}}, true
 	case Q4_K:
-		return multiKernel{least: 3, dots: func(row []byte, vs []Vec, out []float32) {
+		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
 			var sums [dotsWidth]float32
-			if nb := rowsX4(&ys, row, vs, q4_KBytes); nb > 0 {
+			if nb := rows(ys[:], row, vs, q4_KBytes); nb > 0 {
 				dotQ4_Kx4AVX2(row, &ys, nb, &sums)
 			}
 			copy(out[:len(vs)], sums[:])
@@ -54,10 +69,10 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 	return multiKernel{}, false
 }
 
-// rowsX4 points ys at the activation rows vs (2..dotsWidth of them), the
-// last repeated to fill all four, and returns the number of whole weight
-// blocks in row (0: nothing to multiply, the product is 0).
-func rowsX4(ys *[dotsWidth]*byte, row []byte, vs []Vec, xSize int) int {
+// rows points ys at the activation rows vs, the last repeated to fill all
+// of ys, and returns the number of whole weight blocks in row (0: nothing
+// to multiply, the product is 0).
+func rows(ys []*byte, row []byte, vs []Vec, xSize int) int {
 	nb := len(row) / xSize
 	if nb == 0 {
 		return 0
@@ -69,7 +84,7 @@ func rowsX4(ys *[dotsWidth]*byte, row []byte, vs []Vec, xSize int) int {
 }
 
 // laneSums folds each row's eight lanes as HSUM8 does.
-func laneSums(out []float32, acc *[dotsWidth][8]float32) {
+func laneSums(out []float32, acc [][8]float32) {
 	for i := range out {
 		out[i] = hsum8(&acc[i])
 	}
@@ -109,3 +124,9 @@ func dotQ4_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float
 
 //go:noescape
 func dotF16x2AVX2(x []byte, y0, y1 []float32, n int, acc *[2][4][8]float32)
+
+//go:noescape
+func dotQ8_0x5AVX2(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
+
+//go:noescape
+func dotQ5_0x5AVX2(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)

@@ -84,3 +84,34 @@ block4:
 	STORE4(Y6, Y7, Y8, Y9)
 	VZEROUPPER
 	RET
+
+// func dotQ5_0x5AVX2(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
+//
+// dotQ5_0x4AVX2 with a fifth row: a verification batch of a draft of four.
+TEXT ·dotQ5_0x5AVX2(SB), NOSPLIT, $0-48
+	MOVQ   x_base+0(FP), SI
+	MOVQ   nb+32(FP), CX
+	ONES16
+	BYTES8($0x0F0F0F0F, X14, Y14)
+	BYTES8($0xF0F0F0F0, X10, Y10)
+	QHSETUP
+	ROWS5 // after the constants, which go through AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+
+block5:
+	Q5W(6(SI), 2(SI), Y1, X1, Y4, X4)
+	Q80ROWS4(Y6, Y7, Y8, Y9)
+	Q80ROW(R10, Y0)
+	ADDQ $22, SI
+	NEXT4($34)
+	ADDQ $34, R10
+	DECQ CX
+	JNZ  block5
+
+	STORE5(Y6, Y7, Y8, Y9, Y0)
+	VZEROUPPER
+	RET

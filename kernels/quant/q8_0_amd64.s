@@ -71,3 +71,31 @@ block4:
 	STORE4(Y8, Y9, Y10, Y11)
 	VZEROUPPER
 	RET
+
+// func dotQ8_0x5AVX2(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
+//
+// dotQ8_0x4AVX2 with a fifth row: a verification batch of a draft of four.
+TEXT ·dotQ8_0x5AVX2(SB), NOSPLIT, $0-48
+	MOVQ   x_base+0(FP), SI
+	MOVQ   nb+32(FP), CX
+	ROWS5
+	ONES16
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+
+block5:
+	VMOVDQU 2(SI), Y1
+	Q80ROWS4(Y8, Y9, Y10, Y11)
+	Q80ROW(R10, Y12)
+	ADDQ    $34, SI
+	NEXT4($34)
+	ADDQ    $34, R10
+	DECQ    CX
+	JNZ     block5
+
+	STORE5(Y8, Y9, Y10, Y11, Y12)
+	VZEROUPPER
+	RET

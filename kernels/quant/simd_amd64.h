@@ -215,3 +215,14 @@
 	VMOVUPS A1, 32(R9); \
 	VMOVUPS A2, 64(R9); \
 	VMOVUPS A3, 96(R9)
+
+// ROWS5 is ROWS4 with a fifth row at R10, for the kernels whose block
+// leaves room for five accumulators.
+#define ROWS5 \
+	ROWS4; \
+	MOVQ 32(R9), R10
+
+// STORE5 is STORE4 with a fifth accumulator.
+#define STORE5(A0, A1, A2, A3, A4) \
+	STORE4(A0, A1, A2, A3); \
+	VMOVUPS A4, 128(R9)
