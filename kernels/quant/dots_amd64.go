@@ -15,47 +15,12 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 	switch w {
 	case F16:
 		return multiKernel{four: dotsF16Fast, least: 2}, true
-	case Q8_0:
-		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
-			var ys [dotsWidth]*byte
-			var acc [dotsWidth][8]float32
-			if nb := rows(ys[:], row, vs, q8_0Bytes); nb > 0 {
-				dotQ8_0x4AVX2(row, &ys, nb, &acc)
-			}
-			laneSums(out[:len(vs)], acc[:])
-		}, five: func(row []byte, vs []Vec, out []float32) {
-			var ys [5]*byte
-			var acc [5][8]float32
-			if nb := rows(ys[:], row, vs, q8_0Bytes); nb > 0 {
-				dotQ8_0x5AVX2(row, &ys, nb, &acc)
-			}
-			laneSums(out[:5], acc[:])
-		}}, true
-	case Q5_0:
-		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
-			var ys [dotsWidth]*byte
-			var acc [dotsWidth][8]float32
-			if nb := rows(ys[:], row, vs, q5_0Bytes); nb > 0 {
-				dotQ5_0x4AVX2(row, &ys, nb, &acc)
-			}
-			laneSums(out[:len(vs)], acc[:])
-		}, five: func(row []byte, vs []Vec, out []float32) {
-			var ys [5]*byte
-			var acc [5][8]float32
-			if nb := rows(ys[:], row, vs, q5_0Bytes); nb > 0 {
-				dotQ5_0x5AVX2(row, &ys, nb, &acc)
-			}
-			laneSums(out[:5], acc[:])
-		}}, true
+	case Q8_0, Q5_0:
+		return multiKernel{least: 3,
+			four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) },
+			five: func(row []byte, vs []Vec, out []float32) { lanes5(w, row, vs, out) }}, true
 	case Q6_K:
-		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
-			var ys [dotsWidth]*byte
-			var acc [dotsWidth][8]float32
-			if nb := rows(ys[:], row, vs, q6_KBytes); nb > 0 {
-				dotQ6_Kx4AVX2(row, &ys, nb, &acc)
-			}
-			laneSums(out[:len(vs)], acc[:])
-		}}, true
+		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) }}, true
 	case Q4_K:
 		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
@@ -67,6 +32,40 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 		}}, true
 	}
 	return multiKernel{}, false
+}
+
+// lanes4 runs w's four-row kernel (Q8_0, Q5_0 or Q6_K), which leaves eight
+// partial sums a row, and folds them. The kernels are called directly, not
+// through a func value, so that ys and acc stay on the stack.
+func lanes4(w Type, row []byte, vs []Vec, out []float32) {
+	var ys [dotsWidth]*byte
+	var acc [dotsWidth][8]float32
+	if nb := rows(ys[:], row, vs, w.TypeSize()); nb > 0 {
+		switch w {
+		case Q8_0:
+			dotQ8_0x4AVX2(row, &ys, nb, &acc)
+		case Q5_0:
+			dotQ5_0x4AVX2(row, &ys, nb, &acc)
+		case Q6_K:
+			dotQ6_Kx4AVX2(row, &ys, nb, &acc)
+		}
+	}
+	laneSums(out[:len(vs)], acc[:])
+}
+
+// lanes5 is lanes4 for the five-row kernels (Q8_0, Q5_0).
+func lanes5(w Type, row []byte, vs []Vec, out []float32) {
+	var ys [5]*byte
+	var acc [5][8]float32
+	if nb := rows(ys[:], row, vs, w.TypeSize()); nb > 0 {
+		switch w {
+		case Q8_0:
+			dotQ8_0x5AVX2(row, &ys, nb, &acc)
+		case Q5_0:
+			dotQ5_0x5AVX2(row, &ys, nb, &acc)
+		}
+	}
+	laneSums(out[:5], acc[:])
 }
 
 // rows points ys at the activation rows vs, the last repeated to fill all
