@@ -102,8 +102,8 @@ func (d *driver) describe(ordinal int) (DeviceInfo, error) {
 }
 
 // Backend is one CUDA device (or a capped share of one: a virtual device)
-// as a kernels.Backend. All driver work runs on its worker thread, in
-// order, on one stream.
+// as a kernels.Backend. All its driver work runs on one locked thread (its
+// own, or a Worker shared with other backends), in order, on one stream.
 type Backend struct {
 	name  string
 	info  DeviceInfo
@@ -150,8 +150,9 @@ type launchArgs struct {
 	pin  runtime.Pinner
 }
 
-// Open starts a worker thread for the device, makes its primary context
-// current there, creates a stream and loads the kernels. Without a driver
+// Open makes the device's primary context current on the backend's thread
+// (o.Worker's, or a new one of its own), creates a stream and loads the
+// kernels (ptx/sm90 on compute capability 9.0 and later, else ptx). Without a driver
 // or a device it returns an error (ErrNoDriver, ErrInvalidDevice, ...).
 func Open(o Options) (*Backend, error) {
 	d, err := openDriver()

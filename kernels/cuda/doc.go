@@ -5,10 +5,12 @@
 //
 // The driver API is small and stable, so it is bound by hand here (driver.go)
 // rather than through a generated binding that would need cgo. CUDA contexts
-// belong to OS threads, so every device has one worker goroutine locked to its
-// thread, and every driver call for that device runs there (worker.go).
+// are current per OS thread, so every driver call runs on a goroutine locked
+// to its thread (worker.go): one per device, or one shared by the devices
+// of a model placement, which switches contexts between their calls.
 //
 // Sources of the kernels live in src/*.cu; `go generate` (gen.sh) turns them
-// into ptx/*.ptx with nvcc, which exists only where the GPU is, and the PTX is
+// into ptx/*.ptx (and the Hopper variant ptx/sm90/*.ptx) with nvcc, which
+// exists only where the GPU is, and the PTX is
 // committed.
 package cuda
