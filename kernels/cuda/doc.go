@@ -10,7 +10,6 @@
 // of a model placement, which switches contexts between their calls.
 //
 // Sources of the kernels live in src/*.cu; `go generate` (gen.sh) turns them
-// into ptx/*.ptx (and the Hopper variant ptx/sm90/*.ptx) with nvcc, which
-// exists only where the GPU is, and the PTX is
-// committed.
+// into ptx/*.ptx and the Hopper variant ptx/sm90/*.ptx with nvcc, which
+// exists only where the GPU is, and the PTX is committed.
 package cuda
