@@ -46,17 +46,10 @@ func (be *Backend) Alloc(label kernels.Label, size int64) (kernels.Buffer, error
 
 // allocZeroed is Alloc; carve says whether the reserved slab may serve it.
 func (be *Backend) allocZeroed(label kernels.Label, size int64, carve bool) (kernels.Buffer, error) {
-	var b *buffer
-	if carve {
-		b = be.carve(label, size)
+	b, err := be.place(label, size, carve)
+	if err != nil {
+		return nil, err
 	}
-	if b == nil {
-		var err error
-		if b, err = be.alloc(label, size); err != nil {
-			return nil, err
-		}
-	}
-	var err error
 	if size > 0 {
 		err = be.do(func() error { return be.drv.memset8(b.ptr, 0, size, be.stream) })
 	}
@@ -181,6 +174,17 @@ func (be *Backend) freeSlab(sl *slab) error {
 	return be.do(func() error { return be.drv.memFree(sl.ptr) })
 }
 
+// place finds size bytes for label: in the reserved slab when carve is set
+// and it fits, else an allocation of its own.
+func (be *Backend) place(label kernels.Label, size int64, carve bool) (*buffer, error) {
+	if carve {
+		if b := be.carve(label, size); b != nil {
+			return b, nil
+		}
+	}
+	return be.alloc(label, size)
+}
+
 // carve takes size bytes for label from the reserved slab, or returns nil
 // when there is none or too little of it is left.
 func (be *Backend) carve(label kernels.Label, size int64) *buffer {
@@ -201,14 +205,10 @@ func (be *Backend) carve(label kernels.Label, size int64) *buffer {
 // Upload copies data (weights) to device memory: into the slab that
 // ReserveSlab set aside, where it fits, else an allocation of its own.
 func (be *Backend) Upload(label kernels.Label, data []byte) (kernels.Buffer, error) {
-	b := be.carve(label, int64(len(data)))
-	if b == nil {
-		var err error
-		if b, err = be.alloc(label, int64(len(data))); err != nil {
-			return nil, err
-		}
+	b, err := be.place(label, int64(len(data)), true)
+	if err != nil {
+		return nil, err
 	}
-	var err error
 	if len(data) > 0 {
 		err = be.do(func() error {
 			if err := be.drv.copyHtoD(b.ptr, unsafe.Pointer(&data[0]), int64(len(data)), be.stream); err != nil {
