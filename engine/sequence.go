@@ -18,13 +18,9 @@ type sequence struct {
 // run makes the cache hold tokens and returns the logits of its last rows
 // tokens, row after row (valid until the next call).
 func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32, error) {
-	c, out := s.rewind(tokens, rows)
-	logits, err := s.Forward(ctx, tokens[c:], c, out)
-	if err != nil {
-		return nil, err // the cache keeps tokens[:c]; nothing after it is trusted
-	}
-	s.cached = append(s.cached, tokens[c:]...)
-	return logits, nil
+	return runOn(s, tokens, rows, func(tokens []int32, pos int, out []int) ([]float32, error) {
+		return s.Forward(ctx, tokens, pos, out)
+	})
 }
 
 // argmaxOnDevice reports whether runArgmax can be used: the model runs on
@@ -34,26 +30,28 @@ func (s *sequence) argmaxOnDevice() bool { return s.placed == nil }
 // runArgmax is run for greedy decoding: it returns the index of the largest
 // logit of each of the last rows tokens (valid until the next call).
 func (s *sequence) runArgmax(ctx context.Context, tokens []int32, rows int) ([]int32, error) {
-	c, out := s.rewind(tokens, rows)
-	ids, err := s.m.ForwardArgmax(ctx, tokens[c:], c, out)
-	if err != nil {
-		return nil, err
-	}
-	s.cached = append(s.cached, tokens[c:]...)
-	return ids, nil
+	return runOn(s, tokens, rows, func(tokens []int32, pos int, out []int) ([]int32, error) {
+		return s.m.ForwardArgmax(ctx, tokens, pos, out)
+	})
 }
 
-// rewind drops the cached tokens after the longest prefix c that tokens
-// shares with them (keeping the last rows tokens to be computed) and
-// returns c and those rows' indices in tokens[c:].
-func (s *sequence) rewind(tokens []int32, rows int) (int, []int) {
+// runOn makes s's cache hold tokens, computing only what differs from what
+// it held, with forward (a Forward of the model) run on the rest; out are
+// the indices of the last rows tokens in what forward runs.
+func runOn[T any](s *sequence, tokens []int32, rows int, forward func(tokens []int32, pos int, out []int) (T, error)) (T, error) {
 	c := min(commonPrefix(s.cached, tokens), len(tokens)-rows) // the wanted rows must be computed
 	out := make([]int, rows)
 	for i := range out {
 		out[i] = len(tokens) - rows - c + i
 	}
 	s.cached = s.cached[:min(c, len(s.cached))]
-	return c, out
+	res, err := forward(tokens[c:], c, out)
+	if err != nil {
+		var zero T
+		return zero, err // the cache keeps tokens[:c]; nothing after it is trusted
+	}
+	s.cached = append(s.cached, tokens[c:]...)
+	return res, nil
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.
