@@ -407,17 +407,18 @@ func (d *decoder) tensorInfo(t *TensorInfo) error {
 		return fmt.Errorf("%q: %d dimensions (want 1..%d): %w", t.Name, nd, maxDims, ErrCorrupt)
 	}
 	t.Dims = make([]int64, nd)
-	elems := int64(1)
 	for j := range t.Dims {
 		n, err := d.u64()
 		if err != nil {
 			return err
 		}
-		if n == 0 || n > math.MaxInt64/uint64(elems) {
+		if n == 0 || n > math.MaxInt64 {
 			return fmt.Errorf("%q: dimension %d is %d: %w", t.Name, j, n, ErrCorrupt)
 		}
 		t.Dims[j] = int64(n)
-		elems *= int64(n)
+	}
+	if _, ok := Product(t.Dims...); !ok {
+		return fmt.Errorf("%q: %v elements overflow: %w", t.Name, t.Dims, ErrCorrupt)
 	}
 	typ, err := d.u32()
 	if err != nil {
@@ -427,15 +428,9 @@ func (d *decoder) tensorInfo(t *TensorInfo) error {
 	if !t.Type.Known() {
 		return fmt.Errorf("%q: ggml type %d: %w", t.Name, typ, ErrUnknownType)
 	}
-	rowBytes, err := t.Type.RowBytes(t.Dims[0])
-	if err != nil {
-		return fmt.Errorf("%q: row of %d: %w", t.Name, t.Dims[0], ErrCorrupt)
+	if t.Bytes, err = TensorBytes(t.Type, t.Dims); err != nil {
+		return fmt.Errorf("%q: %w", t.Name, err)
 	}
-	rows := elems / t.Dims[0]
-	if rowBytes != 0 && rows > math.MaxInt64/rowBytes {
-		return fmt.Errorf("%q: size overflows: %w", t.Name, ErrCorrupt)
-	}
-	t.Bytes = rowBytes * rows
 	off, err := d.u64()
 	if err != nil {
 		return err
