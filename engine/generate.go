@@ -53,12 +53,13 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 	text := req.Prompt
 	if len(req.Messages) > 0 {
 		var err error
-		text, err = r.RenderChat(ctx, req.Messages, req.ChatMLFallback)
+		// Message text cannot make special tokens; the template's markup can.
+		text, err = r.RenderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), req.ChatMLFallback)
 		if err != nil {
 			return nil, err
 		}
 	}
-	ids, err := r.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.tok.AddBOS()})
+	ids, err := r.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.tok.AddBOS(), Defused: len(req.Messages) > 0})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
