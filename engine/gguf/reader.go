@@ -22,6 +22,10 @@ const (
 	// minKVBytes is the smallest encoding of one metadata entry: key length,
 	// value type, a one-byte value.
 	minKVBytes = 8 + 4 + 1
+	// maxNameBytes bounds metadata keys and tensor names (ggml's own limit
+	// on tensor names is 64 bytes): they are quoted in error messages, and a
+	// name the size of the file would make an error of hundreds of megabytes.
+	maxNameBytes = 1024
 )
 
 // decoder reads a GGUF header, tracking its position so that every count
@@ -85,6 +89,22 @@ func (d *decoder) str() (string, error) {
 	}
 	if n > uint64(d.left()) {
 		return "", fmt.Errorf("string length %d exceeds the file size: %w", n, ErrCorrupt)
+	}
+	b := make([]byte, n)
+	if err := d.full(b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// name reads a metadata key or a tensor name.
+func (d *decoder) name(what string) (string, error) {
+	n, err := d.u64()
+	if err != nil {
+		return "", err
+	}
+	if n > maxNameBytes {
+		return "", fmt.Errorf("%s of %d bytes (at most %d): %w", what, n, maxNameBytes, ErrCorrupt)
 	}
 	b := make([]byte, n)
 	if err := d.full(b); err != nil {
@@ -343,7 +363,7 @@ func (d *decoder) header() (*header, error) {
 	h.kv = make([]KV, 0, nKV)
 	seen := make(map[string]bool, nKV)
 	for range nKV {
-		key, err := d.str()
+		key, err := d.name("metadata key")
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +416,7 @@ func (d *decoder) header() (*header, error) {
 
 func (d *decoder) tensorInfo(t *TensorInfo) error {
 	var err error
-	if t.Name, err = d.str(); err != nil {
+	if t.Name, err = d.name("tensor name"); err != nil {
 		return err
 	}
 	nd, err := d.u32()

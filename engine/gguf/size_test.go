@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -92,6 +93,32 @@ func TestSizeHelpers(t *testing.T) {
 		}
 		if n, err := TensorBytes(typ, dims); err == nil {
 			t.Errorf("%v %v: %d bytes, want an error", typ, dims, n)
+		}
+	}
+}
+
+// A key or tensor name as long as the file once went into the error
+// message quoted (hundreds of megabytes and seconds for a sparse file); names
+// over maxNameBytes are refused by their length.
+func TestLongNamesAreRefused(t *testing.T) {
+	for _, what := range []string{"key", "tensor"} {
+		var e encoder
+		e.u32(magic)
+		e.u32(3)
+		if what == "tensor" {
+			e.u64(1)
+			e.u64(0)
+		} else {
+			e.u64(0)
+			e.u64(1)
+		}
+		e.u64(1 << 20) // the name's length: most of the file
+		b := append(e.b, make([]byte, 1<<20+64)...)
+		_, err := parseHeader(bytes.NewReader(b), int64(len(b)))
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s name of 1 MB: %.200v", what, err)
+		} else if len(err.Error()) > 200 {
+			t.Errorf("%s name of 1 MB: a %d-byte error", what, len(err.Error()))
 		}
 	}
 }
