@@ -17,7 +17,13 @@ import (
 // to the original's, and returns its path.
 func headerCopy(t testing.TB, name string, set map[string]any) string {
 	t.Helper()
-	f, err := gguf.Open(sharedtest.Path(t, "models", name))
+	return rewriteHeader(t, sharedtest.Path(t, "models", name), set, nil)
+}
+
+// rewriteHeader is headerCopy of the file at src; extra may add entries.
+func rewriteHeader(t testing.TB, src string, set map[string]any, extra func(*gguf.Writer)) string {
+	t.Helper()
+	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +44,9 @@ func headerCopy(t testing.TB, name string, set map[string]any) string {
 		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if extra != nil {
+		extra(&w)
 	}
 	path := filepath.Join(t.TempDir(), "hostile.gguf")
 	if err := w.WriteFile(path); err != nil {
