@@ -90,5 +90,4 @@ func TestRenderFuzzSeeds(t *testing.T) {
 	}
 }
 
-
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite testdata/fuzz/FuzzRender from the hostile cases")
