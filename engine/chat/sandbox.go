@@ -142,6 +142,16 @@ func (s *sandbox) made(x jinja.Value) error {
 // walk stops at the limit, so a list that holds itself many times over
 // costs no more than the limit to measure.
 func (s *sandbox) size(x jinja.Value) (int64, error) {
+	switch {
+	case x.IsString():
+		n := int64(len(x.AsString()))
+		if n > int64(s.value) {
+			return n, fmt.Errorf("a value of %d bytes: %w (%d)", n, errBudget, s.value)
+		}
+		return n, nil
+	case !x.IsList() && !x.IsDict():
+		return 8, nil
+	}
 	type item struct {
 		v     jinja.Value
 		depth int

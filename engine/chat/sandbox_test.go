@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ardanlabs/jinja"
 )
 
 // allocated runs f and returns the bytes the Go heap handed out meanwhile.
@@ -106,4 +108,29 @@ func TestTemplateTimeoutStopsTheRender(t *testing.T) {
 			t.Errorf("%s: after Render returned: %d goroutines (%d before), %d KB allocated in 200 ms", c.name, g, base, (m2.TotalAlloc-m1.TotalAlloc)>>10)
 		}
 	}
+}
+
+// BenchmarkRenderQwen3 prices the guards: the Qwen3 template over a short
+// conversation, through Render and through the unguarded engine.
+func BenchmarkRenderQwen3(b *testing.B) {
+	tmpl := configTemplateB(b, "qwen3")
+	msgs := []Message{{"system", "Be brief."}, {"user", "What is 2+2?"}, {"assistant", "<think>\nadd\n</think>\n\n4."}, {"user", "And 3+3?"}}
+	b.Run("guarded", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := tmpl.Render(context.Background(), msgs, Options{AddGenerationPrompt: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	plain, err := jinja.Compile(tmpl.Source())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := plain.RenderValues(tmpl.variables(msgs, Options{AddGenerationPrompt: true})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
