@@ -49,6 +49,8 @@ vet:
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/model -run '^$$' -fuzz FuzzLoadHeader -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/chat -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME)
 
 test: deps vet fuzz
 	$(GO) test -timeout 60m ./...

@@ -40,10 +40,13 @@ type Sampling = sample.Params
 // Request is one generation.
 type Request struct {
 	// Prompt is raw text, tokenized with special tokens parsed
-	// ("<|im_start|>user..."). Used when Messages is empty.
+	// ("<|im_start|>user..."): the way to write special tokens yourself.
+	// Used when Messages is empty.
 	Prompt string
 	// Messages are rendered with the model's chat template and a generation
-	// prompt. A template that fails to render is an error wrapping
+	// prompt. Their text is tokenized as text: "<|im_end|>" typed in a
+	// message is not the special token (only the template's markup makes
+	// those). A template that fails to render is an error wrapping
 	// chat.ErrTemplate; set ChatMLFallback to use plain ChatML instead.
 	Messages       []chat.Message
 	ChatMLFallback bool

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/tandem-run/tandem/engine/sample"
@@ -40,7 +41,10 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sam
 		if err != nil {
 			return nil, nil, err
 		}
-		t, top := pick(s, logits, d.toks, dists, i)
+		t, top, err := pick(s, logits, d.toks, dists, i)
+		if err != nil {
+			return nil, nil, err
+		}
 		// A draft unsure of its own next token is likely wrong: stop here
 		// rather than spend the target's time verifying a guess.
 		if top < d.pMin {
@@ -59,19 +63,25 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sam
 // it with the draft's confidence: for greedy settings the softmax
 // probability of the top logit; for sampling the top probability of the
 // distribution it was drawn from, which is kept in dists[i] for the verifier.
-func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float32, i int) (int32, float64) {
+func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float32, i int) (int32, float64, error) {
 	if !s.Params().Greedy() {
-		q := s.Probs(dists[i], logits, history)
+		q, err := s.Probs(dists[i], logits, history)
+		if err != nil {
+			return 0, 0, fmt.Errorf("engine: draft: %w", err)
+		}
 		dists[i] = q
-		return sample.Draw(q, s.Uniform()), float64(q[sample.Argmax(q)])
+		return sample.Draw(q, s.Uniform()), float64(q[sample.Argmax(q)]), nil
 	}
-	t := s.Sample(logits, history)
+	t, err := s.Sample(logits, history)
+	if err != nil {
+		return 0, 0, fmt.Errorf("engine: draft: %w", err)
+	}
 	maxv := logits[sample.Argmax(logits)]
 	var sum float64
 	for _, l := range logits {
 		sum += math.Exp(float64(l - maxv))
 	}
-	return t, math.Exp(float64(logits[t]-maxv)) / sum
+	return t, math.Exp(float64(logits[t]-maxv)) / sum, nil
 }
 
 // lookupDrafter drafts by prompt lookup: no model, certain proposals.

@@ -93,7 +93,9 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 	for i := 0; ; i++ {
 		t, p := top.ID, top.P
 		if !topOnly {
-			t, p = pick(s, logits, d.toks, dists, i)
+			if t, p, err = pick(s, logits, d.toks, dists, i); err != nil {
+				return nil, nil, err
+			}
 		}
 		if p < d.pMin {
 			break

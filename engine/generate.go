@@ -53,12 +53,13 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 	text := req.Prompt
 	if len(req.Messages) > 0 {
 		var err error
-		text, err = r.RenderChat(ctx, req.Messages, req.ChatMLFallback)
+		// Message text cannot make special tokens; the template's markup can.
+		text, err = r.RenderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), req.ChatMLFallback)
 		if err != nil {
 			return nil, err
 		}
 	}
-	ids, err := r.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.tok.AddBOS()})
+	ids, err := r.tok.Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.tok.AddBOS(), Defused: len(req.Messages) > 0})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -147,7 +148,9 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		out = g.verify(logits, drafted, dists)
+		if out, err = g.verify(logits, drafted, dists); err != nil {
+			return false, err
+		}
 	}
 	g.stats.Steps++
 	if len(drafted) > 0 {
@@ -168,7 +171,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 // next token: greedy keeps drafts while they equal the target's choice;
 // sampling keeps each with probability min(1, p/q) and replaces the first
 // rejected one by a draw from the residual max(0, p - q).
-func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32) []int32 {
+func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32) ([]int32, error) {
 	vocab := len(logits) / (len(drafted) + 1)
 	row := func(i int) []float32 { return logits[i*vocab : (i+1)*vocab] }
 	hist := append(g.history[:len(g.history):len(g.history)], drafted...)
@@ -177,23 +180,27 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 	for i, d := range drafted {
 		h := hist[:len(g.history)+i]
 		if greedy {
-			t := g.sampler.Sample(row(i), h)
-			out = append(out, t)
-			if t != d {
-				return out
+			t, err := g.sampler.Sample(row(i), h)
+			if err != nil || t != d {
+				return append(out, t), err
 			}
+			out = append(out, t)
 			continue
 		}
-		p := g.sampler.Probs(g.probs, row(i), h)
+		p, err := g.sampler.Probs(g.probs, row(i), h)
+		if err != nil {
+			return nil, err
+		}
 		g.probs = p
 		q := oneHot(dists, i, d, len(p))
 		if spec.Accept(p, q, d, g.sampler.Uniform()) {
 			out = append(out, d)
 			continue
 		}
-		return append(out, spec.Residual(p, q, g.sampler.Uniform()))
+		return append(out, spec.Residual(p, q, g.sampler.Uniform())), nil
 	}
-	return append(out, g.sampler.Sample(row(len(drafted)), hist))
+	t, err := g.sampler.Sample(row(len(drafted)), hist)
+	return append(out, t), err
 }
 
 // oneHot is dists[i], or a certain distribution on d when the drafter gave none.

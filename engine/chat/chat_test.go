@@ -44,7 +44,9 @@ func loadCases(t *testing.T) map[string][]templateCase {
 
 // configTemplate reads a template and its special tokens from an HF
 // tokenizer_config.json.
-func configTemplate(t *testing.T, name string) *Template {
+func configTemplate(t *testing.T, name string) *Template { return configTemplateB(t, name) }
+
+func configTemplateB(t testing.TB, name string) *Template {
 	t.Helper()
 	b, err := os.ReadFile(sharedtest.Path(t, "testdata", "vocab", name+"-tokenizer_config.json"))
 	if err != nil {

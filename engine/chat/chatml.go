@@ -15,3 +15,15 @@ func ChatML(messages []Message, addGenerationPrompt bool) string {
 	}
 	return sb.String()
 }
+
+// Defused returns copies of messages whose roles and contents went through
+// defuse (a tokenizer's Defuse): rendered into a prompt, their text cannot
+// be parsed as special tokens, so a message cannot close its turn and open
+// one of another role. Only the template's own markup makes special tokens.
+func Defused(messages []Message, defuse func(string) string) []Message {
+	out := make([]Message, len(messages))
+	for i, m := range messages {
+		out[i] = Message{Role: defuse(m.Role), Content: defuse(m.Content)}
+	}
+	return out
+}

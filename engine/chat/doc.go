@@ -12,13 +12,23 @@
 // replacement tojson (its output is not HF's), raise_exception and
 // strftime_now, and brings logging and file-loader dependencies.
 //
-// Templates come from untrusted files, and a Jinja engine offers no way to
-// stop a render midway, so this package bounds the work before and around
-// it: templates over MaxTemplateBytes, with recursive macros or recursive
-// loops (which could exhaust the goroutine stack, a fatal error in Go) are
-// refused; range() is capped per render; the render runs on its own
-// goroutine under a time limit and its output under a size limit. A render
-// that overruns is abandoned and reported; its goroutine finishes on its own.
+// Templates come from untrusted files, and the engine has no hook to stop
+// a render midway or to bound what it makes, so this package adds both.
+// Before compiling, templates over MaxTemplateBytes, with recursive macros
+// or recursive loops (which could exhaust the goroutine stack, a fatal
+// error in Go) are refused. After compiling, the syntax tree is rewritten
+// (instrument.go) so that every operation able to make a large value, every
+// loop and every byte printed goes through a guard (sandbox.go): string
+// repetition, replace, join, indent and tojson are refused before they
+// would make a value over Limits.Output; lists, dicts and loops are held to
+// Limits.Items elements; all values made and printed together to
+// Limits.Work (plus eight times the messages); range() to Limits.Range
+// elements per render. Each guard checks the render's context, which
+// carries Limits.Time, so a render stops at its next operation when it is
+// cancelled or out of time: it runs on the caller's goroutine and nothing
+// of it outlives Render. Forking the engine to add hooks was the other way;
+// the rewrite keeps the engine as released, and fails closed (New refuses
+// every template) if an engine upgrade changes the tree it relies on.
 //
 // The engine's strftime_now reads the wall clock; callers that need a fixed
 // date set Options.Now, which templates see as date_string (Llama 3.1-style

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,11 +31,17 @@ type Options struct {
 	Now time.Time
 }
 
-// Limits bound one render.
+// Limits bound one render. Each is checked as the render goes (see
+// instrument.go), so a render over one stops there.
 type Limits struct {
 	Time   time.Duration // wall-clock time
-	Output int           // bytes of output
+	Output int           // bytes of output, and of any one value or piece printed
 	Range  int           // elements all range() calls together may make
+	Items  int           // elements of any one list or dict, and iterations of any one loop
+	// Work is the bytes all strings made, and all output printed, may add up
+	// to, plus eight times the bytes of the messages: real templates make a
+	// few copies of each message, hostile ones make values without end.
+	Work int64
 }
 
 // Default limits: generous for real templates (which render in
@@ -43,8 +50,16 @@ const (
 	DefaultTimeLimit   = 2 * time.Second
 	DefaultOutputLimit = 4 << 20
 	DefaultRangeLimit  = 100_000
+	DefaultItemLimit   = 1 << 17
+	DefaultWorkLimit   = 32 << 20
 	MaxTemplateBytes   = 256 << 10
 )
+
+// DefaultLimits are the limits New gives a template.
+func DefaultLimits() Limits {
+	return Limits{Time: DefaultTimeLimit, Output: DefaultOutputLimit, Range: DefaultRangeLimit,
+		Items: DefaultItemLimit, Work: DefaultWorkLimit}
+}
 
 // Template is a compiled chat template with its special-token strings. It is
 // immutable and safe for concurrent use.
@@ -65,20 +80,21 @@ func New(source, bos, eos string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w: %w", err, ErrTemplate)
 	}
-	return &Template{
-		source: source, compiled: compiled, bos: bos, eos: eos,
-		limits: Limits{Time: DefaultTimeLimit, Output: DefaultOutputLimit, Range: DefaultRangeLimit},
-	}, nil
+	return &Template{source: source, compiled: compiled, bos: bos, eos: eos, limits: DefaultLimits()}, nil
 }
 
-// compile guards the parser too: it is recursive descent over untrusted text.
+// compile guards the parser too (it is recursive descent over untrusted
+// text), then puts the render's guards into the tree.
 func compile(source string) (t *jinja.Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("parser failed: %v", r)
 		}
 	}()
-	return jinja.Compile(source)
+	if t, err = jinja.Compile(source); err != nil {
+		return nil, err
+	}
+	return t, instrument(t)
 }
 
 // FromGGUF reads tokenizer.chat_template and the BOS/EOS token texts.
@@ -105,51 +121,46 @@ func FromGGUF(f *gguf.File) (*Template, error) {
 // Source is the template text.
 func (t *Template) Source() string { return t.source }
 
-// WithLimits returns a copy of t that renders under l.
+// WithLimits returns a copy of t that renders under l; zero fields keep
+// their defaults.
 func (t *Template) WithLimits(l Limits) *Template {
+	d := DefaultLimits()
 	c := *t
-	c.limits = l
+	c.limits = Limits{Time: cmp.Or(l.Time, d.Time), Output: cmp.Or(l.Output, d.Output),
+		Range: cmp.Or(l.Range, d.Range), Items: cmp.Or(l.Items, d.Items), Work: cmp.Or(l.Work, d.Work)}
 	return &c
 }
 
 // Render returns the prompt for messages. It fails with an error wrapping
 // ErrTemplate when the template raises an exception, breaks or overruns a
-// limit, and with ctx's error when ctx ends first.
-func (t *Template) Render(ctx context.Context, messages []Message, opts Options) (string, error) {
+// limit, and with ctx's error when ctx ends first. The render runs on the
+// caller's goroutine and checks ctx and its limits at every guarded
+// operation, so when Render returns nothing of it goes on running.
+func (t *Template) Render(ctx context.Context, messages []Message, opts Options) (_ string, err error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("chat: %w", err)
 	}
+	rctx, cancel := context.WithTimeout(ctx, t.limits.Time)
+	defer cancel()
 	vars := t.variables(messages, opts)
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- result{err: fmt.Errorf("template engine failed: %v", r)}
-			}
-		}()
-		out, err := t.compiled.RenderValues(vars)
-		done <- result{out, err}
+	newSandbox(rctx, t.limits, messages).vars(vars)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("chat: template engine failed: %v: %w", r, ErrTemplate)
+		}
 	}()
-	limit := time.NewTimer(t.limits.Time)
-	defer limit.Stop()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return "", fmt.Errorf("chat: rendering: %w: %w", r.err, ErrTemplate)
-		}
-		if len(r.out) > t.limits.Output {
-			return "", fmt.Errorf("chat: rendering made %d bytes, over the %d-byte limit: %w", len(r.out), t.limits.Output, ErrTemplate)
-		}
-		return r.out, nil
-	case <-limit.C:
-		return "", fmt.Errorf("chat: rendering took over %v: %w", t.limits.Time, ErrTemplate)
-	case <-ctx.Done():
+	out, err := t.compiled.RenderValues(vars)
+	switch {
+	case ctx.Err() != nil:
 		return "", fmt.Errorf("chat: %w", ctx.Err())
+	case rctx.Err() != nil:
+		return "", fmt.Errorf("chat: rendering took over %v: %w", t.limits.Time, ErrTemplate)
+	case err != nil:
+		return "", fmt.Errorf("chat: rendering: %w: %w", err, ErrTemplate)
+	case len(out) > t.limits.Output:
+		return "", fmt.Errorf("chat: rendering made %d bytes, over the %d-byte limit: %w", len(out), t.limits.Output, ErrTemplate)
 	}
+	return out, nil
 }
 
 // variables are what HF transformers passes to a chat template.

@@ -20,11 +20,12 @@ type TensorInfo struct {
 	part   int
 }
 
-// Elements is the number of values in t.
+// Elements is the number of values in t (Open has checked that it fits an
+// int64; -1 for a hand-made TensorInfo whose count does not).
 func (t *TensorInfo) Elements() int64 {
-	n := int64(1)
-	for _, d := range t.Dims {
-		n *= d
+	n, ok := Product(t.Dims...)
+	if !ok {
+		return -1
 	}
 	return n
 }

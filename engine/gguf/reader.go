@@ -22,6 +22,10 @@ const (
 	// minKVBytes is the smallest encoding of one metadata entry: key length,
 	// value type, a one-byte value.
 	minKVBytes = 8 + 4 + 1
+	// maxNameBytes bounds metadata keys and tensor names (ggml's own limit
+	// on tensor names is 64 bytes): they are quoted in error messages, and a
+	// name the size of the file would make an error of hundreds of megabytes.
+	maxNameBytes = 1024
 )
 
 // decoder reads a GGUF header, tracking its position so that every count
@@ -85,6 +89,22 @@ func (d *decoder) str() (string, error) {
 	}
 	if n > uint64(d.left()) {
 		return "", fmt.Errorf("string length %d exceeds the file size: %w", n, ErrCorrupt)
+	}
+	b := make([]byte, n)
+	if err := d.full(b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// name reads a metadata key or a tensor name.
+func (d *decoder) name(what string) (string, error) {
+	n, err := d.u64()
+	if err != nil {
+		return "", err
+	}
+	if n > maxNameBytes {
+		return "", fmt.Errorf("%s of %d bytes (at most %d): %w", what, n, maxNameBytes, ErrCorrupt)
 	}
 	b := make([]byte, n)
 	if err := d.full(b); err != nil {
@@ -343,7 +363,7 @@ func (d *decoder) header() (*header, error) {
 	h.kv = make([]KV, 0, nKV)
 	seen := make(map[string]bool, nKV)
 	for range nKV {
-		key, err := d.str()
+		key, err := d.name("metadata key")
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +416,7 @@ func (d *decoder) header() (*header, error) {
 
 func (d *decoder) tensorInfo(t *TensorInfo) error {
 	var err error
-	if t.Name, err = d.str(); err != nil {
+	if t.Name, err = d.name("tensor name"); err != nil {
 		return err
 	}
 	nd, err := d.u32()
@@ -407,17 +427,18 @@ func (d *decoder) tensorInfo(t *TensorInfo) error {
 		return fmt.Errorf("%q: %d dimensions (want 1..%d): %w", t.Name, nd, maxDims, ErrCorrupt)
 	}
 	t.Dims = make([]int64, nd)
-	elems := int64(1)
 	for j := range t.Dims {
 		n, err := d.u64()
 		if err != nil {
 			return err
 		}
-		if n == 0 || n > math.MaxInt64/uint64(elems) {
+		if n == 0 || n > math.MaxInt64 {
 			return fmt.Errorf("%q: dimension %d is %d: %w", t.Name, j, n, ErrCorrupt)
 		}
 		t.Dims[j] = int64(n)
-		elems *= int64(n)
+	}
+	if _, ok := Product(t.Dims...); !ok {
+		return fmt.Errorf("%q: %v elements overflow: %w", t.Name, t.Dims, ErrCorrupt)
 	}
 	typ, err := d.u32()
 	if err != nil {
@@ -427,15 +448,9 @@ func (d *decoder) tensorInfo(t *TensorInfo) error {
 	if !t.Type.Known() {
 		return fmt.Errorf("%q: ggml type %d: %w", t.Name, typ, ErrUnknownType)
 	}
-	rowBytes, err := t.Type.RowBytes(t.Dims[0])
-	if err != nil {
-		return fmt.Errorf("%q: row of %d: %w", t.Name, t.Dims[0], ErrCorrupt)
+	if t.Bytes, err = TensorBytes(t.Type, t.Dims); err != nil {
+		return fmt.Errorf("%q: %w", t.Name, err)
 	}
-	rows := elems / t.Dims[0]
-	if rowBytes != 0 && rows > math.MaxInt64/rowBytes {
-		return fmt.Errorf("%q: size overflows: %w", t.Name, ErrCorrupt)
-	}
-	t.Bytes = rowBytes * rows
 	off, err := d.u64()
 	if err != nil {
 		return err

@@ -56,18 +56,11 @@ func (w *Writer) AddTensorFunc(name string, typ quant.Type, dims []int64, fill f
 	if len(dims) < 1 || len(dims) > maxDims {
 		return fmt.Errorf("gguf: writer: tensor %q: %d dimensions", name, len(dims))
 	}
-	n := int64(1)
-	for _, d := range dims {
-		if d < 1 {
-			return fmt.Errorf("gguf: writer: tensor %q: dimension %d", name, d)
-		}
-		n *= d
-	}
-	row, err := typ.RowBytes(dims[0])
+	bytes, err := TensorBytes(typ, dims)
 	if err != nil {
 		return fmt.Errorf("gguf: writer: tensor %q: %w", name, err)
 	}
-	info := TensorInfo{Name: name, Dims: append([]int64(nil), dims...), Type: typ, Bytes: row * (n / dims[0])}
+	info := TensorInfo{Name: name, Dims: append([]int64(nil), dims...), Type: typ, Bytes: bytes}
 	w.tensors = append(w.tensors, pendingTensor{info, fill})
 	return nil
 }

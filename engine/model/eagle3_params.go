@@ -130,7 +130,7 @@ func ReadEagle3Params(f *gguf.File) (Eagle3Params, error) {
 	case p.NormEps < 0 || p.RopeBase <= 0:
 		return e, fmt.Errorf("model: eps %g, rope base %g: %w", p.NormEps, p.RopeBase, ErrBadParam)
 	}
-	return e, nil
+	return e, p.check(f)
 }
 
 // checkTarget reports what target lacks for the draft: the hidden width

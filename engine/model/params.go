@@ -157,5 +157,5 @@ func ReadParams(f *gguf.File) (Params, error) {
 	case p.NormEps < 0 || p.RopeBase <= 0:
 		return p, fmt.Errorf("model: eps %g, rope base %g: %w", p.NormEps, p.RopeBase, ErrBadParam)
 	}
-	return p, nil
+	return p, p.check(f)
 }

@@ -2,9 +2,11 @@ package plan
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dustin/go-humanize"
 	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 )
 
@@ -15,25 +17,42 @@ type Usage struct {
 }
 
 // Total is the sum of the categories.
-func (u Usage) Total() int64 { return u.Weights + u.Embedding + u.Head + u.KV + u.Scratch }
+func (u Usage) Total() int64 { return sum(u.Weights, u.Embedding, u.Head, u.KV, u.Scratch) }
 
 func (u *Usage) addTensor(c Class, n int64) {
 	switch c {
 	case ClassEmbedding:
-		u.Embedding += n
+		u.Embedding = sum(u.Embedding, n)
 	case ClassHead:
-		u.Head += n
+		u.Head = sum(u.Head, n)
 	default:
-		u.Weights += n
+		u.Weights = sum(u.Weights, n)
 	}
 }
 
 func (u *Usage) addBuffer(k BufferKind, n int64) {
 	if k == BufferKV {
-		u.KV += n
+		u.KV = sum(u.KV, n)
 	} else {
-		u.Scratch += n
+		u.Scratch = sum(u.Scratch, n)
 	}
+}
+
+// sum and product are gguf.Sum and gguf.Product held at math.MaxInt64 when
+// they overflow: sizes from an untrusted header then read as "does not
+// fit anywhere" rather than wrapping to a small number that fits.
+func sum(terms ...int64) int64 {
+	if n, ok := gguf.Sum(terms...); ok {
+		return n
+	}
+	return math.MaxInt64
+}
+
+func product(factors ...int64) int64 {
+	if n, ok := gguf.Product(factors...); ok {
+		return n
+	}
+	return math.MaxInt64
 }
 
 // Budget is one device's share of a plan.
@@ -70,7 +89,7 @@ func (b Budget) Role() string {
 
 // Total is everything the device will hold.
 func (b Budget) Total() int64 {
-	return b.Target.Total() + b.Draft.Total() + b.Workspace.Total() + b.Overhead
+	return sum(b.Target.Total(), b.Draft.Total(), b.Workspace.Total(), b.Overhead)
 }
 
 // Spare is the capacity left; negative when the plan is over.

@@ -73,7 +73,7 @@ func (m *model) kvBuffers(ctx int64, kvType quant.Type) ([]Buffer, error) {
 				}
 				out = append(out, Buffer{
 					Name: fmt.Sprintf("blk.%d.%s", b, kv.name), For: m.role, Kind: BufferKV,
-					Device: d, Block: b, Type: kvType, Dims: []int64{kv.dim * heads, ctx}, Bytes: row * ctx,
+					Device: d, Block: b, Type: kvType, Dims: []int64{kv.dim * heads, ctx}, Bytes: product(row, ctx),
 				})
 			}
 		}
@@ -103,10 +103,7 @@ func (m *model) scratch(ctx, batch int64) []Buffer {
 	per := m.locals()
 	var out []Buffer
 	add := func(d int, name string, dims ...int64) {
-		n := int64(4)
-		for _, x := range dims {
-			n *= x
-		}
+		n := product(append([]int64{4}, dims...)...)
 		if n > 0 {
 			out = append(out, Buffer{Name: name, For: m.role, Kind: BufferScratch, Device: d, Block: -1, Type: quant.F32, Dims: dims, Bytes: n})
 		}

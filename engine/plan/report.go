@@ -66,7 +66,7 @@ type BorrowOptionJSON struct {
 func (b Budget) Categories() Categories {
 	t := b.Target
 	return Categories{
-		Weights: t.Weights, Embedding: t.Embedding, Head: t.Head, KV: t.KV, Scratch: t.Scratch + b.Workspace.Total(),
+		Weights: t.Weights, Embedding: t.Embedding, Head: t.Head, KV: t.KV, Scratch: sum(t.Scratch, b.Workspace.Total()),
 		Draft: b.Draft.Total(), Overhead: b.Overhead,
 	}
 }

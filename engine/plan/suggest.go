@@ -113,7 +113,7 @@ func fittingRatios(in Input, p *Plan) ([]float64, bool) {
 		var ratios []float64
 		for _, d := range devs {
 			b, _ := budgetOf(q, d)
-			moving := b.Target.Weights + b.Target.KV
+			moving := sum(b.Target.Weights, b.Target.KV)
 			if q.Target.Placement.Head == HeadSplit {
 				moving += b.Target.Head
 			}

@@ -34,7 +34,7 @@ type Tensor struct {
 func (t *Tensor) Bytes() int64 {
 	var n int64
 	for _, s := range t.Shards {
-		n += s.Bytes
+		n = sum(n, s.Bytes)
 	}
 	return n
 }

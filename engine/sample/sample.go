@@ -6,15 +6,45 @@
 // speculative verifier compares the target's and the draft's distributions
 // under identical settings, which is what keeps sampled output distributed
 // exactly as the target's.
+//
+// Sampling is total: settings come from requests and logits from model
+// files, neither trusted. Every setting is brought into a range that keeps
+// the arithmetic finite (see Params), the arithmetic after the penalties is
+// done in float64 on differences from the maximum, every loop over
+// candidates has a bound, and logits holding NaN or +Inf (a broken model)
+// give ErrNonFinite for that call; the Sampler stays usable.
 package sample
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 )
 
+// ErrNonFinite is logits that hold NaN or +Inf, or no finite value at all:
+// no distribution can be made of them.
+var ErrNonFinite = errors.New("logits are not finite")
+
 // Params are the sampling settings. The zero value is greedy.
+//
+// Values from outside are taken as follows (Clamped applies it, and every
+// method of Params and Sampler sees the clamped values):
+//   - Temperature: NaN or <= 0 is greedy; above MaxTemperature it is
+//     MaxTemperature. Any positive value is safe, however small: the
+//     softmax divides differences from the maximum, so a temperature of
+//     1e-300 gives all mass to the argmax, as greedy does.
+//   - TopK: <= 0 is off. TopP: NaN, <= 0 or >= 1 is off.
+//   - MinP: NaN or <= 0 is off; above 1 it is 1 (only the argmax and its ties).
+//   - RepeatPenalty: NaN, <= 0 or 1 is off; otherwise clamped to
+//     [MinRepeatPenalty, MaxRepeatPenalty].
+//   - PresencePenalty, FrequencyPenalty: NaN is 0; otherwise clamped to
+//     [-MaxAdditivePenalty, MaxAdditivePenalty].
+//   - PenaltyLastN: <= 0 is 64.
+//
+// Penalised logits that would overflow float32 are held at its largest
+// finite value, so finite logits always give a distribution.
 type Params struct {
 	Temperature      float64 `json:"temperature"`       // <= 0: greedy (argmax)
 	TopK             int     `json:"top_k"`             // 0: off
@@ -27,13 +57,61 @@ type Params struct {
 	Seed             uint64  `json:"seed"`
 }
 
+// The ranges Clamped brings settings into.
+const (
+	MaxTemperature     = 1e4
+	MinRepeatPenalty   = 1e-2
+	MaxRepeatPenalty   = 1e2
+	MaxAdditivePenalty = 1e3
+	defaultPenaltyLast = 64
+)
+
+// Clamped returns p with every setting in its documented range; off
+// switches are normalised (RepeatPenalty 1, TopP 0, MinP 0, TopK 0).
+func (p Params) Clamped() Params {
+	switch {
+	case !(p.Temperature > 0):
+		p.Temperature = 0
+	case p.Temperature > MaxTemperature:
+		p.Temperature = MaxTemperature
+	}
+	p.TopK = max(p.TopK, 0)
+	if !(p.TopP > 0 && p.TopP < 1) {
+		p.TopP = 0
+	}
+	switch {
+	case !(p.MinP > 0):
+		p.MinP = 0
+	case p.MinP > 1:
+		p.MinP = 1
+	}
+	if !(p.RepeatPenalty > 0) {
+		p.RepeatPenalty = 1
+	}
+	p.RepeatPenalty = min(max(p.RepeatPenalty, MinRepeatPenalty), MaxRepeatPenalty)
+	p.PresencePenalty = clampAdditive(p.PresencePenalty)
+	p.FrequencyPenalty = clampAdditive(p.FrequencyPenalty)
+	if p.PenaltyLastN <= 0 {
+		p.PenaltyLastN = defaultPenaltyLast
+	}
+	return p
+}
+
+func clampAdditive(v float64) float64 {
+	if v != v {
+		return 0
+	}
+	return min(max(v, -MaxAdditivePenalty), MaxAdditivePenalty)
+}
+
 // Greedy reports whether p picks the argmax.
-func (p Params) Greedy() bool { return p.Temperature <= 0 }
+func (p Params) Greedy() bool { return p.Clamped().Temperature == 0 }
 
 // Penalised reports whether p changes logits by the history (repetition,
 // presence or frequency penalties), so a greedy choice needs them all.
 func (p Params) Penalised() bool {
-	return (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+	c := p.Clamped()
+	return c.RepeatPenalty != 1 || c.PresencePenalty != 0 || c.FrequencyPenalty != 0
 }
 
 // Sampler applies Params. It keeps scratch buffers, so one Sampler serves
@@ -47,8 +125,9 @@ type Sampler struct {
 }
 
 // New returns a sampler drawing its randomness from rng (nil for greedy use).
+// It samples with p.Clamped().
 func New(p Params, rng *rand.Rand) *Sampler {
-	return &Sampler{p: p, rng: rng, counts: map[int32]int{}}
+	return &Sampler{p: p.Clamped(), rng: rng, counts: map[int32]int{}}
 }
 
 // NewSeeded returns a sampler whose randomness comes from p.Seed alone.
@@ -56,28 +135,36 @@ func NewSeeded(p Params) *Sampler {
 	return New(p, rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15)))
 }
 
-// Params returns the settings.
+// Params returns the settings, clamped.
 func (s *Sampler) Params() Params { return s.p }
 
 // Uniform draws from [0, 1) with the sampler's randomness.
 func (s *Sampler) Uniform() float64 { return s.rng.Float64() }
 
-// Sample picks the next token after history from logits.
-func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+// Sample picks the next token after history from logits. It fails with
+// ErrNonFinite when logits hold NaN or +Inf.
+func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	if s.p.Greedy() && !s.p.Penalised() {
-		return Argmax(logits)
+		return argmaxFinite(logits)
 	}
-	probs := s.Probs(nil, logits, history)
+	probs, err := s.Probs(nil, logits, history)
+	if err != nil {
+		return 0, err
+	}
 	if s.p.Greedy() {
-		return Argmax(probs)
+		return Argmax(probs), nil
 	}
-	return Draw(probs, s.rng.Float64())
+	return Draw(probs, s.rng.Float64()), nil
 }
 
 // Probs writes into dst (grown as needed; len(logits) values) the
 // distribution Sample draws from. Greedy settings give all mass to the
-// argmax of the penalised logits.
-func (s *Sampler) Probs(dst, logits []float32, history []int32) []float32 {
+// argmax of the penalised logits. It fails with ErrNonFinite when logits
+// hold NaN or +Inf (-Inf is a token that cannot be drawn), or no finite value.
+func (s *Sampler) Probs(dst, logits []float32, history []int32) ([]float32, error) {
+	if _, err := argmaxFinite(logits); err != nil {
+		return nil, err
+	}
 	n := len(logits)
 	if cap(dst) < n {
 		dst = make([]float32, n)
@@ -92,26 +179,45 @@ func (s *Sampler) Probs(dst, logits []float32, history []int32) []float32 {
 	clear(dst)
 	if s.p.Greedy() {
 		dst[Argmax(x)] = 1
-		return dst
+		return dst, nil
 	}
 	keep := s.candidates(x)
-	// Temperature scales the surviving logits; the final softmax is over them.
-	inv := float32(1 / s.p.Temperature)
-	maxv := float32(math.Inf(-1))
+	// Temperature scales the surviving logits' differences from their
+	// maximum, in float64: each is <= 0 whatever the temperature, so the
+	// exponentials lie in [0, 1], the maximum's is 1 and the sum is >= 1.
+	maxv := math.Inf(-1)
 	for _, i := range keep {
-		maxv = max(maxv, x[i]*inv)
+		maxv = max(maxv, float64(x[i]))
 	}
 	var sum float64
 	for _, i := range keep {
-		e := float32(math.Exp(float64(x[i]*inv - maxv)))
-		dst[i] = e
-		sum += float64(e)
+		e := math.Exp((float64(x[i]) - maxv) / s.p.Temperature)
+		dst[i] = float32(e)
+		sum += e
 	}
-	scale := float32(1 / sum)
+	scale := 1 / sum
 	for _, i := range keep {
-		dst[i] *= scale
+		dst[i] = float32(float64(dst[i]) * scale)
 	}
-	return dst
+	return dst, nil
+}
+
+// argmaxFinite is Argmax for logits that must hold no NaN or +Inf and at
+// least one finite value.
+func argmaxFinite(x []float32) (int32, error) {
+	best := -1
+	for i, v := range x {
+		switch {
+		case v != v || v > math.MaxFloat32:
+			return 0, fmt.Errorf("sample: logit %d is %v: %w", i, v, ErrNonFinite)
+		case v >= -math.MaxFloat32 && (best < 0 || v > x[best]):
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("sample: no finite logit among %d: %w", len(x), ErrNonFinite)
+	}
+	return int32(best), nil
 }
 
 // penalise applies the repetition, presence and frequency penalties to x
@@ -120,26 +226,26 @@ func (s *Sampler) penalise(x []float32, history []int32) {
 	if !s.p.Penalised() || len(history) == 0 {
 		return
 	}
-	last := s.p.PenaltyLastN
-	if last <= 0 {
-		last = 64
-	}
 	clear(s.counts)
-	for _, t := range history[max(0, len(history)-last):] {
+	for _, t := range history[max(0, len(history)-s.p.PenaltyLastN):] {
 		if int(t) < len(x) && t >= 0 {
 			s.counts[t]++
 		}
 	}
-	rep := float32(s.p.RepeatPenalty)
+	rep := s.p.RepeatPenalty
 	for t, c := range s.counts {
-		if rep != 0 && rep != 1 {
-			if x[t] > 0 {
-				x[t] /= rep
-			} else {
-				x[t] *= rep
-			}
+		v := float64(x[t])
+		if v < -math.MaxFloat32 {
+			continue // -Inf stays impossible
 		}
-		x[t] -= float32(c)*float32(s.p.FrequencyPenalty) + float32(s.p.PresencePenalty)
+		if v > 0 {
+			v /= rep
+		} else {
+			v *= rep
+		}
+		v -= float64(c)*s.p.FrequencyPenalty + s.p.PresencePenalty
+		// The clamped settings keep v finite in float64; hold it within float32.
+		x[t] = float32(min(max(v, -math.MaxFloat32), math.MaxFloat32))
 	}
 }
 
@@ -147,34 +253,46 @@ func (s *Sampler) penalise(x []float32, history []int32) {
 // that order, judged (as llama.cpp does) on the untempered distribution.
 // Only the tokens that can survive are sorted: with a vocabulary of 150k
 // that is the difference between a microsecond and a tenth of a second.
+// x holds no NaN or +Inf and at least one finite value (Probs checks).
 func (s *Sampler) candidates(x []float32) []int32 {
-	topP := s.p.TopP > 0 && s.p.TopP < 1
+	topP := s.p.TopP > 0
 	if s.p.TopK <= 0 && !topP && s.p.MinP <= 0 {
 		return s.all(len(x))
 	}
-	maxv := x[Argmax(x)]
+	maxv := float64(x[Argmax(x)])
 	var ids []int32
 	switch {
 	case s.p.TopK > 0 && s.p.TopK < len(x):
 		ids = s.topK(x, s.p.TopK)
 	case !topP:
-		// min-p alone: no order is needed, only the floor.
-		ids = s.above(x, float64(maxv)+math.Log(s.p.MinP))
+		// min-p alone: no order is needed, only the floor (<= maxv, as
+		// MinP <= 1, so the argmax always survives).
+		ids = s.above(x, maxv+math.Log(s.p.MinP))
 		return ids
 	default:
 		ids = s.all(len(x))
 	}
-	var total float64
+	var total float64 // >= 1: the maximum is among ids
+	minv := maxv      // the smallest finite logit among ids
 	for _, i := range ids {
-		total += math.Exp(float64(x[i] - maxv))
+		v := float64(x[i])
+		total += math.Exp(v - maxv)
+		if v >= -math.MaxFloat32 {
+			minv = min(minv, v)
+		}
 	}
 	if topP {
 		// Grow a window below the maximum until it holds top_p of the mass:
 		// every token outside the window is less likely than every token in
-		// it, so the cut inside the window is exact.
+		// it, so the cut inside the window is exact. The window doubles and
+		// maxv-minv is finite, so once it reaches minv (at most about 130
+		// rounds) it holds the whole pool and the loop ends.
 		pool := ids
 		for width := 8.0; ; width *= 2 {
-			floor := float64(maxv) - width
+			floor := maxv - width
+			if floor <= minv {
+				floor = math.Inf(-1)
+			}
 			ids = ids[:0:0]
 			for _, i := range pool {
 				if float64(x[i]) >= floor {
@@ -186,14 +304,14 @@ func (s *Sampler) candidates(x []float32) []int32 {
 				ids = ids[:cut]
 				break
 			}
-			if len(ids) == len(pool) {
-				break
+			if math.IsInf(floor, -1) {
+				break // rounding left the whole pool just short of top_p
 			}
 		}
 	}
 	if s.p.MinP > 0 {
 		// Keep tokens with p >= min_p * p_max, i.e. logit >= max + ln(min_p).
-		floor := float64(maxv) + math.Log(s.p.MinP)
+		floor := maxv + math.Log(s.p.MinP)
 		cut := len(ids)
 		for j, i := range ids {
 			if float64(x[i]) < floor {
@@ -208,10 +326,10 @@ func (s *Sampler) candidates(x []float32) []int32 {
 
 // topPCut is the length of the shortest prefix of ids (sorted, descending)
 // whose probability reaches p; ok is false if ids does not reach it.
-func topPCut(ids []int32, x []float32, maxv float32, total, p float64) (int, bool) {
+func topPCut(ids []int32, x []float32, maxv, total, p float64) (int, bool) {
 	var acc float64
 	for j, i := range ids {
-		acc += math.Exp(float64(x[i]-maxv)) / total
+		acc += math.Exp(float64(x[i])-maxv) / total
 		if acc >= p {
 			return j + 1, true
 		}

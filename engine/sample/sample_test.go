@@ -15,6 +15,17 @@ func randomLogits(seed uint64, n int) []float32 {
 	return x
 }
 
+// must fails t on err and otherwise returns the token.
+func must(t testing.TB) func(int32, error) int32 {
+	return func(tok int32, err error) int32 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+}
+
 func support(p []float32) int {
 	n := 0
 	for _, v := range p {
@@ -44,7 +55,10 @@ func TestProbs(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := NewSeeded(c.p)
-		p := s.Probs(nil, logits, []int32{1})
+		p, err := s.Probs(nil, logits, []int32{1})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
 		var sum float64
 		for _, v := range p {
 			sum += float64(v)
@@ -63,7 +77,10 @@ func TestProbs(t *testing.T) {
 
 func TestTemperatureMatchesSoftmax(t *testing.T) {
 	logits := randomLogits(3, 50)
-	p := NewSeeded(Params{Temperature: 0.7}).Probs(nil, logits, nil)
+	p, err := NewSeeded(Params{Temperature: 0.7}).Probs(nil, logits, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var z float64
 	for _, l := range logits {
 		z += math.Exp(float64(l) / 0.7)
@@ -82,7 +99,7 @@ func TestSeedReproduces(t *testing.T) {
 		s := NewSeeded(params)
 		var out []int32
 		for range 50 {
-			out = append(out, s.Sample(logits, out))
+			out = append(out, must(t)(s.Sample(logits, out)))
 		}
 		return out
 	}
@@ -96,7 +113,7 @@ func TestSeedReproduces(t *testing.T) {
 	s := NewSeeded(params)
 	same := true
 	for i := range a {
-		if s.Sample(logits, a[:i]) != a[i] {
+		if must(t)(s.Sample(logits, a[:i])) != a[i] {
 			same = false
 		}
 	}
@@ -108,11 +125,14 @@ func TestSeedReproduces(t *testing.T) {
 func TestSampleFollowsProbs(t *testing.T) {
 	logits := []float32{0, 1, 2}
 	s := NewSeeded(Params{Temperature: 1, Seed: 1})
-	p := s.Probs(nil, logits, nil)
+	p, err := s.Probs(nil, logits, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	counts := make([]int, 3)
 	const n = 60000
 	for range n {
-		counts[s.Sample(logits, nil)]++
+		counts[must(t)(s.Sample(logits, nil))]++
 	}
 	for i := range counts {
 		got := float64(counts[i]) / n
@@ -128,7 +148,9 @@ func BenchmarkProbsQwenVocab(b *testing.B) {
 	dst := make([]float32, len(logits))
 	b.SetBytes(int64(4 * len(logits)))
 	for b.Loop() {
-		s.Probs(dst, logits, nil)
+		if _, err := s.Probs(dst, logits, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -6,6 +6,10 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 )
 
+// MaxVocab bounds the tokens a file may declare: far past any released
+// vocabulary (~2^18), small enough that the tables built from it stay small.
+const MaxVocab = 1 << 22
+
 // FromGGUF builds the Tokenizer described by a GGUF file's tokenizer.ggml.*
 // metadata.
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
@@ -27,6 +31,9 @@ func VocabFromGGUF(f *gguf.File) (Vocab, error) {
 	}
 	if v.Tokens, ok = f.Strings(p + "tokens"); !ok {
 		return v, fmt.Errorf("tokenizer: %s: no %stokens: %w", f.Path, p, ErrVocab)
+	}
+	if len(v.Tokens) > MaxVocab {
+		return v, fmt.Errorf("tokenizer: %s: %d tokens (at most %d): %w", f.Path, len(v.Tokens), MaxVocab, ErrVocab)
 	}
 	v.Pre, _ = f.String(p + "pre")
 	if v.Pre == "" && v.Model == ModelBPE {

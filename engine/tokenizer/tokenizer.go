@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -19,6 +20,10 @@ type EncodeOptions struct {
 	ParseSpecial bool
 	// AddSpecial adds BOS and EOS where the vocabulary asks for them.
 	AddSpecial bool
+	// Defused says text holds pieces passed through Defuse: the marks
+	// Defuse put into special-token texts keep them from matching, and are
+	// removed from the text between special tokens before it is encoded.
+	Defused bool
 }
 
 // Tokenizer encodes text to token ids and decodes ids to text. It is
@@ -161,11 +166,20 @@ func (t *Tokenizer) Encode(text string, opts EncodeOptions) ([]int32, error) {
 		ids = append(ids, t.vocab.BOS)
 	}
 	e := encoder{t: t, ids: ids, afterSpecial: true}
+	onText := e.text
+	if opts.Defused {
+		onText = func(s string) error {
+			if s = strings.ReplaceAll(s, defuseMark, ""); s == "" {
+				return nil
+			}
+			return e.text(s)
+		}
+	}
 	var err error
 	if opts.ParseSpecial {
-		err = t.specials.split(text, e.text, e.special)
+		err = t.specials.split(text, onText, e.special)
 	} else if text != "" {
-		err = e.text(text)
+		err = onText(text)
 	}
 	if err != nil {
 		return nil, err
