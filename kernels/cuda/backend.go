@@ -265,12 +265,13 @@ func (be *Backend) teardown() error {
 	return errors.Join(errs...)
 }
 
-// mmaShape is the tensor-core tile for a product of nb rows of weights t.
-func (be *Backend) mmaShape(t quant.Type, nb int) (mt, nt int) {
+// mmaShape is the tensor-core tile for a product of nb rows of weights t
+// with rows outputs.
+func (be *Backend) mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 	if be.shape != nil {
 		return be.shape(nb)
 	}
-	return mmaShape(t, nb)
+	return mmaShape(t, nb, rows)
 }
 
 // Name is the backend's name ("cuda0").

@@ -50,7 +50,8 @@ const (
 func planRowAttention(o kernels.Attention, multiprocessors int) rowAttention {
 	nb, hd := o.Q.Rows, o.HeadDim
 	g := o.NHead / o.NKVHead
-	if o.K.Type == quant.F16 && o.V.Type == quant.F16 && (hd == 64 || hd == 128) {
+	qAligned := o.Q.Off%16 == 0 && (o.Q.Rows == 1 || o.Q.Stride%16 == 0) // 16-byte query loads
+	if o.K.Type == quant.F16 && o.V.Type == quant.F16 && (hd == 64 || hd == 128) && qAligned {
 		r := rowAttention{t: 32, elem: 2, kernel: fmt.Sprintf("attention_fa_f16_%d", hd), threads: 128}
 		r.gh = min(g, faUnits)
 		r.qr = max(1, faUnits/r.gh)

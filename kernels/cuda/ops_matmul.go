@@ -72,15 +72,18 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 	return pathGeneric
 }
 
-// mmaShape is the tile of a tensor-core product of nb rows of weights t:
-// MT blocks of 16 weight rows by NT blocks of 8 batch rows, among the
-// shapes mma.cu instantiates, or 0x0 for the shared-memory prefill tiles
-// (mmt_<type>, F16 and Q4_K). Up to 32 rows, one block column holds the
-// whole batch, so each weight is read once. Above, the fastest of
-// BenchmarkMatMulRows at 512 rows on the H200 (NOTES.md, calls 20-21):
-// 2x8 for Q8_0 (92-113 TFLOP/s), 2x4 for Q6_K (77-87; the shapes within
-// 10% there).
-func mmaShape(t quant.Type, nb int) (mt, nt int) {
+// mmaShape is the tile of a tensor-core product of nb rows of weights t
+// with rows outputs: MT blocks of 16 weight rows by NT blocks of 8 batch
+// rows, among the shapes mma.cu instantiates, or 0x0 for the shared-memory
+// prefill tiles (mmt_<type>, F16 and Q4_K). Up to 32 rows, one block
+// column holds the whole batch, so each weight is read once. Above, the
+// fastest of BenchmarkMatMulRows at 512 rows on the H200 (NOTES.md, calls
+// 20-23): 2x8 for Q8_0 (92-135 TFLOP/s), 2x4 for Q6_K (77-87; the shapes
+// within 10% there); for F16 and Q4_K the prefill tiles where they make
+// 256 blocks or more (6144 and 12288 rows: F16 116-160 against 2x4's
+// 110-121, Q4_K 122-132 against 100-114), 2x4 below (2048 rows, 128
+// blocks: F16 133 against 108, Q4_K 117 against 99).
+func mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 	switch {
 	case nb <= 8:
 		return 1, 1
@@ -88,7 +91,7 @@ func mmaShape(t quant.Type, nb int) (mt, nt int) {
 		return 1, 2
 	case nb <= 32:
 		return 1, 4
-	case t == quant.F16 || t == quant.Q4_K:
+	case mmtType(t) && (rows+127)/128*((nb+63)/64) >= 256:
 		return 0, 0
 	case t == quant.Q8_0:
 		return 2, 8
@@ -257,7 +260,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	shape := ""
 	var shared uint32
 	if path == pathMMQ || path == pathMMF16 {
-		mt, nt := c.be.mmaShape(o.W.Type, nb)
+		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
 		if mt == 0 && mmtType(o.W.Type) {
 			x, xstride, err := c.alignedX(o.X)
 			if err != nil {

@@ -39,9 +39,9 @@ func matMulTolerance(t quant.Type, batch int) float64 {
 // and the rest read them as they are. Against a float64 product of these,
 // every path sums to within 1e-4 whatever the data (1e-3 for the F16
 // tiles, whose inputs round twice).
-func seenOperands(t testing.TB, be *Backend, path mvPath, typ quant.Type, nb int, w, x []float64) (sw, sx []float64, tol float64) {
+func seenOperands(t testing.TB, be *Backend, path mvPath, typ quant.Type, nb, rows int, w, x []float64) (sw, sx []float64, tol float64) {
 	if path == pathMMQ || path == pathMMF16 {
-		if mt, _ := be.mmaShape(typ, nb); mt == 0 && mmtType(typ) {
+		if mt, _ := be.mmaShape(typ, nb, rows); mt == 0 && mmtType(typ) {
 			return seenActivations(t, pathMMF16, w), seenActivations(t, pathMMF16, x), 1e-3
 		}
 	}
@@ -136,7 +136,7 @@ func testMatMul(t *testing.T, h *harness) {
 					for b := 0; b < s.batch; b++ {
 						xv = append(xv, xall[b*(s.n+s.xOff)+s.xOff:][:s.n]...)
 					}
-					wv, xv, tol := seenOperands(t, h.gpu, path, typ, s.batch, wv, xv)
+					wv, xv, tol := seenOperands(t, h.gpu, path, typ, s.batch, s.rows, wv, xv)
 					want := make([]float64, s.batch*s.rows)
 					for b := 0; b < s.batch; b++ {
 						for o := 0; o < s.rows; o++ {
@@ -157,18 +157,20 @@ func testMatMul(t *testing.T, h *harness) {
 	}
 }
 
-// Every tensor-core tile shape, forced, on batches that leave partial
-// tiles, against the float64 product.
+// Every tensor-core tile shape, forced, on batches and weight rows that
+// leave partial tiles (one block of rows and several), against the
+// float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarness(t)
 	defer func() { h.gpu.shape = nil }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
-			for _, batch := range []int{3, 16, 70} {
-				t.Run(fmt.Sprintf("%v/%dx%d/b%d", typ, sh[0], sh[1], batch), func(t *testing.T) {
+			for _, c := range []struct{ batch, rows int }{{3, 75}, {16, 75}, {70, 75}, {130, 300}} {
+				batch, rows := c.batch, c.rows
+				t.Run(fmt.Sprintf("%v/%dx%d/b%d/r%d", typ, sh[0], sh[1], batch, rows), func(t *testing.T) {
 					h.t = t
 					h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-					const rows, n = 75, 512
+					const n = 512
 					w := h.random(typ, rows, n)
 					x := h.random(quant.F32, batch, n)
 					y := h.output(quant.F32, batch, rows)
@@ -176,7 +178,7 @@ func TestMatMulTileShapes(t *testing.T) {
 					h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
 						return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
 					}, []*pair{w, x, y}, func(round int) {
-						wv, xv, tol := seenOperands(t, h.gpu, path, typ, batch, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
+						wv, xv, tol := seenOperands(t, h.gpu, path, typ, batch, rows, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
 						want := make([]float64, batch*rows)
 						for b := 0; b < batch; b++ {
 							for o := 0; o < rows; o++ {

@@ -518,15 +518,26 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
 
-    for (int i = tid; i < FA_UNITS * (D / 2); i += 32 * FA_WARPS) {
-        int u = i / (D / 2), d = 2 * (i - u * (D / 2)), b = b0 + u / gh, h = h0 + u % gh;
-        float2 val = make_float2(0.f, 0.f);
-        if (u < ucap && b < nb && h < hend) {
-            val = *(const float2*)(q + (size_t)b * qstride + h * D + d);
-            val.x *= scale;
-            val.y *= scale;
+    // Queries: 16 bytes a load, eight loads in flight a thread; units past
+    // the batch or the group are zero.
+    const int QV = FA_UNITS * D / 4; // float4 of the tile
+#pragma unroll
+    for (int i0 = 0; i0 < QV; i0 += 8 * 32 * FA_WARPS) {
+        float4 val[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int i = i0 + k * 32 * FA_WARPS + tid, u = i / (D / 4), d = 4 * (i - u * (D / 4));
+            int b = b0 + u / gh, h = h0 + u % gh;
+            val[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i < QV && u < ucap && b < nb && h < hend) val[k] = *(const float4*)(q + (size_t)b * qstride + h * D + d);
         }
-        *(unsigned*)(qs + u * S + d) = pack_half2(val.x, val.y);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int i = i0 + k * 32 * FA_WARPS + tid, u = i / (D / 4), d = 4 * (i - u * (D / 4));
+            if (i < QV)
+                *(uint2*)(qs + u * S + d) =
+                    make_uint2(pack_half2(val[k].x * scale, val[k].y * scale), pack_half2(val[k].z * scale, val[k].w * scale));
+        }
     }
     // this lane's two rows: units 16*warp + g and + 8
     int upos[2], ub[2], uh[2];
@@ -675,10 +686,12 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
             if (upos[r] < 0) continue;
             const float* pp = part + ((size_t)ub[r] * n_head + uh[r]) * nsplit * (D + 2);
             float M = -INFINITY, L = 0.f;
+#pragma unroll 4
             for (int sp = 0; sp < nsplit; sp++)
                 if (__ldcg(pp + sp * (D + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
 #pragma unroll
             for (int n = 0; n < D / 8; n++) o[n][2 * r] = o[n][2 * r + 1] = 0.f;
+#pragma unroll 2
             for (int sp = 0; sp < nsplit; sp++) {
                 const float* ps = pp + sp * (D + 2);
                 float ls = __ldcg(ps + 1);

@@ -117,11 +117,21 @@ __device__ __forceinline__ void mmq_unit_q8_0(tile<MT, NT>& T, const u8* __restr
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll 1
     for (int half = 0; half < 2; half++) {
+        // 17 8-byte pieces a row, all of the warp's loads in flight at once
+        const int PIECES = 16 * MT * 17, PER = (PIECES + 31) / 32;
+        uint2 v[PER];
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            int i = lane + 32 * k, r = i / 17, c = i - r * 17;
+            if (i < PIECES)
+                v[k] = __ldg((const uint2*)(w + (size_t)min(row0 + r, rows - 1) * wstride + 272 * (size_t)u + 136 * half +
+                                            8 * c));
+        }
         __syncwarp(); // the last half's reads are done
-        for (int i = lane; i < 16 * MT * 17; i += 32) {
-            int r = i / 17, c = i - r * 17;
-            const u8* src = w + (size_t)min(row0 + r, rows - 1) * wstride + 272 * (size_t)u + 136 * half + 8 * c;
-            *(uint2*)(stage + r * Q8_STAGE + 8 * c) = __ldg((const uint2*)src);
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            int i = lane + 32 * k, r = i / 17, c = i - r * 17;
+            if (i < PIECES) *(uint2*)(stage + r * Q8_STAGE + 8 * c) = v[k];
         }
         __syncwarp();
 #pragma unroll
@@ -539,23 +549,25 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
     int row0 = blockIdx.x * MMT_BM, col0 = blockIdx.z * MMT_BN;
     if (row0 >= rows) return;
 
-    mmt_areg<T> ar;
-    float4 br[2];
-    auto load = [&](int k0) {
-        mmt_a_load<T>(ar, w, wstride, row0, rows, k0);
+    // Two register sets: a step's loads are issued two steps before its
+    // mmas (one step of 16 mmas a warp hides too little of a load).
+    mmt_areg<T> ar[2];
+    float4 br[2][2];
+    auto load = [&](int set, int k0) {
+        mmt_a_load<T>(ar[set], w, wstride, row0, rows, k0);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
-            br[i] = __ldg((const float4*)(x + (size_t)min(col0 + r, nb - 1) * xstride + k0 + 4 * c));
+            br[set][i] = __ldg((const float4*)(x + (size_t)min(col0 + r, nb - 1) * xstride + k0 + 4 * c));
         }
     };
-    auto store = [&](int buf, int k0) {
-        mmt_a_store<T>(ar, As + buf * MMT_BM * MMT_S, k0);
+    auto store = [&](int set, int buf, int k0) {
+        mmt_a_store<T>(ar[set], As + buf * MMT_BM * MMT_S, k0);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
             *(uint2*)(Bs + buf * MMT_BN * MMT_S + r * MMT_S + 4 * c) =
-                make_uint2(pack_half2(br[i].x, br[i].y), pack_half2(br[i].z, br[i].w));
+                make_uint2(pack_half2(br[set][i].x, br[set][i].y), pack_half2(br[set][i].z, br[set][i].w));
         }
     };
 
@@ -567,13 +579,18 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
+    // Step s computes from buffer s&1, which register set s&1 filled;
+    // set s&1 is then free and loads step s+2, and set (s+1)&1 (loaded
+    // during step s-1) fills buffer (s+1)&1, last read in step s-1.
     int steps = n / MMT_BK;
-    load(0);
-    store(0, 0);
+    load(0, 0);
+    if (steps > 1) load(1, MMT_BK);
+    store(0, 0, 0);
     __syncthreads();
-    for (int s = 0; s < steps; s++) {
-        int buf = s & 1;
-        if (s + 1 < steps) load((s + 1) * MMT_BK);
+    // buf is a constant at each call below, so the register sets stay in
+    // registers
+    auto step = [&](int s, int buf) {
+        if (s + 2 < steps) load(buf, (s + 2) * MMT_BK);
         const u16* A = As + buf * MMT_BM * MMT_S;
         const u16* B = Bs + buf * MMT_BN * MMT_S;
 #pragma unroll
@@ -595,8 +612,12 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
                     mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
                 }
         }
-        if (s + 1 < steps) store(buf ^ 1, (s + 1) * MMT_BK);
+        if (s + 1 < steps) store(buf ^ 1, buf ^ 1, (s + 1) * MMT_BK);
         __syncthreads();
+    };
+    for (int s = 0; s < steps; s += 2) {
+        step(s, 0);
+        if (s + 1 < steps) step(s + 1, 1);
     }
 #pragma unroll
     for (int i = 0; i < 2; i++)
