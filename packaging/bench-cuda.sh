@@ -8,7 +8,9 @@
 #
 # The GPU machine has no Go, so this runs in two halves:
 #   packaging/bench-cuda.sh build [DIR]   here: tools, kernel tests, vocabulary
-#                                         and demo model into DIR (.carry)
+#                                         and demo model into DIR (.carry),
+#                                         compressed (xz) to fit the 64 MiB
+#                                         the device tool carries
 #   packaging/bench-cuda.sh run [DIR [KERNELS]]
 #                                         there: make the synthetic models and
 #                                         print the table; KERNELS is a folder
@@ -28,8 +30,17 @@ build)
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/gpubench" ./packaging/tools/gpubench
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	cp "$shared/testdata/vocab/vocab-qwen3.gguf" "$shared/models/factory-target-Q8_0.gguf" "$dir/"
+	for f in cuda.test gpubench synthmodel vocab-qwen3.gguf factory-target-Q8_0.gguf; do
+		xz -f -9 -T2 "$dir/$f"
+	done
 	;;
 run)
+	for f in "$dir"/*.xz; do # python3: xz itself may be missing there
+		[ -f "$f" ] || continue
+		python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "${f%.xz}"
+		rm -f "$f"
+	done
+	chmod +x "$dir/cuda.test" "$dir/gpubench" "$dir/synthmodel"
 	models=/tmp/tandem-models
 	mkdir -p "$models"
 	for spec in qwen3-1.7b:Q4_K_M qwen3-1.7b:Q8_0 qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16; do
