@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
+	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // Options selects and limits a device.
@@ -34,6 +36,11 @@ type Options struct {
 	// scheduled only once the one before it has finished, as on older
 	// GPUs. For measuring what dependent launch gains.
 	SerialLaunch bool
+	// MatVecRows is the most rows a product runs with the matrix-vector
+	// kernels (one warp a weight row); larger batches run on tensor cores
+	// where the weight type has a kernel for them. 0 means 1; at most
+	// workspace.MaxVectorRows. For measuring one path against the other.
+	MatVecRows int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -121,7 +128,10 @@ type Backend struct {
 	funcs   map[string]cuFunction
 	args    *launchArgs // touched only on the device thread
 	depend  bool        // kernels launch with programmatic dependent launch
-	prof    *profiler   // device thread only; nil unless profiling
+	vecRows int         // Options.MatVecRows, resolved
+	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
+	shape   func(nb int) (mt, nt int)
+	prof    *profiler // device thread only; nil unless profiling
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends
 
@@ -155,6 +165,9 @@ type launchArgs struct {
 // kernels (ptx/sm90 on compute capability 9.0 and later, else ptx). Without a driver
 // or a device it returns an error (ErrNoDriver, ErrInvalidDevice, ...).
 func Open(o Options) (*Backend, error) {
+	if o.MatVecRows < 0 || o.MatVecRows > workspace.MaxVectorRows {
+		return nil, fmt.Errorf("%w: MatVecRows %d (0 to %d)", ErrBadOption, o.MatVecRows, workspace.MaxVectorRows)
+	}
 	d, err := openDriver()
 	if err != nil {
 		return nil, err
@@ -171,7 +184,7 @@ func Open(o Options) (*Backend, error) {
 		return nil, err
 	}
 	be := &Backend{
-		name: o.Name, info: info, limit: o.MemoryLimit, drv: d,
+		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: max(o.MatVecRows, 1),
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}
@@ -250,6 +263,15 @@ func (be *Backend) teardown() error {
 		be.ctx = 0
 	}
 	return errors.Join(errs...)
+}
+
+// mmaShape is the tensor-core tile for a product of nb rows of weights t
+// with rows outputs.
+func (be *Backend) mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
+	if be.shape != nil {
+		return be.shape(nb)
+	}
+	return mmaShape(t, nb, rows)
 }
 
 // Name is the backend's name ("cuda0").

@@ -78,6 +78,16 @@ func checkKernels(t *testing.T, dir string) {
 			want = append(want, fmt.Sprintf("%s_%d", name, nb))
 		}
 	}
+	want = append(want, "attention_rows_f32", "attention_rows_f32_t16", "attention_rows_f16")
+	want = append(want, "mmt_f16", "mmt_q4_k", "attention_fa_f16_64", "attention_fa_f16_128")
+	for _, sh := range mmaShapes {
+		if sh[0] == 0 {
+			continue // the prefill tiles, mmt
+		}
+		for _, name := range []string{"mmf16", "mmq_q8_0", "mmq_q4_k", "mmq_q6_k"} {
+			want = append(want, fmt.Sprintf("%s_%dx%d", name, sh[0], sh[1]))
+		}
+	}
 	for _, name := range want {
 		if !have[name] {
 			t.Errorf("kernel %s missing from %s (run go generate on a machine with nvcc)", name, dir)

@@ -231,3 +231,154 @@ func BenchmarkAttnPrep(b *testing.B) {
 	}
 	benchProgram(b, gpu, ops, 4*2*(nHead+nKV)*hd+4*nKV*hd+2*2*nKV*hd)
 }
+
+// Products of several rows, as verification (1-16 rows) and prefill (512)
+// run them: a stack of distinct matrices larger than the L2 per run (a GiB,
+// uploaded once per type and shape), so bytes/s is the weight-reading speed
+// to set against the copy roofline, and TFLOP/s the tensor cores' rate at
+// 512 rows, which runs once per tile shape (the suffix) to choose
+// mmaShape's.
+func BenchmarkMatMulRows(b *testing.B) {
+	gpu := openGPU(b)
+	rng := rand.New(rand.NewPCG(2, 2))
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
+	shapes := []struct{ rows, n int }{{6144, 2048}, {2048, 6144}, {12288, 4096}, {151936, 2048}}
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.F16} {
+		for _, s := range shapes {
+			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n)
+				for _, batch := range []int{1, 2, 5, 9, 16, 512} {
+					if batch > 16 && s.rows > 20000 {
+						continue
+					}
+					tiles := [][2]int{{-1, -1}} // the default
+					if batch > 16 {
+						tiles = nil
+						for _, tl := range mmaShapes {
+							if tl[0] > 0 || mmtType(typ) {
+								tiles = append(tiles, tl)
+							}
+						}
+					}
+					for _, tl := range tiles {
+						name := fmt.Sprintf("r%d", batch)
+						if tl[0] >= 0 {
+							name += fmt.Sprintf("/%dx%d", tl[0], tl[1])
+						}
+						b.Run(name, func(b *testing.B) {
+							if tl[0] >= 0 {
+								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
+								defer func() { gpu.shape = nil }()
+							}
+							// compute-bound at 512 rows: a quarter of the stack, still
+							// four times the L2
+							use := ws
+							if batch > 16 {
+								use = ws[:(len(ws)+3)/4]
+							}
+							benchRows(b, gpu, rng, lbl, use, mat, batch)
+						})
+					}
+				}
+			})
+		}
+	}
+}
+
+// uploadStack uploads about a GiB of distinct rows x n matrices of typ
+// (one random matrix, many copies) and returns them and one's bytes.
+func uploadStack(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, typ quant.Type, rows, n int) ([]kernels.Tensor, int64) {
+	rb, _ := typ.RowBytes(int64(n))
+	mat := rb * int64(rows)
+	data := make([]byte, mat)
+	if err := synth.Fill(rng, typ, data, 0.02); err != nil {
+		b.Fatal(err)
+	}
+	var ws []kernels.Tensor
+	for i := 0; i < int((1<<30)/mat)+1; i++ {
+		wb, err := gpu.Upload(lbl, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { gpu.Free(wb) })
+		ws = append(ws, kernels.NewTensor(wb, typ, rows, n, 0))
+	}
+	return ws, mat
+}
+
+// benchRows times one product of batch random rows with each of ws.
+func benchRows(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, ws []kernels.Tensor, mat int64, batch int) {
+	rows, n := ws[0].Rows, ws[0].Cols
+	x := make([]float32, batch*n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	xb, err := gpu.Alloc(lbl, int64(4*len(x)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gpu.Free(xb)
+	xt := kernels.NewTensor(xb, quant.F32, batch, n, 0)
+	if err := gpu.Write(xt, kernels.F32Bytes(x)); err != nil {
+		b.Fatal(err)
+	}
+	yb, err := gpu.Alloc(lbl, int64(4*batch*rows))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gpu.Free(yb)
+	yt := kernels.NewTensor(yb, quant.F32, batch, rows, 0)
+	var ops []kernels.Op
+	for _, w := range ws {
+		ops = append(ops, kernels.MatMul{Dst: yt, W: w, X: xt})
+	}
+	benchProgram(b, gpu, ops, mat*int64(len(ws)))
+	perRun := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(2*float64(batch)*float64(rows)*float64(n)*float64(len(ws))/perRun/1e12, "TFLOP/s")
+}
+
+// Attention of several query rows (Qwen3-8B heads, F16 cache): a 5-row
+// verification at 4096 cached keys and a 512-row prefill from position 0;
+// bytes = the K/V rows one read of the cache takes.
+func BenchmarkAttentionRows(b *testing.B) {
+	gpu := openGPU(b)
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
+	for _, c := range []struct{ rows, first int }{{5, 4091}, {16, 4080}, {512, 0}} {
+		b.Run(fmt.Sprintf("r%d/pos%d", c.rows, c.first), func(b *testing.B) {
+			const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
+			alloc := func(size int64) kernels.Buffer {
+				buf, err := gpu.Alloc(lbl, size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { gpu.Free(buf) })
+				return buf
+			}
+			k := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+			v := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
+			q := kernels.NewTensor(alloc(int64(4*c.rows*nHead*hd)), quant.F32, c.rows, nHead*hd, 0)
+			y := kernels.NewTensor(alloc(int64(4*c.rows*nHead*hd)), quant.F32, c.rows, nHead*hd, 0)
+			pos := kernels.NewTensor(alloc(int64(4*c.rows)), quant.I32, 1, c.rows, 0)
+			rng := rand.New(rand.NewPCG(5, 5))
+			for _, t := range []kernels.Tensor{k, v, q} {
+				data := make([]byte, t.Bytes())
+				if err := synth.Fill(rng, t.Type, data, 1); err != nil {
+					b.Fatal(err)
+				}
+				if err := gpu.Write(t, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := make([]int32, c.rows)
+			for i := range p {
+				p[i] = int32(c.first + i)
+			}
+			if err := gpu.Write(pos, kernels.I32Bytes(p)); err != nil {
+				b.Fatal(err)
+			}
+			op := kernels.Attention{Dst: y, Q: q, K: k, V: v, Pos: pos, NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.088}
+			keys := int64(c.first + c.rows)
+			benchProgram(b, gpu, []kernels.Op{op}, 2*2*keys*nKV*hd)
+		})
+	}
+}

@@ -43,12 +43,21 @@ func TestNormQuantizes(t *testing.T) {
 
 // Gate and up products of one input followed by their SwiGLU, read by an
 // integer product, run as one launch (mvq_glu) for every integer weight
-// type and batch variant, with the SwiGLU written over the gate or to a
-// tensor of its own: gate, up, SwiGLU and the next product must match the
-// CPU running the ops one by one, and the program must be the input's
-// quantization, the fused launch and the down product.
+// type and batch variant the matrix-vector kernels take (all of them with
+// MatVecRows 8), with the SwiGLU written over the gate or to a tensor of
+// its own: gate, up, SwiGLU and the next product must match the CPU
+// running the ops one by one, and the program must be the input's
+// quantization, the fused launch and the down product. Above MatVecRows,
+// gate and up are one tensor-core launch of two jobs and the SwiGLU
+// quantizes for the down product.
 func TestGLU(t *testing.T) {
-	h := newHarness(t)
+	t.Run("default", func(t *testing.T) { testGLU(t, newHarness(t)) })
+	t.Run("matvec8", func(t *testing.T) {
+		testGLU(t, newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 8}))
+	})
+}
+
+func testGLU(t *testing.T, h *harness) {
 	const n, ff = 512, 640
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K} {
 		for _, batch := range []int{1, 2, 5} {
@@ -72,8 +81,8 @@ func TestGLU(t *testing.T) {
 					}
 					h.check(ops, []*pair{x, wg, wu, wd, g, u, sw, y}, func(int) {
 						h.expectClose(u, matMulTolerance(typ, batch), "up")
-						h.expectClose(sw, 3e-2, "swiglu")
-						h.expectClose(y, 3e-2, "down")
+						h.expectClose(sw, 5e-2, "swiglu")
+						h.expectClose(y, 5e-2, "down")
 						if own {
 							h.expectClose(g, matMulTolerance(typ, batch), "gate")
 						}
@@ -88,6 +97,9 @@ func TestGLU(t *testing.T) {
 						names = append(names, s.kernel)
 					}
 					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d mvq_q8_0_%d]", weightKernels[typ], batchVariant(batch), batchVariant(batch))
+					if batch > h.gpu.vecRows { // the down product's 640 is no whole number of 256-units
+						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 mvq_q8_0_%d]", weightKernels[typ], batchVariant(batch))
+					}
 					if got := fmt.Sprint(names); got != want {
 						t.Errorf("launches %s, want %s", got, want)
 					}

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Regenerates the PTX under ptx/ from src/*.cu (run by `go generate`; needs
-# nvcc and ptxas from CUDA 12 or later, which exist only on a machine with a
-# GPU).
+# nvcc and ptxas from CUDA 11.8 or later: compute_90 and griddepcontrol need
+# PTX ISA 7.8). No GPU is needed; the committed PTX comes from nvcc 11.8
+# (kernels/cuda/NOTES.md, call 22: decode as fast as with nvcc 13's).
 #
 # ptx/*.ptx targets compute_75 (Turing and later). ptx/sm90/*.ptx is the
 # Hopper variant: the same sources compiled for compute_90, where every

@@ -28,9 +28,12 @@ func testOptions() Options {
 }
 
 // openGPU opens device 0 or skips the test on a machine without one.
-func openGPU(t testing.TB) *Backend {
+func openGPU(t testing.TB) *Backend { return openGPUWith(t, testOptions()) }
+
+// openGPUWith is openGPU with options o.
+func openGPUWith(t testing.TB, o Options) *Backend {
 	t.Helper()
-	be, err := Open(testOptions())
+	be, err := Open(o)
 	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrInvalidDevice) {
 		t.Skipf("no CUDA device: %v", err)
 	}
@@ -56,8 +59,11 @@ type harness struct {
 	gpu *Backend
 }
 
-func newHarness(t *testing.T) *harness {
-	gpu := openGPU(t)
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, testOptions()) }
+
+// newHarnessWith is newHarness on a GPU opened with o.
+func newHarnessWith(t *testing.T, o Options) *harness {
+	gpu := openGPUWith(t, o)
 	c := cpu.New(cpu.Options{Threads: 2})
 	t.Cleanup(func() { c.Close() })
 	return &harness{t: t, rng: rand.New(rand.NewPCG(7, uint64(len(t.Name())))), cpu: c, gpu: gpu}

@@ -34,7 +34,7 @@ func (c *compiler) matchGLU(ops []kernels.Op, i int, group []kernels.MatMul, pat
 	if c.q8Set && c.q8 == gate.X && c.q8Off != 0 {
 		return sw, false
 	}
-	return sw, quantizesNext(ops, i+3, sw.Dst)
+	return sw, c.quantizesNext(ops, i+3, sw.Dst)
 }
 
 // glu launches gate, up and their SwiGLU as matchGLU found them.

@@ -18,7 +18,8 @@ var weightKernels = map[quant.Type]string{
 }
 
 // mvMaxBatch is the largest batch the matrix-vector kernels take; above it
-// the tiled matrix-matrix kernel runs.
+// the tensor-core kernels run, or the tiled matrix-matrix kernel for
+// weight types without one.
 const mvMaxBatch = workspace.MaxVectorRows
 
 // batchVariant is the smallest compiled batch size (1, 2, 4, 8) >= nb.
@@ -34,25 +35,114 @@ func batchVariant(nb int) int {
 type mvPath int
 
 const (
-	pathTiled   mvPath = iota // batch above mvMaxBatch: mm_<type>
+	pathTiled   mvPath = iota // no tensor-core kernel, batch above mvMaxBatch: mm_<type>
 	pathQ8                    // integer products on 8-bit activations: mvq_<type>
 	pathF16Vec                // F16 in 16-byte vectors: mvv_f16
 	pathGeneric               // dequantize 32 at a time: mv_<type>
+	pathMMQ                   // tensor cores on 8-bit activations: mmq_<type>_<shape>
+	pathMMF16                 // tensor cores, F16: mmf16_<shape>
 )
 
-func pathOf(o kernels.MatMul) mvPath {
-	if o.X.Rows > mvMaxBatch {
-		return pathTiled
-	}
+// pathOf is the path of o on a backend that runs products of up to vecRows
+// rows on the matrix-vector kernels. Tensor-core kernels need whole units
+// of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
+// they load 16 bytes (Q4_K, F16), and two rows or more.
+func pathOf(o kernels.MatMul, vecRows int) mvPath {
 	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
+	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
+	// Q8_0's tensor-core kernel stages rows with 8-byte loads
+	mmqAligned := o.W.Type != quant.Q8_0 || o.W.Off%8 == 0 && (o.W.Rows == 1 || o.W.Stride%8 == 0)
+	f16 := o.W.Type == quant.F16 && wAligned && o.W.Cols%8 == 0
+	if o.X.Rows > max(vecRows, 1) {
+		switch {
+		case integer && o.W.Cols%256 == 0 && mmqAligned:
+			return pathMMQ
+		case f16 && o.W.Cols%32 == 0:
+			return pathMMF16
+		case o.X.Rows > mvMaxBatch:
+			return pathTiled
+		}
+	}
 	switch {
-	case workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned):
+	case integer:
 		return pathQ8
-	case o.W.Type == quant.F16 && wAligned && o.W.Cols%8 == 0:
+	case f16:
 		return pathF16Vec
 	}
 	return pathGeneric
 }
+
+// mmaShape is the tile of a tensor-core product of nb rows of weights t
+// with rows outputs: MT blocks of 16 weight rows by NT blocks of 8 batch
+// rows, among the shapes mma.cu instantiates, or 0x0 for the shared-memory
+// prefill tiles (mmt_<type>, F16 and Q4_K). Up to 32 rows, one block
+// column holds the whole batch, so each weight is read once. Above, the
+// fastest of BenchmarkMatMulRows at 512 rows on the H200 (NOTES.md, calls
+// 20-23): 2x8 for Q8_0 (92-135 TFLOP/s), 2x4 for Q6_K (77-87; the shapes
+// within 10% there); for F16 and Q4_K the prefill tiles where they make
+// 256 blocks or more (6144 and 12288 rows: F16 116-160 against 2x4's
+// 110-121, Q4_K 122-132 against 100-114), 2x4 below (2048 rows, 128
+// blocks: F16 133 against 108, Q4_K 117 against 99).
+func mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
+	switch {
+	case nb <= 8:
+		return 1, 1
+	case nb <= 16:
+		return 1, 2
+	case nb <= 32:
+		return 1, 4
+	case mmtType(t) && (rows+127)/128*((nb+63)/64) >= 256:
+		return 0, 0
+	case t == quant.Q8_0:
+		return 2, 8
+	}
+	return 2, 4
+}
+
+// mmtShared is the dynamic shared memory of mmt_<type>: two buffers of a
+// 128-row weight tile and a 64-row activation tile, 40 halves a row.
+const mmtShared = 2 * (128 + 64) * 40 * 2
+
+// mmtTypes are the weight types with prefill tiles.
+func mmtType(t quant.Type) bool { return t == quant.F16 || t == quant.Q4_K }
+
+// mmaWarps is the warps of a tensor-core block for a matrix of rows by n:
+// they split n, so that a matrix of few rows still has enough loads in
+// flight. The few-row shapes (up to 16 warps, MMQ_MAXW in mma.cu) aim at
+// about 4096 warps in all (32 a multiprocessor of an H200), each with a
+// unit of work at least (256 weights; two spans of 32 for F16): with 16
+// warps on every matrix, a 12288x4096 Q4_K product of 2 rows took 1.6x
+// its 4-warp time (call 21). The others have blocks enough across the
+// batch and take 4.
+func mmaWarps(path mvPath, mt, nt, rows, n int) int {
+	if mt != 1 || nt > 4 {
+		return 4
+	}
+	units := n / 256
+	if path == pathMMF16 {
+		units = n / 64
+	}
+	blocks := (rows + 15) / 16
+	want := (4096 + blocks - 1) / blocks
+	return min(max(want, 4), 16, max(units, 4))
+}
+
+// mmaShared is the dynamic shared memory of a tensor-core block: the
+// warps' tiles added at the end, or Q8_0's staging (mma.cu, Q8_STAGE).
+func mmaShared(t quant.Type, mt, nt, warps int) uint32 {
+	n := (warps - 1) * mt * nt * 4 * 32 * 4
+	if t == quant.Q8_0 {
+		n = max(n, warps*16*mt*q8Stage)
+	}
+	return uint32(n)
+}
+
+// q8Stage is Q8_STAGE of mma.cu.
+const q8Stage = 144
+
+// mmaShapes lists the shapes mma.cu instantiates (tests and benchmarks
+// run each).
+var mmaShapes = [][2]int{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 4}, {2, 8}, {0, 0}}
 
 // maxJobs is how many products sharing activations one launch takes.
 const maxJobs = 3
@@ -63,12 +153,12 @@ const maxJobs = 3
 // own output is not read again. It returns how many ops it consumed.
 func (c *compiler) matMuls(ops []kernels.Op, i int) (int, error) {
 	first := ops[i].(kernels.MatMul)
-	path := pathOf(first)
+	path := c.pathOf(first)
 	group := []kernels.MatMul{first}
-	if path == pathQ8 || path == pathF16Vec {
+	if path == pathQ8 || path == pathF16Vec || path == pathMMQ || path == pathMMF16 {
 		for j := i + 1; j < len(ops) && len(group) < maxJobs; j++ {
 			next, ok := ops[j].(kernels.MatMul)
-			if !ok || next.X != first.X || next.W.Type != first.W.Type || pathOf(next) != path || overlapsAny(next.Dst, group) {
+			if !ok || next.X != first.X || next.W.Type != first.W.Type || c.pathOf(next) != path || overlapsAny(next.Dst, group) {
 				break
 			}
 			group = append(group, next)
@@ -167,12 +257,35 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	grid := [3]uint32{ceilDiv(maxRows, mvWarps), uint32(len(group)), 1}
 	block := [3]uint32{32 * mvWarps, 1, 1}
 	var kernel string
-	if path == pathQ8 {
+	shape := ""
+	var shared uint32
+	if path == pathMMQ || path == pathMMF16 {
+		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
+		if mt == 0 && mmtType(o.W.Type) {
+			x, xstride, err := c.alignedX(o.X)
+			if err != nil {
+				return err
+			}
+			args = append(args, argPtr(x), argI64(xstride), argInt(n), argInt(nb), argInt(accumulate))
+			return c.add(o.Name(), "mmt_"+name, [3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 64)},
+				[3]uint32{256, 1, 1}, mmtShared, args...)
+		}
+		mt, nt = max(mt, 1), max(nt, 1)
+		shape = fmt.Sprintf("%dx%d", mt, nt)
+		warps := mmaWarps(path, mt, nt, maxRows, n)
+		grid = [3]uint32{ceilDiv(maxRows, 16*mt), uint32(len(group)), ceilDiv(nb, 8*nt)}
+		block = [3]uint32{uint32(32 * warps), 1, 1}
+		shared = mmaShared(o.W.Type, mt, nt, warps)
+	}
+	if path == pathQ8 || path == pathMMQ {
 		xq, xd, err := c.quantizeQ8(o.X)
 		if err != nil {
 			return err
 		}
 		kernel = fmt.Sprintf("mvq_%s_%d", name, batchVariant(nb))
+		if path == pathMMQ {
+			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
+		}
 		args = append(args, argPtr(xq), argPtr(xd))
 	} else {
 		x, xstride, err := c.alignedX(o.X)
@@ -180,10 +293,13 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 			return err
 		}
 		kernel = fmt.Sprintf("mvv_f16_%d", batchVariant(nb))
+		if path == pathMMF16 {
+			kernel = "mmf16_" + shape
+		}
 		args = append(args, argPtr(x), argI64(xstride))
 	}
 	args = append(args, argInt(n), argInt(nb), argInt(accumulate))
-	return c.add(o.Name(), kernel, grid, block, 0, args...)
+	return c.add(o.Name(), kernel, grid, block, shared, args...)
 }
 
 // q8Region is where an op puts x's quantized copy: the start of the Q8
@@ -205,13 +321,20 @@ func (c *compiler) holdQ8(t kernels.Tensor, off int64, err error) {
 
 // quantizesNext reports whether ops[i] is a product that will read t
 // through the integer kernels, so t's producer can quantize it on the way.
-func quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool {
+func (c *compiler) quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool {
 	if i >= len(ops) {
 		return false
 	}
 	mm, ok := ops[i].(kernels.MatMul)
-	return ok && mm.X == t && pathOf(mm) == pathQ8 && kernels.Check(mm) == nil
+	if !ok || mm.X != t || kernels.Check(mm) != nil {
+		return false
+	}
+	p := c.pathOf(mm)
+	return p == pathQ8 || p == pathMMQ
 }
+
+// pathOf is o's path on the compiler's backend.
+func (c *compiler) pathOf(o kernels.MatMul) mvPath { return pathOf(o, c.be.vecRows) }
 
 // mvWarps is MV_WARPS of matvec.cu: rows per block.
 const mvWarps = 4

@@ -164,13 +164,13 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		if p, n, ok := matchAttnPrep(ops, i); ok {
 			return n, c.attnPrep(p)
 		}
-		return 1, c.rmsNorm(o, quantizesNext(ops, i+1, o.Dst))
+		return 1, c.rmsNorm(o, c.quantizesNext(ops, i+1, o.Dst))
 	case kernels.Add:
 		return 1, c.binary("add_f32", o.Dst, o.A, o.B)
 	case kernels.Mul:
 		return 1, c.binary("mul_f32", o.Dst, o.A, o.B)
 	case kernels.SwiGLU:
-		if quantizesNext(ops, i+1, o.Dst) && o.Dst.Cols%32 == 0 {
+		if c.quantizesNext(ops, i+1, o.Dst) && o.Dst.Cols%32 == 0 {
 			return 1, c.swiGLUQ8(o)
 		}
 		return 1, c.binary("swiglu_f32", o.Dst, o.Gate, o.Up)
@@ -183,7 +183,7 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.rope(o)
 	case kernels.Attention:
-		return 1, c.attention(o, quantizesNext(ops, i+1, o.Dst))
+		return 1, c.attention(o, c.quantizesNext(ops, i+1, o.Dst))
 	case kernels.Softmax:
 		return 1, c.softmax(o)
 	case kernels.Argmax:

@@ -74,6 +74,9 @@ var ErrNoDriver = errors.New("cuda: no NVIDIA driver (libcuda.so.1 not found)")
 // ErrClosed is returned by calls on a device after Close.
 var ErrClosed = errors.New("cuda: device closed")
 
+// ErrBadOption is an Options field out of its range.
+var ErrBadOption = errors.New("cuda: bad option")
+
 // ErrMemoryLimit is an allocation refused by a device's own cap (a virtual
 // device), before the driver is asked.
 var ErrMemoryLimit = errors.New("cuda: device memory limit reached")

@@ -67,8 +67,21 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
-// quantize_group quantizes one group of 32 values, one per lane, to the
-// quantize_q8 layout.
+// Activations quantized to 8 bits (the integer products' input) are laid
+// out group-major: for each group g of 32 columns, the rows' 32-byte groups
+// one after another, P (q8_pitch) of them, then the scales likewise: row b's
+// group g is at xq + q8_off(g, b, P) and its (d, d*sum(q)) pair at
+// xd[g*P + b]. A tensor-core tile of 8 rows then reads one group of all its
+// rows in one contiguous 256-byte load, and a lane's two neighbouring
+// rows' scales in one 16-byte load (P is even above one row).
+// workspace.Q8Pitch in Go is the same formula.
+__device__ __forceinline__ int q8_pitch(int rows) { return rows <= 1 ? 1 : (rows + 1) & ~1; }
+__device__ __forceinline__ size_t q8_off(int g, int b, int P) { return ((size_t)g * P + b) * 32; }
+__device__ __forceinline__ size_t q8_sc(int g, int b, int P) { return (size_t)g * P + b; }
+
+// quantize_group quantizes one group of 32 values, one per lane, into
+// its place of the q8 layout (xq and xd point at the group's values and
+// scale pair).
 __device__ __forceinline__ void quantize_group(float v, signed char* xq, float2* xd) {
     int lane = threadIdx.x & 31;
     float amax = warp_max(fabsf(v));
@@ -300,3 +313,42 @@ template <> __device__ __forceinline__ void dequant32<T_IQ4_XS>(const u8* row, i
     M(T_Q5_0, q5_0) M(T_Q5_1, q5_1) M(T_Q8_0, q8_0) M(T_IQ4_NL, iq4_nl) \
     M(T_Q2_K, q2_k) M(T_Q3_K, q3_k) M(T_Q4_K, q4_k) M(T_Q5_K, q5_k) \
     M(T_Q6_K, q6_k) M(T_IQ4_XS, iq4_xs)
+
+// mma_f16 adds A (16x16 f16 in four half2 registers: a0 rows 0-7 and a1
+// rows 8-15 of k 0-7 (PTX order: k 2t, 2t+1), a2 and a3 the same of k
+// 8-15) times B (16x8 f16, b0 k 0-7, b1 k 8-15) to the F32 tile c (rows g
+// and g+8, columns 2t and 2t+1). Tensor cores for mma.cu and attention.cu;
+// sm_75 composes it from two m16n8k8.
+__device__ __forceinline__ void mma_f16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                        unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a2), "r"(a3), "r"(b1));
+#endif
+}
+
+// ldmatrix_x4 loads four 8x8 matrices of halves from shared memory, lane
+// l giving the address of row l%8 of matrix l/8; trans: each transposed.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(unsigned*)&h;
+}

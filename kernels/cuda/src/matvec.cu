@@ -10,8 +10,8 @@
 
 #define MV_WARPS 4
 
-// Activations quantized for the integer kernels: for each row b of X,
-// n int8 values at xq + b*n and n/32 pairs (d, d*sum(q)) at xd + b*n/32.
+// Activations quantized for the integer kernels, in the group-major q8
+// layout of common.cuh (q8_off).
 extern "C" __global__ void quantize_q8(const float* __restrict__ x, long long xstride,
                                        signed char* __restrict__ xq, float2* __restrict__ xd,
                                        int n, int rows) {
@@ -19,14 +19,8 @@ extern "C" __global__ void quantize_q8(const float* __restrict__ x, long long xs
     int gw = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
     int groups = n >> 5;
     if (gw >= groups * rows) return;
-    int b = gw / groups, g = gw % groups;
-    float v = x[b * xstride + 32 * g + lane];
-    float amax = warp_max(fabsf(v));
-    float d = amax / 127.f;
-    int q = amax == 0.f ? 0 : __float2int_rn(v / d);
-    xq[(size_t)b * n + 32 * g + lane] = (signed char)q;
-    float s = warp_sum((float)q);
-    if (lane == 0) xd[(size_t)b * groups + g] = make_float2(d, d * s);
+    int b = gw / groups, g = gw % groups, P = q8_pitch(rows);
+    quantize_group(x[b * xstride + 32 * g + lane], xq + q8_off(g, b, P), xd + q8_sc(g, b, P));
 }
 
 // Generic: dequantize 32 weights, dot with F32 activations.
@@ -113,7 +107,7 @@ __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const fl
 template <int NB, int R>
 __device__ __forceinline__ void dot_q8_0(const u8* const (&wr)[R], const signed char* __restrict__ xq,
                                          const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
-    int lane = threadIdx.x & 31, nblk = n >> 5;
+    int lane = threadIdx.x & 31, nblk = n >> 5, P = q8_pitch(nb);
 #pragma unroll 2
     for (int k = lane; k < nblk; k += 32) {
         float d[R];
@@ -128,9 +122,9 @@ __device__ __forceinline__ void dot_q8_0(const u8* const (&wr)[R], const signed 
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             if (b < nb) {
-                const int4* xv = (const int4*)(xq + (size_t)b * n + 32 * k);
+                const int4* xv = (const int4*)(xq + q8_off(k, b, P));
                 int4 a = __ldg(xv), c = __ldg(xv + 1);
-                float xs = __ldg(xd + (size_t)b * nblk + k).x;
+                float xs = __ldg(xd + q8_sc(k, b, P)).x;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     int s = __dp4a(q[r][0], a.x, 0);
@@ -150,7 +144,7 @@ __device__ __forceinline__ void dot_q8_0(const u8* const (&wr)[R], const signed 
 template <int NB, int R>
 __device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed char* __restrict__ xq,
                                          const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
-    int lane = threadIdx.x & 31, nblk = n >> 8, p = lane & 3;
+    int lane = threadIdx.x & 31, nblk = n >> 8, p = lane & 3, P = q8_pitch(nb);
 #pragma unroll 2
     for (int k = lane >> 2; k < nblk; k += 8) {
         uint4 hdr[R], q0[R], q1[R];
@@ -173,11 +167,12 @@ __device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed 
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             if (b < nb) {
-                const int4* xv = (const int4*)(xq + (size_t)b * n + 32 * g);
-                int4 a0 = __ldg(xv), a1 = __ldg(xv + 1), c0 = __ldg(xv + 2), c1 = __ldg(xv + 3);
+                const int4* xv = (const int4*)(xq + q8_off(g, b, P));
+                const int4* xw = (const int4*)(xq + q8_off(g + 1, b, P));
+                int4 a0 = __ldg(xv), a1 = __ldg(xv + 1), c0 = __ldg(xw), c1 = __ldg(xw + 1);
                 int xa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
                 int xc[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-                float2 dlo = __ldg(xd + (size_t)b * (n >> 5) + g), dhi = __ldg(xd + (size_t)b * (n >> 5) + g + 1);
+                float2 dlo = __ldg(xd + q8_sc(g, b, P)), dhi = __ldg(xd + q8_sc(g + 1, b, P));
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     int qw[8] = {(int)q0[r].x, (int)q0[r].y, (int)q0[r].z, (int)q0[r].w,
@@ -201,7 +196,7 @@ __device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed 
 template <int NB, int R>
 __device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed char* __restrict__ xq,
                                          const float2* __restrict__ xd, int n, int nb, float (&acc)[R][NB]) {
-    int lane = threadIdx.x & 31, nblk = n >> 8, t = lane & 7, h = t >> 2, l0 = 8 * (t & 3);
+    int lane = threadIdx.x & 31, nblk = n >> 8, t = lane & 7, h = t >> 2, l0 = 8 * (t & 3), P = q8_pitch(nb);
 #pragma unroll 2
     for (int k = lane >> 3; k < nblk; k += 4) {
         int q[R][4][2];
@@ -235,8 +230,8 @@ __device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed 
                 for (int r = 0; r < R; r++) a[r] = 0.f;
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int2 xv = __ldg((const int2*)(xq + (size_t)b * n + 32 * (g0 + j) + l0));
-                    float xs = __ldg(xd + (size_t)b * (n >> 5) + g0 + j).x;
+                    const int2 xv = __ldg((const int2*)(xq + q8_off(g0 + j, b, P) + l0));
+                    float xs = __ldg(xd + q8_sc(g0 + j, b, P)).x;
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         int s = __dp4a(q[r][j][0], xv.x, 0);
@@ -323,9 +318,10 @@ __device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, lon
     }
     if (!__shfl_sync(0xffffffffu, last, 0)) return;
     __threadfence();
+    int P = q8_pitch(nb);
     for (int b = 0; b < nb; b++) {
         float v = __ldcg(y + b * ys + 32 * grp + lane); // from L2: other warps wrote it
-        quantize_group(v, oq + (size_t)b * rows + 32 * grp, od + (size_t)b * (rows >> 5) + grp);
+        quantize_group(v, oq + q8_off(grp, b, P), od + q8_sc(grp, b, P));
     }
     if (lane == 0) counters[grp] = 0;
 }
@@ -403,7 +399,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     grid_dep_begin();
     __shared__ float scratch[32];
     int row = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int groups = n >> 5;
+    int groups = n >> 5, P = q8_pitch(gridDim.x);
     const float* xr = x + row * xstride;
     float* yr = y + row * ystride;
     float xv[NORM_REGS], wv[NORM_REGS];
@@ -428,14 +424,14 @@ extern "C" __global__ void __launch_bounds__(1024)
         if (g < groups) {
             float v = xv[k] * r * wv[k];
             yr[32 * g + lane] = v;
-            quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * groups + g);
+            quantize_group(v, xq + q8_off(g, row, P), xd + q8_sc(g, row, P));
         }
     }
     for (int g = warp + NORM_REGS * nw; g < groups; g += nw) {
         int i = 32 * g + lane;
         float v = xr[i] * r * w[i];
         yr[i] = v;
-        quantize_group(v, xq + (size_t)row * n + 32 * g, xd + (size_t)row * groups + g);
+        quantize_group(v, xq + q8_off(g, row, P), xd + q8_sc(g, row, P));
     }
 }
 
@@ -451,5 +447,6 @@ extern "C" __global__ void swiglu_q8(const float* g, long long gstride, const fl
     float a = g[r * gstride + i];
     float v = a / (1.f + __expf(-a)) * u[r * ustride + i];
     y[r * ystride + i] = v;
-    quantize_group(v, xq + (size_t)r * n + 32 * grp, xd + (size_t)r * (n >> 5) + grp);
+    int P = q8_pitch(gridDim.y);
+    quantize_group(v, xq + q8_off(grp, r, P), xd + q8_sc(grp, r, P));
 }

@@ -63,23 +63,38 @@ func (s Sizes) Covers(o Sizes) bool {
 	return s.Max(o) == s
 }
 
-// MaxVectorRows is the most rows a product runs with the matrix-vector
-// kernels; larger batches take the tiled kernels, which read activations
-// as they are.
+// MaxVectorRows is the most rows a product may run with the
+// matrix-vector kernels (one warp a weight row, the batch in registers);
+// larger batches take the tensor-core kernels, or, for weight types
+// without one, the tiled kernels, which read activations as they are.
 const MaxVectorRows = 8
 
-// QuantizesActivations reports whether a matrix-vector product with
-// weights of type t reads its activations quantized to 8 bits (for Q4_K,
+// QuantizesActivations reports whether a product with weights of type t
+// reads its activations quantized to 8 bits, at any batch size (for Q4_K,
 // when the weights are 16-byte aligned, as whole uploaded tensors are).
 func QuantizesActivations(t quant.Type) bool {
 	return t == quant.Q8_0 || t == quant.Q6_K || t == quant.Q4_K
 }
 
-// Q8Layout is rows of n activations in 8 bits: the values, padded to 16
-// bytes, then a pair of float32 (scale, sum) per 32 values, from scales on.
+// Q8Pitch is the rows a group of 32 columns holds in the 8-bit layout:
+// rows, rounded up to even above one, so that a lane of a tensor-core tile
+// reads two neighbouring rows' scales in one 16-byte load (q8_pitch in
+// src/common.cuh).
+func Q8Pitch(rows int) int {
+	if rows <= 1 {
+		return 1
+	}
+	return (rows + 1) &^ 1
+}
+
+// Q8Layout is rows of n activations in 8 bits, group-major (each group of
+// 32 columns holds Q8Pitch(rows) rows of 32 values): the values, padded to
+// 16 bytes, then a pair of float32 (scale, sum) per group and row, from
+// scales on.
 func Q8Layout(rows, n int) (scales, bytes int64) {
-	scales = (int64(rows)*int64(n) + 15) &^ 15
-	return scales, round(scales + int64(rows)*int64(n/32)*8)
+	p := int64(Q8Pitch(rows))
+	scales = (p*int64(n) + 15) &^ 15
+	return scales, round(scales + p*int64(n/32)*8)
 }
 
 // AlignedBytes is a 16-byte-aligned copy of rows of n float32.
@@ -104,6 +119,22 @@ func AttentionSplits(units, keys, multiprocessors int) int {
 	sm := min(multiprocessors, MaxMultiprocessors)
 	splits := (2*sm + units - 1) / units
 	return max(1, min(splits, MaxSplits, (keys+SplitKeys-1)/SplitKeys))
+}
+
+// Attention over several query rows takes up to RowUnits (query row,
+// query head) items in a block, all of one KV head, and cuts the cache in
+// slices of at least RowSplitKeys keys.
+const (
+	RowUnits     = 64
+	RowSplitKeys = 64
+)
+
+// AttentionRowSplits is the slices each block of the several-row
+// attention takes, for blocks blocks over a cache of keys rows.
+func AttentionRowSplits(blocks, keys, multiprocessors int) int {
+	sm := min(multiprocessors, MaxMultiprocessors)
+	splits := (2*sm + blocks - 1) / blocks
+	return max(1, min(splits, MaxSplits, (keys+RowSplitKeys-1)/RowSplitKeys))
 }
 
 // AttentionBytes is the partial results of units items in splits slices:
@@ -133,27 +164,44 @@ type Pass struct {
 // For is the workspace that holds whatever a backend compiles for passes
 // of p's shapes with 1 to p.Rows rows, on any GPU. Activations are taken
 // as the engine lays them out, packed rows of whole 32-value groups, which
-// need no aligned copy; top-k runs on the host. The Q8 region holds two
-// copies: a fused gate/up product writes the quantized SwiGLU of its
-// outputs beside the copy of its activations it reads, and counts its
-// finished rows per group of 32.
+// need no aligned copy; top-k runs on the host. The Q8 region holds one
+// copy of p.Rows rows, or two of up to MaxVectorRows: a fused gate/up
+// matrix-vector product writes the quantized SwiGLU of its outputs beside
+// the copy of its activations it reads, and counts its finished rows per
+// group of 32.
 func For(p Pass) Sizes {
 	var s Sizes
 	if p.Quantized > 0 {
-		_, q8 := Q8Layout(min(p.Rows, MaxVectorRows), p.Quantized)
-		s[Q8] = 2 * q8
+		_, fused := Q8Layout(min(p.Rows, MaxVectorRows), p.Quantized)
+		_, all := Q8Layout(p.Rows, p.Quantized)
+		s[Q8] = max(2*fused, all)
 		s[Counters] = CounterBytes(p.Quantized / 32)
 	}
 	if p.Heads > 0 && p.HeadDim > 0 {
 		most := p.Heads * p.Rows
 		s[Counters] = max(s[Counters], CounterBytes(most))
-		// Below 2 x MaxMultiprocessors items the splits make up the
-		// difference; above, every item is one split and the most items
-		// need the most room.
-		for u := 1; u <= min(most, 2*MaxMultiprocessors); u++ {
+		// One row: items (heads) are cut in slices; below 2 x
+		// MaxMultiprocessors items the splits make up the difference,
+		// above, every item is one slice.
+		for u := 1; u <= min(p.Heads, 2*MaxMultiprocessors); u++ {
 			s[Attention] = max(s[Attention], AttentionBytes(u, AttentionSplits(u, p.Keys, MaxMultiprocessors), p.HeadDim))
 		}
-		s[Attention] = max(s[Attention], AttentionBytes(most, AttentionSplits(most, p.Keys, MaxMultiprocessors), p.HeadDim))
+		s[Attention] = max(s[Attention], AttentionBytes(p.Heads, AttentionSplits(p.Heads, p.Keys, MaxMultiprocessors), p.HeadDim))
+		// Several rows: u items in at least u/RowUnits blocks, each cut in
+		// AttentionRowSplits slices, the most for the fewest blocks.
+		if p.Rows > 1 {
+			for u := 2; u <= min(most, 2*RowUnits*MaxMultiprocessors); u++ {
+				s[Attention] = max(s[Attention], RowAttentionBytes(u, p.Keys, MaxMultiprocessors, p.HeadDim))
+			}
+			s[Attention] = max(s[Attention], RowAttentionBytes(most, p.Keys, MaxMultiprocessors, p.HeadDim))
+		}
 	}
 	return s
+}
+
+// RowAttentionBytes bounds the partial results of u items of the
+// several-row attention: they take at least ceil(u/RowUnits) blocks.
+func RowAttentionBytes(u, keys, multiprocessors, headDim int) int64 {
+	blocks := (u + RowUnits - 1) / RowUnits
+	return AttentionBytes(u, AttentionRowSplits(blocks, keys, multiprocessors), headDim)
 }

@@ -23,14 +23,23 @@ func TestForBoundsEveryPass(t *testing.T) {
 				for rows := 1; rows <= p.Rows; rows++ {
 					for heads := 1; heads <= p.Heads; heads++ {
 						var need Sizes
-						if rows <= MaxVectorRows && p.Quantized > 0 {
-							// a fused gate/up product reading and writing copies of the widest
+						if p.Quantized > 0 {
 							_, q8 := Q8Layout(rows, p.Quantized)
-							need[Q8] = 2 * q8
+							need[Q8] = q8
+							if rows <= MaxVectorRows {
+								// a fused gate/up product reading and writing copies of the widest
+								need[Q8] = 2 * q8
+							}
 							need[Counters] = CounterBytes(p.Quantized / 32)
 						}
 						u := heads * rows
-						need[Attention] = AttentionBytes(u, AttentionSplits(u, p.Keys, sm), p.HeadDim)
+						if rows == 1 {
+							need[Attention] = AttentionBytes(u, AttentionSplits(u, p.Keys, sm), p.HeadDim)
+						} else {
+							// the fewest blocks the several-row kernel can take
+							blocks := (u + RowUnits - 1) / RowUnits
+							need[Attention] = AttentionBytes(u, AttentionRowSplits(blocks, p.Keys, sm), p.HeadDim)
+						}
 						need[Counters] = max(need[Counters], CounterBytes(u))
 						if !got.Covers(need) {
 							t.Fatalf("%d rows, %d heads, %d multiprocessors need %v; For gives %v", rows, heads, sm, need, got)

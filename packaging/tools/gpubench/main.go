@@ -9,6 +9,11 @@
 // decode step reads (every block and the head) over the step time, set
 // against the 4.3 TB/s device-to-device copy of ../shared/bench/anchors.md.
 // packaging/bench-cuda.sh runs it over the benchmark models.
+//
+// With -rows 1,2,4,8,16 it then prints, for each row count r, the time of
+// one pass over r tokens that returns each row's arg-max, as speculative
+// verification of r-1 drafted tokens runs, at the position after the
+// prompt: the curve of step time over rows.
 package main
 
 import (
@@ -19,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -52,6 +59,9 @@ type config struct {
 	serial    bool
 	kvType    quant.Type
 	contextSz int
+	rows      []int
+	vecRows   int
+	profRows  int
 }
 
 func run(args []string) error {
@@ -68,8 +78,11 @@ func run(args []string) error {
 	fs.StringVar(&c.kernels, "kernels", "", "directory holding ptx/*.ptx to load instead of the embedded kernels")
 	fs.BoolVar(&c.header, "header", false, "print the table header first")
 	fs.BoolVar(&c.profile, "profile", false, "after the row, print GPU time per kernel of a decode step (cuda)")
+	fs.IntVar(&c.profRows, "profile-rows", 1, "with -profile: the rows of the profiled pass (1: a decode step; 512: a prefill chunk)")
 	fs.BoolVar(&c.serial, "serial-launch", false, "launch kernels without programmatic dependent launch (cuda, sm_90+)")
 	kv := fs.String("kv", "F16", "KV cache type: F16 or F32")
+	rows := fs.String("rows", "", "comma-separated row counts: time a verification pass of each (e.g. 1,2,4,8,16)")
+	fs.IntVar(&c.vecRows, "matvec-rows", 0, "products of up to this many rows on the matrix-vector kernels (cuda; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +92,16 @@ func run(args []string) error {
 	var err error
 	if c.kvType, err = quant.ParseType(*kv); err != nil {
 		return err
+	}
+	for _, f := range strings.Split(*rows, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 1 || r > c.pp {
+			return fmt.Errorf("-rows: %q is not a row count from 1 to -pp", f)
+		}
+		c.rows = append(c.rows, r)
 	}
 	c.contextSz = c.pp + c.tg + 16
 	if c.header {
@@ -99,7 +122,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
@@ -186,22 +209,72 @@ func bench(ctx context.Context, c config) error {
 	fmt.Printf("| %s | %.2f | %.0f | %s | %.0f | %s | %s | %.0f | %.0f%% | %s / %s | %.0f |\n",
 		name, float64(fileWeights(f))/(1<<30), ppRate, anchor(c.anchorPP), tgRate, anchor(c.anchorTG), ratio,
 		gbs/1e9, 100*gbs/copyRoofline, mib(afterLoad), mib(afterDecode), float64(u.Total())/(1<<20))
+	if len(c.rows) > 0 {
+		if err := benchRows(ctx, m, be, prompt, c); err != nil {
+			return err
+		}
+	}
 	if c.profile && gpu != nil {
-		return profileDecode(ctx, m, gpu, c.pp)
+		return profilePass(ctx, m, gpu, prompt, c.pp, c.profRows)
 	}
 	return nil
 }
 
-// profileDecode times each kernel over 8 eager decode steps and prints the
-// kernels by share of a step.
-func profileDecode(ctx context.Context, m *model.Model, gpu *cuda.Backend, pos int) error {
+// benchRows times verification-shaped passes: r tokens at the position
+// after the prompt, every row's arg-max read back, the median of 20 runs
+// after 3 (compile, capture, first replay). It prints one line per model:
+// milliseconds per pass and the ratio to one row.
+func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt []int32, c config) error {
+	const runs = 20
+	line := fmt.Sprintf("| %s rows |", filepath.Base(c.path))
+	var one float64
+	for _, r := range c.rows {
+		out := make([]int, r)
+		for i := range out {
+			out[i] = i
+		}
+		var ts []float64
+		for i := 0; i < runs+3; i++ {
+			t0 := time.Now()
+			if _, err := m.ForwardArgmax(ctx, prompt[:r], c.pp, out); err != nil {
+				return err
+			}
+			if i >= 3 {
+				ts = append(ts, time.Since(t0).Seconds())
+			}
+		}
+		t := median(ts)
+		if one == 0 {
+			one = t
+		}
+		line += fmt.Sprintf(" r=%d %.3f ms (%.2fx) |", r, t*1e3, t/one)
+	}
+	fmt.Println(line)
+	return be.Sync()
+}
+
+// profilePass times each kernel over 8 eager passes of rows tokens and
+// prints the kernels by share of a pass: one row, decode steps from pos;
+// up to 63, verification passes at pos; more, prefill passes of the
+// prompt's first rows from position 0.
+func profilePass(ctx context.Context, m *model.Model, gpu *cuda.Backend, prompt []int32, pos, rows int) error {
 	const steps = 8
+	if rows >= 64 {
+		pos = 0
+	}
+	if rows < 1 || rows > len(prompt) || pos+max(rows, steps) > m.Context() {
+		return fmt.Errorf("-profile-rows %d: from 1 to -pp", rows)
+	}
 	if err := gpu.SetProfiling(true); err != nil {
 		return err
 	}
 	defer gpu.SetProfiling(false)
 	for i := 0; i < steps; i++ {
-		if _, err := m.Forward(ctx, []int32{1}, pos+i, nil); err != nil {
+		p, toks := pos+i, []int32{1}
+		if rows > 1 {
+			p, toks = pos, prompt[:rows]
+		}
+		if _, err := m.Forward(ctx, toks, p, nil); err != nil {
 			return err
 		}
 	}
@@ -213,12 +286,12 @@ func profileDecode(ctx context.Context, m *model.Model, gpu *cuda.Backend, pos i
 	for _, k := range prof {
 		total += k.Seconds
 	}
-	fmt.Printf("\n%s: %.0f us of kernels per decode step\n", gpu.Name(), total/steps*1e6)
+	fmt.Printf("\n%s: %.0f us of kernels per pass of %d rows\n", gpu.Name(), total/steps*1e6, rows)
 	for i, k := range prof {
 		if i == 14 {
 			break
 		}
-		fmt.Printf("  %-22s %-10s %5d calls/step %8.1f us/step %5.1f%%\n", k.Kernel, k.Op, k.Calls/steps,
+		fmt.Printf("  %-22s %-10s %5d calls/pass %8.1f us/pass %5.1f%%\n", k.Kernel, k.Op, k.Calls/steps,
 			k.Seconds/steps*1e6, 100*k.Seconds/total)
 	}
 	return nil
