@@ -46,8 +46,8 @@ func sharedWorker(t testing.TB, shared bool) *Worker {
 		return nil
 	}
 	w, err := NewWorker()
-	if errors.Is(err, ErrNoDriver) {
-		t.Skipf("no CUDA driver: %v", err)
+	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) {
+		t.Skipf("no CUDA driver or device: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
