@@ -76,7 +76,9 @@ func WithMaxHeader(n int64) Option { return func(c *Client) { c.maxHeader = n } 
 
 // WithFreeSpace replaces the free-disk-space probe (bytes free under dir;
 // negative: unknown, no check).
-func WithFreeSpace(f func(dir string) (int64, error)) Option { return func(c *Client) { c.freeSpace = f } }
+func WithFreeSpace(f func(dir string) (int64, error)) Option {
+	return func(c *Client) { c.freeSpace = f }
+}
 
 // New is a Client for cfg.
 func New(cfg Config, opts ...Option) *Client {

@@ -175,14 +175,14 @@ func TestFiles(t *testing.T) {
 
 func TestQuantAndGrouping(t *testing.T) {
 	for name, want := range map[string]string{
-		"Qwen3-8B-Q4_K_M.gguf":                 "Q4_K_M",
-		"qwen3-8b-q4_k_m.gguf":                 "Q4_K_M",
-		"Llama-3.1-8B-Instruct-IQ4_XS.gguf":    "IQ4_XS",
-		"model-UD-Q4_K_XL-00001-of-00002.gguf": "Q4_K_XL",
-		"gemma-3-27b-it-BF16.gguf":             "BF16",
-		"mmproj-F16.gguf":                      "F16",
-		"phi-4.Q8_0.gguf":                      "Q8_0",
-		"tiny.gguf":                            "",
+		"Qwen3-8B-Q4_K_M.gguf":                  "Q4_K_M",
+		"qwen3-8b-q4_k_m.gguf":                  "Q4_K_M",
+		"Llama-3.1-8B-Instruct-IQ4_XS.gguf":     "IQ4_XS",
+		"model-UD-Q4_K_XL-00001-of-00002.gguf":  "Q4_K_XL",
+		"gemma-3-27b-it-BF16.gguf":              "BF16",
+		"mmproj-F16.gguf":                       "F16",
+		"phi-4.Q8_0.gguf":                       "Q8_0",
+		"tiny.gguf":                             "",
 		"Q4_K_M/Big-Q4_K_M-00002-of-00003.gguf": "Q4_K_M",
 	} {
 		if got := QuantOf(name); got != want {

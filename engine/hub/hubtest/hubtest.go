@@ -207,19 +207,19 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // searchItem is one result of GET /api/models as the Hub writes it.
 type searchItem struct {
-	MongoID      string `json:"_id"`
-	ID           string `json:"id"`
-	ModelID      string `json:"modelId"`
-	Author       string `json:"author"`
-	Likes        int64  `json:"likes"`
-	Downloads    int64  `json:"downloads"`
-	Private      bool   `json:"private"`
-	Gated        any    `json:"gated"`
+	MongoID      string   `json:"_id"`
+	ID           string   `json:"id"`
+	ModelID      string   `json:"modelId"`
+	Author       string   `json:"author"`
+	Likes        int64    `json:"likes"`
+	Downloads    int64    `json:"downloads"`
+	Private      bool     `json:"private"`
+	Gated        any      `json:"gated"`
 	Tags         []string `json:"tags"`
-	PipelineTag  string `json:"pipeline_tag"`
-	LibraryName  string `json:"library_name"`
-	CreatedAt    string `json:"createdAt"`
-	LastModified string `json:"lastModified"`
+	PipelineTag  string   `json:"pipeline_tag"`
+	LibraryName  string   `json:"library_name"`
+	CreatedAt    string   `json:"createdAt"`
+	LastModified string   `json:"lastModified"`
 }
 
 func (h *Hub) item(r *repo) searchItem {
