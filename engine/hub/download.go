@@ -340,3 +340,39 @@ func (c *Client) fetchInto(ctx context.Context, u, what string, p *partial, repo
 	}
 	return got, nil
 }
+
+// Discard deletes what a stopped pull of m left in the cache (the
+// .incomplete files), for a download the user cancels rather than pauses.
+func (c *Client) Discard(repo string, m Model) error {
+	if err := checkRepo(repo); err != nil {
+		return err
+	}
+	for _, f := range m.Parts {
+		if f.etag() == "" {
+			continue
+		}
+		p := filepath.Join(c.RepoDir(repo), "blobs", f.etag()+".incomplete")
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("hub: %w", err)
+		}
+	}
+	return nil
+}
+
+// Partial is how many bytes of m earlier pulls left in the cache (parts
+// done and .incomplete files), for showing a download that can resume.
+func (c *Client) Partial(repo string, m Model) int64 {
+	if checkRepo(repo) != nil {
+		return 0
+	}
+	var n int64
+	for _, f := range m.Parts {
+		blob := filepath.Join(c.RepoDir(repo), "blobs", f.etag())
+		if st, err := os.Stat(blob); err == nil {
+			n += st.Size()
+		} else if st, err := os.Stat(blob + ".incomplete"); err == nil {
+			n += min(st.Size(), f.Size)
+		}
+	}
+	return n
+}
