@@ -44,7 +44,7 @@ type findPage struct {
 	searchSeq, listSeq, suggestSeq int
 	stopList                       context.CancelFunc // the shown listing's header reads
 	shownRepo                      string
-	suggestedFor                   string // the target whose drafts are shown
+	autoFor                        string // the Models page's target the drafts were last found for
 	cards                          map[string][]*fileCard
 	downloads                      map[string]*download
 }
@@ -124,9 +124,11 @@ func (p *findPage) focus() {
 }
 
 // shown refreshes what depends on the rest of the window: the drafts of
-// the Models page's target.
+// the Models page's target, when it changed since they were found (a
+// file's Drafts button shows others until then).
 func (p *findPage) shown() {
-	if t := p.m.target; t != nil && p.suggestedFor == "" {
+	if t := p.m.target; t != nil && t.Path != p.autoFor {
+		p.autoFor = t.Path
 		p.suggest(t, "", "the target on the Models page ("+baseName(t.Path)+")")
 	}
 }
@@ -233,6 +235,7 @@ func (p *findPage) showFiles(ctx context.Context, rf *hub.RepoFiles, states []ca
 	}
 	p.repoTitle.SetText(title)
 	sem := make(chan struct{}, 3)
+	inv := p.m.inv
 	for i, m := range rf.Models {
 		c := p.newCard(rf, m, states[i], false)
 		p.files.Add(c.content)
@@ -246,7 +249,7 @@ func (p *findPage) showFiles(ctx context.Context, rf *hub.RepoFiles, states []ca
 			f, st, err := p.client.Header(ctx, rf.Repo, rf.Commit, m)
 			var fits []fit
 			if err == nil {
-				fits = fitsOf(f, p.m.inv, 0)
+				fits = fitsOf(f, inv, 0)
 			}
 			p.m.post(func() {
 				if ctx.Err() == nil {
@@ -288,7 +291,6 @@ func baseName(path string) string {
 func (p *findPage) suggest(target *gguf.File, targetRepo, what string) {
 	p.suggestSeq++
 	seq := p.suggestSeq
-	p.suggestedFor = target.Path
 	p.draftsTitle.SetText("Suggested drafts for " + what)
 	p.draftsNote.SetText("Reading the headers of candidate drafts…")
 	p.drafts.RemoveAll()

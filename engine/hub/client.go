@@ -43,6 +43,10 @@ const (
 	firstWait         = time.Second
 	maxWait           = 8 * time.Second
 	maxRetryAfter     = time.Minute
+	// DefaultStallTimeout ends a connection whose body stops arriving (or
+	// whose response does not start) for this long; the transfer then
+	// resumes like any dropped one.
+	DefaultStallTimeout = 30 * time.Second
 )
 
 // Client talks to one Hub endpoint and keeps files in one cache.
@@ -53,6 +57,7 @@ type Client struct {
 	retries    int
 	maxHeader  int64
 	firstRange int64
+	stall      time.Duration
 	freeSpace  func(dir string) (int64, error)
 }
 
@@ -74,6 +79,9 @@ func WithRetries(n int) Option { return func(c *Client) { c.retries = n } }
 // WithMaxHeader caps how many bytes a remote header read may fetch.
 func WithMaxHeader(n int64) Option { return func(c *Client) { c.maxHeader = n } }
 
+// WithStallTimeout sets how long a response may go without a byte.
+func WithStallTimeout(d time.Duration) Option { return func(c *Client) { c.stall = d } }
+
 // WithFreeSpace replaces the free-disk-space probe (bytes free under dir;
 // negative: unknown, no check).
 func WithFreeSpace(f func(dir string) (int64, error)) Option {
@@ -82,8 +90,8 @@ func WithFreeSpace(f func(dir string) (int64, error)) Option {
 
 // New is a Client for cfg.
 func New(cfg Config, opts ...Option) *Client {
-	c := &Client{cfg: cfg, hc: http.DefaultClient, sleep: sleepCtx, retries: DefaultRetries,
-		maxHeader: DefaultMaxHeader, firstRange: defaultFirstRange, freeSpace: freeSpace}
+	c := &Client{cfg: cfg, hc: defaultHTTP(), sleep: sleepCtx, retries: DefaultRetries,
+		maxHeader: DefaultMaxHeader, firstRange: defaultFirstRange, stall: DefaultStallTimeout, freeSpace: freeSpace}
 	for _, o := range opts {
 		o(c)
 	}
@@ -92,6 +100,15 @@ func New(cfg Config, opts ...Option) *Client {
 
 // Config is the client's configuration.
 func (c *Client) Config() Config { return c.cfg }
+
+// defaultHTTP is net/http's client with limits on connecting and on
+// waiting for a response to start, so a dead host is an error, not a hang.
+func defaultHTTP() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = DefaultStallTimeout
+	t.TLSHandshakeTimeout = DefaultStallTimeout
+	return &http.Client{Transport: t}
+}
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

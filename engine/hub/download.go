@@ -281,10 +281,11 @@ func (c *Client) fetchInto(ctx context.Context, u, what string, p *partial, repo
 	if p.have > 0 {
 		hdr.Set("Range", fmt.Sprintf("bytes=%d-", p.have))
 	}
-	resp, err := c.send(ctx, http.MethodGet, u, hdr)
+	resp, g, err := c.guarded(ctx, http.MethodGet, u, hdr)
 	if err != nil {
 		return 0, err
 	}
+	defer g.stop()
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
@@ -315,7 +316,7 @@ func (c *Client) fetchInto(ctx context.Context, u, what string, p *partial, repo
 	buf := make([]byte, 1<<20)
 	var got int64
 	for p.have < size {
-		k, rerr := resp.Body.Read(buf[:min(int64(len(buf)), size-p.have)])
+		k, rerr := g.read(resp.Body, buf[:min(int64(len(buf)), size-p.have)])
 		if k > 0 {
 			if _, err := p.out.Write(buf[:k]); err != nil {
 				return got, fmt.Errorf("hub: %s: writing %s: %w", what, p.out.Name(), err)
@@ -331,6 +332,9 @@ func (c *Client) fetchInto(ctx context.Context, u, what string, p *partial, repo
 		if rerr != nil {
 			if ctx.Err() != nil {
 				return got, ctx.Err()
+			}
+			if errors.Is(rerr, errDropped) {
+				return got, fmt.Errorf("hub: %s: %w", what, rerr)
 			}
 			return got, fmt.Errorf("hub: %s: %w: %w", what, errDropped, rerr)
 		}

@@ -324,3 +324,34 @@ func TestPullCancelAndResume(t *testing.T) {
 	}
 	f.Close()
 }
+
+// A server that goes quiet mid-body is given up on after the stall timeout
+// and the download resumes.
+func TestPullStalledConnection(t *testing.T) {
+	fx := newFixture(t, draftQ8)
+	fx.hub.SetFaults(hubtest.Faults{Drops: 2, DropAfter: 1 << 20, Stall: true})
+	c := fx.client(fx.cfg, WithStallTimeout(100*time.Millisecond))
+	var notes []string
+	ref := Ref{Repo: hubtest.DraftRepo, File: draftQ8}
+	p, err := c.Resolve(context.Background(), ref, true, func(pr Progress) {
+		if pr.Note != "" {
+			notes = append(notes, pr.Note)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.checkCached(t, p)
+	if want := []string{"", "bytes=1048576-", "bytes=2097152-"}; !slices.Equal(fx.hub.Ranges(), want) {
+		t.Errorf("ranges %q, want %q", fx.hub.Ranges(), want)
+	}
+	// Header reads stall the same way.
+	fx.hub.SetFaults(hubtest.Faults{Drops: 1, DropAfter: 1000, Stall: true})
+	rf, err := c.Files(context.Background(), hubtest.DraftRepo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Header(context.Background(), hubtest.DraftRepo, rf.Commit, rf.Models[0]); err != nil {
+		t.Errorf("header after a stall: %v", err)
+	}
+}

@@ -135,13 +135,14 @@ var errDropped = errors.New("the connection dropped")
 // request with the whole file is an error (ErrNoRange), and the body is
 // not read.
 func (c *Client) fetchRange(ctx context.Context, u, what string, from, to int64) ([]byte, error) {
-	resp, err := c.send(ctx, http.MethodGet, u, http.Header{
+	resp, g, err := c.guarded(ctx, http.MethodGet, u, http.Header{
 		"Range":           {fmt.Sprintf("bytes=%d-%d", from, to-1)},
 		"Accept-Encoding": {"identity"},
 	})
 	if err != nil {
 		return nil, err
 	}
+	defer g.stop()
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
@@ -155,10 +156,13 @@ func (c *Client) fetchRange(ctx context.Context, u, what string, from, to int64)
 	if err != nil || start != from {
 		return nil, fmt.Errorf("hub: %s: asked for bytes from %d, got Content-Range %q: %w", what, from, resp.Header.Get("Content-Range"), ErrServer)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, to-from))
+	b, err := io.ReadAll(io.LimitReader(g.reader(resp.Body), to-from))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, errDropped) {
+			return b, fmt.Errorf("hub: %s: reading bytes %d-%d: %w", what, from, to-1, err)
 		}
 		return b, fmt.Errorf("hub: %s: reading bytes %d-%d: %w: %w: %w", what, from, to-1, ErrUnreachable, errDropped, err)
 	}

@@ -45,6 +45,7 @@ type Faults struct {
 	Status500 int   // the next N requests of any kind answer 500
 	Drops     int   // the next N file downloads end the connection...
 	DropAfter int64 // ...after this many bytes of the body
+	Stall     bool  // ...or, instead, stop sending and keep it open
 	NoRange   bool  // downloads ignore Range and send the whole file
 	WrongSHA  bool  // listings give a wrong SHA-256 for every file
 	// BytesPerSecond slows file bodies down (0: full speed).
@@ -421,7 +422,7 @@ func (h *Hub) cdn(w http.ResponseWriter, r *http.Request, sum string) {
 	if faults.NoRange {
 		r.Header.Del("Range")
 	}
-	fw := &faultWriter{ResponseWriter: w, h: h, drop: drop, rate: faults.BytesPerSecond, done: r.Context().Done()}
+	fw := &faultWriter{ResponseWriter: w, h: h, drop: drop, stall: faults.Stall, rate: faults.BytesPerSecond, done: r.Context().Done()}
 	http.ServeContent(fw, r, path.Base(f.Path), time.Time{}, in)
 }
 
@@ -430,6 +431,7 @@ type faultWriter struct {
 	http.ResponseWriter
 	h       *Hub
 	drop    int64 // end the connection after this many bytes; -1: never
+	stall   bool  // at drop, go quiet until the client gives up instead
 	rate    int64
 	written int64
 	done    <-chan struct{}
@@ -458,6 +460,9 @@ func (f *faultWriter) Write(p []byte) (int, error) {
 		if f.drop >= 0 && f.written >= f.drop {
 			if fl, ok := f.ResponseWriter.(http.Flusher); ok {
 				fl.Flush()
+			}
+			if f.stall {
+				<-f.done
 			}
 			panic(http.ErrAbortHandler) // the server closes the connection mid-body
 		}
