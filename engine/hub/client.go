@@ -95,7 +95,23 @@ func New(cfg Config, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	hc := *c.hc
+	hc.CheckRedirect = keepTokenHome
+	c.hc = &hc
 	return c
+}
+
+// keepTokenHome follows redirects but sends the token only to the host it
+// was meant for: the Hub sends downloads on to a CDN on another host (Go
+// itself would keep it for a subdomain such as cdn-lfs.huggingface.co).
+func keepTokenHome(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("hub: stopped after 10 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		req.Header.Del("Authorization")
+	}
+	return nil
 }
 
 // Config is the client's configuration.

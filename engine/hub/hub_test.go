@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -276,5 +277,25 @@ func TestConfigFromEnv(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%v:\n got %+v\nwant %+v", tc.env, got, tc.want)
 		}
+	}
+}
+
+// The token goes to the Hub, not to the CDN it redirects downloads to.
+func TestTokenStaysWithTheHub(t *testing.T) {
+	var cdnAuth, hubAuth string
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cdnAuth = r.Header.Get("Authorization")
+		http.Error(w, "stop here", http.StatusTeapot)
+	}))
+	defer cdn.Close()
+	hubSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hubAuth = r.Header.Get("Authorization")
+		http.Redirect(w, r, cdn.URL+"/blob", http.StatusFound)
+	}))
+	defer hubSrv.Close()
+	c := New(Config{Endpoint: hubSrv.URL, Token: "hf_secret", Cache: t.TempDir()}, WithRetries(0))
+	c.fetchRange(context.Background(), c.resolveURL("o/n", "main", "f.gguf"), "f", 0, 10)
+	if hubAuth != "Bearer hf_secret" || cdnAuth != "" {
+		t.Errorf("the Hub got %q, the CDN got %q", hubAuth, cdnAuth)
 	}
 }
