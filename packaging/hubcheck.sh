@@ -31,8 +31,8 @@ make)
 	for _ in $(seq 100); do [ -s "$work/hub.url" ] && break; sleep 0.1; done
 	[ -s "$work/hub.url" ] || { cat "$work/hub.log" >&2; exit 1; }
 	repo=tandem-demo/factory-draft-GGUF file=factory-draft-Q2_K.gguf
-	path=$(HF_ENDPOINT=$(head -1 "$work/hub.url") HF_HOME="$work/hf" HF_TOKEN= HF_HUB_OFFLINE= HF_HUB_CACHE= \
-		"$work/tandem" pull "$repo:$file" 2>/dev/null)
+	path=$(env -u HF_HUB_CACHE -u HUGGINGFACE_HUB_CACHE -u HF_TOKEN -u HF_HUB_OFFLINE \
+		HF_ENDPOINT="$(head -1 "$work/hub.url")" HF_HOME="$work/hf" "$work/tandem" pull "$repo:$file" 2>/dev/null)
 	commit=$(basename "$(dirname "$path")")
 	sum=$(sha256sum "$path" | cut -d' ' -f1)
 	printf '{"repo": "%s", "file": "%s", "commit": "%s", "sha256": "%s"}\n' "$repo" "$file" "$commit" "$sum" >"$work/hf/manifest.json"
@@ -42,7 +42,9 @@ make)
 check)
 	mkdir -p "$work/hf"
 	tar -C "$work/hf" -xzf "$tarball"
-	HF_HOME="$work/hf" HF_HUB_OFFLINE=1 HF_HUB_CACHE= HUGGINGFACE_HUB_CACHE= HF_TOKEN= python3 - "$work/hf/manifest.json" <<'PY'
+	# Unset, not empty: the library takes an empty HF_HUB_CACHE as a path.
+	env -u HF_HUB_CACHE -u HUGGINGFACE_HUB_CACHE -u HF_TOKEN -u HF_TOKEN_PATH -u HF_ENDPOINT \
+		HF_HOME="$work/hf" HF_HUB_OFFLINE=1 python3 - "$work/hf/manifest.json" <<'PY'
 import hashlib, json, os, sys
 import huggingface_hub
 from huggingface_hub import hf_hub_download, scan_cache_dir, try_to_load_from_cache
