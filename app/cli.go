@@ -38,6 +38,8 @@ func commands() []command {
 		{"perplexity", "score a text file with a model as llama.cpp's perplexity tool does", runPerplexity},
 		{"bench", "time a model's prefill and decode tokens/s", runBench},
 		{"serve", "serve a model over an OpenAI-compatible HTTP API", runServe},
+		{"hub", "search the Hugging Face Hub for GGUF models and list a repository's files, with what fits", runHub},
+		{"pull", "download a model from the Hugging Face Hub (resumable, checked)", runPull},
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	return cmds

@@ -33,7 +33,7 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	cfg, err := ef.config(errOut)
+	cfg, err := ef.config(ctx, errOut)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/tandem-run/tandem/engine/chat"
-	"github.com/tandem-run/tandem/engine/gguf"
 )
 
 // messagesFile is what --messages reads: a JSON array of {role, content}, or
@@ -87,7 +86,7 @@ func readMessages(path string) (messagesFile, error) {
 }
 
 func renderModelTemplate(ctx context.Context, model string, msgs []chat.Message, opts chat.Options) (string, error) {
-	f, err := gguf.Open(model)
+	f, err := openModelHeader(ctx, model)
 	if err != nil {
 		return "", err
 	}

@@ -30,7 +30,7 @@ func runInfo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	var descs []gguf.Description
 	for _, p := range paths {
-		f, err := gguf.Open(p)
+		f, err := openModelHeader(ctx, p)
 		if err != nil {
 			return err
 		}

@@ -33,7 +33,7 @@ func runPerplexity(ctx context.Context, args []string, out, errOut io.Writer) er
 	if err != nil {
 		return err
 	}
-	cfg, err := ef.config(errOut)
+	cfg, err := ef.config(ctx, errOut)
 	if err != nil {
 		return err
 	}

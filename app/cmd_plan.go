@@ -17,7 +17,6 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tandem-run/tandem/engine/device"
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
@@ -33,8 +32,8 @@ const exitNoFit = 3
 
 func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("plan", errOut)
-	modelPath := fs.String("model", "", "target model `GGUF` (required)")
-	draftPath := fs.String("draft", "", "draft model `GGUF`")
+	modelPath := fs.String("model", "", "target model `GGUF` (required), or a Hub model (hf://OWNER/NAME/FILE.gguf, OWNER/NAME:QUANT: its header only)")
+	draftPath := fs.String("draft", "", "draft model `GGUF`, or a Hub model")
 	devicesFile := fs.String("devices-file", "", "plan against this inventory `file` (tandem devices --json) instead of the GPUs here")
 	virtual := fs.String("virtual-devices", "", "plan against virtual devices, e.g. `cuda0:12GiB,cuda0:12GiB,cpu:8GiB`")
 	targetDevs := fs.String("target-devices", "", "target's device `indices`, in order (default: all)")
@@ -64,14 +63,14 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	in := plan.Input{Batch: *batch, Ctx: *ctxSize}
-	target, err := gguf.Open(*modelPath)
+	target, err := openModelHeader(ctx, *modelPath)
 	if err != nil {
 		return err
 	}
 	defer target.Close()
 	in.Target, in.Devices = target, inv.Devices
 	if *draftPath != "" {
-		draft, err := gguf.Open(*draftPath)
+		draft, err := openModelHeader(ctx, *draftPath)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 // engineFlags are the load-time flags that run, bench, perplexity and serve share.
 type engineFlags struct {
 	model, draft       string
+	pull               bool // download hf:// models that are not cached
 	lookup             bool
 	backend            string
 	gpu                int
@@ -41,7 +42,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 // registerTarget adds the flags of a command that measures the target alone
 // (bench, perplexity): the model, where it runs, and its cache.
 func (e *engineFlags) registerTarget(fs *flag.FlagSet) {
-	fs.StringVar(&e.model, "model", "", "target model GGUF (default: the bundled demo model)")
+	fs.StringVar(&e.model, "model", "", "target model GGUF, or a Hub model: hf://OWNER/NAME/FILE.gguf, OWNER/NAME:Q4_K_M (default: the bundled demo model)")
+	fs.BoolVar(&e.pull, "pull", false, "download --model and --draft from the Hub when they are not in its cache")
 	fs.StringVar(&e.backend, "backend", "cpu", "compute backend: cpu or cuda")
 	fs.IntVar(&e.gpu, "gpu", 0, "GPU number for --backend cuda")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default: the model's, at most 4096)")
@@ -50,11 +52,18 @@ func (e *engineFlags) registerTarget(fs *flag.FlagSet) {
 	e.place.register(fs)
 }
 
-// config resolves the demo pair when no model was given.
-func (e *engineFlags) config(errOut io.Writer) (engine.Config, error) {
-	target, draft := e.model, e.draft
+// config resolves Hub models to their cached files, and the demo pair when
+// no model was given.
+func (e *engineFlags) config(ctx context.Context, errOut io.Writer) (engine.Config, error) {
+	target, err := resolveModelPath(ctx, e.model, e.pull, errOut)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	draft, err := resolveModelPath(ctx, e.draft, e.pull, errOut)
+	if err != nil {
+		return engine.Config{}, err
+	}
 	if target == "" {
-		var err error
 		// --lookup alone asks for draftless decoding: no demo draft then.
 		wantDraft := e.drafting && !(e.lookup && e.draft == "")
 		if target, draft, err = modelOrDemo(target, draft, wantDraft, errOut); err != nil {
@@ -147,7 +156,7 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintln(errOut, "tandem run: give exactly one of --prompt or --chat")
 		return errUsage
 	}
-	cfg, err := ef.config(errOut)
+	cfg, err := ef.config(ctx, errOut)
 	if err != nil {
 		return err
 	}

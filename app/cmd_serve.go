@@ -52,7 +52,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if f.apiKey == "" { // the environment keeps the key out of ps
 		f.apiKey = os.Getenv("TANDEM_API_KEY")
 	}
-	cfg, err := f.engine.config(errOut)
+	cfg, err := f.engine.config(ctx, errOut)
 	if err != nil {
 		return err
 	}

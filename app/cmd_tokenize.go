@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/tokenizer"
 )
 
@@ -38,7 +37,7 @@ func runTokenize(ctx context.Context, args []string, out, errOut io.Writer) erro
 		}
 		input = string(b)
 	}
-	tk, err := loadTokenizer(*model)
+	tk, err := loadTokenizer(ctx, *model)
 	if err != nil {
 		return err
 	}
@@ -69,8 +68,8 @@ func runTokenize(ctx context.Context, args []string, out, errOut io.Writer) erro
 	}{ids, pieces})
 }
 
-func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	f, err := gguf.Open(path)
+func loadTokenizer(ctx context.Context, path string) (*tokenizer.Tokenizer, error) {
+	f, err := openModelHeader(ctx, path)
 	if err != nil {
 		return nil, err
 	}

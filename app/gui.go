@@ -27,6 +27,7 @@ const appID = "run.tandem.app"
 // guiOptions are the window's command-line options (tandem gui).
 type guiOptions struct {
 	frameStats string // write main-goroutine frame gaps here on exit
+	virtual    string // plan for these virtual devices instead of the host's
 }
 
 // runGUI opens the window (tandem with no arguments).
@@ -60,7 +61,13 @@ func openWindow(opt guiOptions) error {
 		post = frames.timed(fyne.Do)
 		a.Lifecycle().SetOnStarted(frames.start)
 	}
-	m, err := newMainWindow(a, st, hostInventory(), engineLoad, post)
+	inv := hostInventory()
+	if opt.virtual != "" {
+		if inv, err = device.ParseVirtual(opt.virtual); err != nil {
+			return err
+		}
+	}
+	m, err := newMainWindow(a, st, inv, engineLoad, post)
 	if err != nil {
 		return err
 	}
@@ -85,6 +92,7 @@ func openWindow(opt guiOptions) error {
 		m.cancelLoad()
 	}
 	m.chat.stopGenerating()
+	m.find.close()
 	if m.server != nil {
 		m.server.cancel()
 		<-m.server.done

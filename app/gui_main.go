@@ -54,6 +54,8 @@ type mainWindow struct {
 	chat    *chatPage
 	pages   *container.AppTabs
 	chatTab *container.TabItem
+	find    *findPage // models on the Hugging Face Hub
+	findTab *container.TabItem
 
 	server         *guiServer // the API server; nil: none
 	serverStopping *guiServer // a stopped server still finishing; nil: none
@@ -141,13 +143,21 @@ func (m *mainWindow) build() {
 
 	m.chat = newChatPage(m)
 	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
+	m.find = newFindPage(m, newHubClient())
+	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
 	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
-		container.NewBorder(m.notice, nil, nil, nil, split)), m.chatTab)
+		container.NewBorder(m.notice, nil, nil, nil, split)), m.chatTab, m.findTab)
+	m.pages.OnSelected = func(t *container.TabItem) {
+		if t == m.findTab {
+			m.find.shown()
+		}
+	}
 	m.win.SetContent(container.NewBorder(m.errNotice, container.NewPadded(bottom), nil, nil, m.pages))
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},
 		&fyne.MenuItem{Label: "Choose draft…", Action: func() { m.pick("draft") }},
+		&fyne.MenuItem{Label: "Find models on the Hub…", Action: func() { m.find.focus() }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyF, Modifier: fyne.KeyModifierShortcutDefault}},
 		fyne.NewMenuItemSeparator(),
 		&fyne.MenuItem{Label: "Load", Action: m.startLoad, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyL, Modifier: fyne.KeyModifierShortcutDefault}},
 		&fyne.MenuItem{Label: "Unload", Action: m.unload},

@@ -11,4 +11,5 @@ var (
 	ErrCorrupt     = errors.New("corrupt header")
 	ErrUnknownType = errors.New("unknown type")
 	ErrNotFound    = errors.New("not found")
+	ErrNoData      = errors.New("no tensor data: only the header was read")
 )

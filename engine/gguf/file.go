@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -56,11 +57,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
-	f := &File{Path: path, Version: h.version, Alignment: h.alignment, KV: h.kv}
-	f.index = make(map[string]int, len(f.KV))
-	for i, kv := range f.KV {
-		f.index[kv.Key] = i
-	}
+	f := newFile(h)
 	parts := []*header{h}
 	if n, ok := f.Uint("split.count"); ok && n > 1 {
 		if parts, err = openParts(path, h, int(n)); err != nil {
@@ -68,13 +65,65 @@ func Open(path string) (*File, error) {
 		}
 		f.Path = parts[0].part.path
 	}
+	return f, f.addParts(parts)
+}
+
+// Part is one file of a model given as something to read bytes from rather
+// than a path: a remote file read by HTTP range requests, say.
+type Part struct {
+	Name string // what errors and File.Path call it
+	Size int64  // the whole file's size, tensor data included
+	R    io.ReaderAt
+}
+
+// OpenParts reads the header and tensor index of a model from its parts, in
+// order (one part for a model that is not split). Only the headers are
+// read, so TensorData on the File fails with ErrNoData: the planner and the
+// draft check need nothing more.
+func OpenParts(parts []Part) (*File, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("gguf: no parts given: %w", ErrNotFound)
+	}
+	hs := make([]*header, len(parts))
+	for i, p := range parts {
+		h, err := parseHeader(io.NewSectionReader(p.R, 0, p.Size), p.Size)
+		if err != nil {
+			return nil, fmt.Errorf("gguf: %s: %w", p.Name, err)
+		}
+		h.part.path, h.part.headerOnly = p.Name, true
+		hs[i] = h
+	}
+	f := newFile(hs[0])
+	n, ok := f.Uint("split.count")
+	if !ok || n == 0 {
+		n = 1
+	}
+	if n != uint64(len(parts)) {
+		return nil, fmt.Errorf("gguf: %s: split.count is %d but %d parts were given: %w", f.Path, n, len(parts), ErrCorrupt)
+	}
+	return f, f.addParts(hs)
+}
+
+// newFile is the File of a first part's header, before its parts are added.
+func newFile(h *header) *File {
+	f := &File{Path: h.part.path, Version: h.version, Alignment: h.alignment, KV: h.kv}
+	f.index = make(map[string]int, len(f.KV))
+	for i, kv := range f.KV {
+		f.index[kv.Key] = i
+	}
+	return f
+}
+
+// addParts indexes the tensors of every part, checking that no tensor is in
+// two parts and that the parts hold as many as the split metadata says.
+func (f *File) addParts(parts []*header) error {
 	f.names = make(map[string]int)
 	for pi, p := range parts {
 		f.parts = append(f.parts, p.part)
 		f.Size += p.part.size
 		for _, t := range p.tensors {
 			if _, dup := f.names[t.Name]; dup {
-				return nil, fmt.Errorf("gguf: %s: tensor %q appears in two parts: %w", p.part.path, t.Name, ErrCorrupt)
+				return fmt.Errorf("gguf: %s: tensor %q appears in two parts: %w", p.part.path, t.Name, ErrCorrupt)
 			}
 			t.part = pi
 			f.names[t.Name] = len(f.Tensors)
@@ -82,9 +131,9 @@ func Open(path string) (*File, error) {
 		}
 	}
 	if want, ok := f.Uint("split.tensors.count"); ok && want != uint64(len(f.Tensors)) {
-		return nil, fmt.Errorf("gguf: %s: split.tensors.count is %d but the parts hold %d tensors: %w", f.Path, want, len(f.Tensors), ErrCorrupt)
+		return fmt.Errorf("gguf: %s: split.tensors.count is %d but the parts hold %d tensors: %w", f.Path, want, len(f.Tensors), ErrCorrupt)
 	}
-	return f, nil
+	return nil
 }
 
 // openParts reads every part of a split model, given any one of them.
@@ -132,6 +181,9 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 		return nil, fmt.Errorf("gguf: %s: tensor %q: %w", f.Path, t.Name, ErrNotFound)
 	}
 	p := &f.parts[t.part]
+	if p.headerOnly {
+		return nil, fmt.Errorf("gguf: %s: tensor %q: %w", p.path, t.Name, ErrNoData)
+	}
 	if p.mapping == nil {
 		m, err := mapFile(p.path, p.size)
 		if err != nil {

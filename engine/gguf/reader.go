@@ -290,6 +290,7 @@ type part struct {
 	size       int64
 	dataOffset int64 // where tensor data starts
 	mapping    []byte
+	headerOnly bool // read through OpenParts: no data to map
 }
 
 // header is what readHeader extracts from one part.
