@@ -34,7 +34,7 @@ type chatPage struct {
 	cancel  context.CancelFunc // non-nil while generating
 	editing int                // index of the user message being edited; -1: none
 
-	notice *widgets.Notice
+	notice *notices
 	view   *widgets.ChatView
 	meter  *widgets.Meter
 	input  *promptEntry
@@ -53,7 +53,7 @@ type chatPage struct {
 // caller puts content in its window and menu() in the window's menu.
 func newChatPage(m *mainWindow) *chatPage {
 	c := &chatPage{m: m, editing: -1, saved: map[*Conversation]savedAs{}}
-	c.notice = widgets.NewNotice()
+	c.notice = newNotices()
 	c.view = widgets.NewChatView()
 	c.view.OnEdit = c.edit
 	c.view.OnRegenerate = func(int) { c.regenerate() }
@@ -91,7 +91,7 @@ func newChatPage(m *mainWindow) *chatPage {
 	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
 	split.Offset = 0.2
 	split.Trailing.(*container.Split).Offset = 0.72
-	c.content = container.NewBorder(c.notice, nil, nil, nil, split)
+	c.content = container.NewBorder(c.notice.box, nil, nil, nil, split)
 	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
 	cv := m.win.Canvas()
 	cv.AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierShortcutDefault}, func(fyne.Shortcut) { c.sendInput() })

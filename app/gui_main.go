@@ -58,8 +58,8 @@ type mainWindow struct {
 	server         *guiServer // the API server; nil: none
 	serverStopping *guiServer // a stopped server still finishing; nil: none
 
-	notice     *widgets.Notice // notes on the Models page (demo pair, settings kept aside)
-	errNotice  *widgets.Notice // errors, above both pages
+	notice     *notices // notes on the Models page (demo pair, settings kept aside)
+	errNotice  *notices // errors, above both pages
 	targetCard *widgets.ModelCard
 	draftCard  *widgets.ModelCard
 	draftBox   fyne.CanvasObject // drop zone for a dragged-in draft file
@@ -77,7 +77,7 @@ type mainWindow struct {
 
 // build makes the window's widgets.
 func (m *mainWindow) build() {
-	m.notice, m.errNotice = widgets.NewNotice(), widgets.NewNotice()
+	m.notice, m.errNotice = newNotices(), newNotices()
 	m.targetCard = widgets.NewModelCard(modelInfo("Target model", nil))
 	m.draftCard = widgets.NewModelCard(modelInfo("Draft model", nil))
 	m.gpus = widgets.NewGPUCanvas()
@@ -142,8 +142,8 @@ func (m *mainWindow) build() {
 	m.chat = newChatPage(m)
 	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
 	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
-		container.NewBorder(m.notice, nil, nil, nil, split)), m.chatTab)
-	m.win.SetContent(container.NewBorder(m.errNotice, container.NewPadded(bottom), nil, nil, m.pages))
+		container.NewBorder(m.notice.box, nil, nil, nil, split)), m.chatTab)
+	m.win.SetContent(container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages))
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},
