@@ -77,7 +77,13 @@ func newChatPage(m *mainWindow) *chatPage {
 			l.Truncation = fyne.TextTruncateEllipsis
 			return l
 		},
-		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(c.convs[i].Title) })
+		func(i widget.ListItemID, o fyne.CanvasObject) {
+			title := c.convs[i].Title
+			if c.convs[i].ReadOnly {
+				title += " (read-only)"
+			}
+			o.(*widget.Label).SetText(title)
+		})
 	c.list.OnSelected = func(i widget.ListItemID) {
 		if i < len(c.convs) && c.convs[i] != c.conv {
 			c.open(c.convs[i])
@@ -151,7 +157,7 @@ func (c *chatPage) useLocal(g generator, cfg engine.Config) {
 // refresh updates the buttons and the engine line.
 func (c *chatPage) refresh() {
 	busy := c.cancel != nil
-	enable(c.send, !busy)
+	enable(c.send, !busy && (c.conv == nil || !c.conv.ReadOnly))
 	enable(c.stop, busy)
 	_, label, err := c.generator()
 	if err != nil {
@@ -159,6 +165,16 @@ func (c *chatPage) refresh() {
 	} else {
 		c.engine.SetText(label)
 	}
+}
+
+// readOnly reports whether the open conversation is one a newer Tandem
+// wrote, and says so: it can be read, not changed.
+func (c *chatPage) readOnly() bool {
+	if c.conv == nil || !c.conv.ReadOnly {
+		return false
+	}
+	c.notice.Set(widgets.NoticeInfo, "This conversation was saved by a newer version of Tandem and is read-only here; start a new chat to go on.", "")
+	return true
 }
 
 // escape stops a generation, or leaves editing.
