@@ -252,7 +252,7 @@ func TestSlowBodiesDoNotStopAClient(t *testing.T) {
 	t.Run("without a key", func(t *testing.T) {
 		opt := testOptions()
 		opt.MaxClientRequests = 16
-		opt.BodyTimeout = 500 * time.Millisecond
+		opt.BodyTimeout = time.Second
 		addr := listening(t, New(&echo{}, opt))
 		conns := make([]net.Conn, slow)
 		for i := range conns {
