@@ -45,12 +45,14 @@ screenshots: deps
 vet:
 	$(GO) vet ./...
 
-# Brief fuzzing of the untrusted-input parsers (longer runs: FUZZTIME=60s).
+# Brief fuzzing of the untrusted-input parsers and the HTTP handlers
+# (longer runs: FUZZTIME=60s).
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/model -run '^$$' -fuzz FuzzLoadHeader -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/chat -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/serve -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
 
 test: deps vet fuzz
 	$(GO) test -timeout 60m ./...

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +18,13 @@ import (
 // serveFlags are `tandem serve`'s flags: the engine's (where placement flags
 // join them), then the server's.
 type serveFlags struct {
-	engine   engineFlags
-	addr     string
-	apiKey   string
-	alias    string
-	maxQueue int
+	engine       engineFlags
+	addr         string
+	apiKey       string
+	alias        string
+	maxQueue     int
+	maxClient    int
+	allowOrigins []string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -30,6 +33,15 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "require \"Authorization: Bearer KEY\" of every request (default $TANDEM_API_KEY)")
 	fs.StringVar(&f.alias, "alias", "", "the model id clients see (default: the target file's name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 128, "requests that may wait for the model; more are answered 429")
+	fs.IntVar(&f.maxClient, "max-client-requests", 0, "requests one client address may have in flight; more are answered 429 (default half of --max-queue)")
+	fs.Func("allow-origin", "let web pages of this `origin` (http://localhost:3000; * for any) call the API from a browser; repeat or separate by commas", func(s string) error {
+		for o := range strings.SplitSeq(s, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				f.allowOrigins = append(f.allowOrigins, o)
+			}
+		}
+		return nil
+	})
 }
 
 func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -71,8 +83,9 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.Target), ".gguf")
 	}
-	s := serve.New(r, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue,
-		Log: slog.New(slog.NewTextHandler(errOut, nil))})
+	host, _, _ := net.SplitHostPort(f.addr) // Listen has checked it
+	s := serve.New(r, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue, MaxClientRequests: f.maxClient,
+		Hosts: []string{host}, AllowOrigins: f.allowOrigins, Log: slog.New(slog.NewTextHandler(errOut, nil))})
 	drafting := "no drafting"
 	if cfg.Draft != "" {
 		drafting = "draft " + filepath.Base(cfg.Draft)

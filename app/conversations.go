@@ -19,7 +19,7 @@ const conversationVersion = 1
 const conversationsDir = "conversations"
 
 // Conversation is one chat, saved as conversations/ID.json after every
-// change.
+// change. The file's name is the ID (see validID), whatever the file says.
 type Conversation struct {
 	Version int       `json:"version"`
 	ID      string    `json:"id"`
@@ -31,6 +31,34 @@ type Conversation struct {
 	Revision int       `json:"revision"`
 	System   string    `json:"system,omitempty"`
 	Messages []Message `json:"messages"`
+	// ReadOnly marks a conversation written by a newer Tandem: shown, but
+	// never saved over or deleted, which would lose what this build does
+	// not know of it.
+	ReadOnly bool `json:"-"`
+}
+
+var (
+	errReadOnly = errors.New("app: the conversation was written by a newer version of Tandem and is read-only here")
+	errBadID    = errors.New("app: not a conversation id")
+)
+
+// maxIDLen bounds a conversation id (a file name).
+const maxIDLen = 128
+
+// validID accepts the ids that name a file inside the conversations folder
+// and nothing else: letters, digits, '.', '_' and '-', not starting with a
+// dot. Ids come from file names and files can be put there by anyone, so
+// every path is built from a checked id.
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDLen || id[0] == '.' {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Message is one turn.
@@ -73,10 +101,19 @@ func (s *store) conversationPath(id string) string {
 // new conversation (a copy) so neither side's messages are lost; forked
 // reports that.
 func (s *store) saveConversation(c *Conversation) (forked bool, err error) {
+	if c.ReadOnly {
+		return false, errReadOnly
+	}
+	if c.ID != "" && !validID(c.ID) {
+		return false, fmt.Errorf("%w: %q", errBadID, c.ID)
+	}
 	err = s.locked(func() error {
 		if c.ID != "" {
 			disk, err := readConversation(s.conversationPath(c.ID))
-			if err == nil && disk.Revision > c.Revision {
+			switch {
+			case errors.Is(err, errNewer) || err == nil && disk.ReadOnly:
+				return errReadOnly
+			case err == nil && disk.Revision > c.Revision:
 				c.ID, forked = "", true
 				c.Title += " (copy)"
 			}
@@ -105,10 +142,18 @@ func (s *store) freeID(created time.Time) string {
 	}
 }
 
-// deleteConversation removes a saved conversation.
+// deleteConversation removes a saved conversation, unless a newer Tandem
+// wrote it.
 func (s *store) deleteConversation(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("%w: %q", errBadID, id)
+	}
 	return s.locked(func() error {
-		err := os.Remove(s.conversationPath(id))
+		p := s.conversationPath(id)
+		if c, err := readConversation(p); errors.Is(err, errNewer) || err == nil && c.ReadOnly {
+			return errReadOnly
+		}
+		err := os.Remove(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -116,8 +161,11 @@ func (s *store) deleteConversation(id string) error {
 	})
 }
 
-// loadConversations reads every saved conversation, newest first. Files
-// that cannot be read are kept aside, each with a note.
+// loadConversations reads every saved conversation, newest first, with a
+// note for each file that is not listed as usual: one that cannot be read
+// is set aside (renamed, never deleted) or, if even that fails, skipped;
+// one from a newer Tandem is left in place and listed read-only when this
+// build can read it. Only a folder that cannot be listed is an error.
 func (s *store) loadConversations() (list []*Conversation, notes []string, err error) {
 	err = s.locked(func() error {
 		paths, err := filepath.Glob(filepath.Join(s.dir, conversationsDir, "*.json"))
@@ -125,16 +173,23 @@ func (s *store) loadConversations() (list []*Conversation, notes []string, err e
 			return err
 		}
 		for _, p := range paths {
+			name := filepath.Base(p)
 			c, why := readConversation(p)
-			if why == nil {
+			switch {
+			case why == nil && c.ReadOnly:
 				list = append(list, c)
-				continue
+				notes = append(notes, fmt.Sprintf("%s was written by a newer version of Tandem: it is shown read-only.", name))
+			case why == nil:
+				list = append(list, c)
+			case errors.Is(why, errNewer):
+				notes = append(notes, fmt.Sprintf("%s was written by a newer version of Tandem that this one cannot read (%v); it was left as it is.", name, why))
+			default:
+				note, err := s.keepAside(p, why)
+				if err != nil {
+					note = fmt.Sprintf("%s could not be used (%v) and could not be set aside (%v); it was left as it is.", name, why, err)
+				}
+				notes = append(notes, note)
 			}
-			note, err := s.keepAside(p, why)
-			if err != nil {
-				return err
-			}
-			notes = append(notes, note)
 		}
 		return nil
 	})
@@ -147,21 +202,37 @@ func (s *store) loadConversations() (list []*Conversation, notes []string, err e
 	return list, notes, err
 }
 
+// readConversation reads one file. A file from a newer Tandem is returned
+// ReadOnly if it decodes, else as an error wrapping errNewer; the ID is the
+// file's name.
 func readConversation(path string) (*Conversation, error) {
+	id := strings.TrimSuffix(filepath.Base(path), ".json")
+	if !validID(id) {
+		return nil, fmt.Errorf("its name is not a conversation id (letters, digits, '.', '_', '-')")
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var c Conversation
-	if err := json.Unmarshal(b, &c); err != nil {
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
+	var c Conversation
+	err = json.Unmarshal(b, &c)
 	switch {
-	case c.Version > conversationVersion:
-		return nil, fmt.Errorf("schema version %d: %w", c.Version, errNewer)
-	case c.Version < 1 || c.ID == "":
+	case probe.Version > conversationVersion && err != nil:
+		return nil, fmt.Errorf("schema version %d: %w", probe.Version, errNewer)
+	case probe.Version > conversationVersion:
+		c.ReadOnly = true
+	case err != nil:
+		return nil, fmt.Errorf("not a conversation: %w", err)
+	case c.Version < 1:
 		return nil, errors.New("not a conversation")
 	}
+	c.ID = id
 	return &c, nil
 }
 

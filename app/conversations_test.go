@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,131 @@ func TestTitleFrom(t *testing.T) {
 		if got := titleFrom(in); got != want {
 			t.Errorf("titleFrom(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// writeConversationFile puts a conversation file in the folder as another
+// program (or another Tandem) would.
+func writeConversationFile(t *testing.T, s *store, name, content string) string {
+	t.Helper()
+	p := filepath.Join(s.dir, conversationsDir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A file that cannot be read nor set aside (a read-only folder) is skipped
+// with a note; the good conversations are still listed.
+func TestConversationUnmovableFileSkipped(t *testing.T) {
+	s := newTestStore(t)
+	for range 2 {
+		c := s.newConversation("")
+		c.Messages = []Message{{Role: "user", Content: "good"}}
+		if _, err := s.saveConversation(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := writeConversationFile(t, s, "broken.json", "{not json")
+	dir := filepath.Join(s.dir, conversationsDir)
+	if os.Geteuid() != 0 {
+		os.Chmod(dir, 0o500)
+		t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	} else { // permissions do not stop root: fail the rename itself
+		s.rename = func(string, string) error { return &os.LinkError{Op: "rename", Err: os.ErrPermission} }
+	}
+	list, notes, err := s.loadConversations()
+	if err != nil || len(list) != 2 {
+		t.Fatalf("%d conversations listed, err %v; want the 2 good ones", len(list), err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "broken.json") || !strings.Contains(notes[0], "could not be set aside") {
+		t.Errorf("notes %q", notes)
+	}
+	if b, _ := os.ReadFile(bad); string(b) != "{not json" {
+		t.Errorf("the bad file now holds %q", b)
+	}
+}
+
+// A conversation from a newer Tandem stays where it is and is listed
+// read-only: it is neither renamed, nor saved over, nor deleted.
+func TestConversationNewerShownReadOnly(t *testing.T) {
+	s := newTestStore(t)
+	const newer = `{"version": 2, "id": "20990101-000000", "title": "From the future", "updated": "2099-01-01T00:00:00Z",
+  "messages": [{"role": "user", "content": "hi", "attachments": ["x"]}], "branches": {}}`
+	p := writeConversationFile(t, s, "20990101-000000.json", newer)
+	// One whose messages this build cannot even decode is left in place too.
+	alien := writeConversationFile(t, s, "20990101-000001.json", `{"version": 3, "messages": {"tree": true}}`)
+	list, notes, err := s.loadConversations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || !list[0].ReadOnly || list[0].Title != "From the future" || len(list[0].Messages) != 1 {
+		t.Fatalf("listed %+v", list)
+	}
+	if len(notes) != 2 || !strings.Contains(strings.Join(notes, "\n"), "read-only") {
+		t.Errorf("notes %q", notes)
+	}
+	c := list[0]
+	c.Messages = append(c.Messages, Message{Role: "assistant", Content: "overwritten"})
+	if _, err := s.saveConversation(c); !errors.Is(err, errReadOnly) {
+		t.Errorf("saving it: %v, want errReadOnly", err)
+	}
+	if err := s.deleteConversation(c.ID); !errors.Is(err, errReadOnly) {
+		t.Errorf("deleting it: %v, want errReadOnly", err)
+	}
+	for path, want := range map[string]string{p: newer, alien: `{"version": 3, "messages": {"tree": true}}`} {
+		if b, err := os.ReadFile(path); err != nil || string(b) != want {
+			t.Errorf("%s now: %q, %v", filepath.Base(path), b, err)
+		}
+	}
+	if aside, _ := filepath.Glob(p + ".*"); len(aside) != 0 {
+		t.Errorf("kept aside: %v", aside)
+	}
+	// The next start lists it again.
+	if list, _, _ := s.loadConversations(); len(list) != 1 {
+		t.Errorf("second load: %d conversations", len(list))
+	}
+}
+
+// A conversation's id is its file's name: an id in the file that climbs
+// out of the folder is not used, and ids that are not safe file names are
+// refused by save and delete.
+func TestConversationIDsStayInTheFolder(t *testing.T) {
+	root := t.TempDir()
+	s, err := openStore(filepath.Join(root, "config", "tandem"), testClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(root, "config", "victim.json") // conversations/../../victim.json
+	os.WriteFile(victim, []byte("precious"), 0o600)
+	writeConversationFile(t, s, "20260301-120000.json", `{"version": 1, "id": "../../victim", "title": "t", "messages": [{"role": "user", "content": "x"}]}`)
+	list, _, err := s.loadConversations()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("%d conversations, %v", len(list), err)
+	}
+	c := list[0]
+	if c.ID != "20260301-120000" {
+		t.Errorf("id %q, want the file's name", c.ID)
+	}
+	c.Messages = append(c.Messages, Message{Role: "assistant", Content: "y"})
+	if _, err := s.saveConversation(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.deleteConversation(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"../../victim", "../victim", "a/b", `a\b`, "..", ".hidden", "", strings.Repeat("a", 200), "nul\x00"} {
+		if _, err := s.saveConversation(&Conversation{ID: id, Version: 1, Revision: 0}); id != "" && !errors.Is(err, errBadID) {
+			t.Errorf("save with id %q: %v", id, err)
+		}
+		if err := s.deleteConversation(id); !errors.Is(err, errBadID) {
+			t.Errorf("delete with id %q: %v", id, err)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+		t.Errorf("victim.json: %q, %v", b, err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(s.dir, conversationsDir, "*")); len(names) != 1 { // the one saved with id ""
+		t.Errorf("folder holds %v", names)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -39,14 +38,17 @@ func runGUI(errOut io.Writer) int {
 	return 0
 }
 
-// errNoDisplay is a window asked for where there is no screen: GLFW would
-// panic.
-var errNoDisplay = errors.New("no display (DISPLAY and WAYLAND_DISPLAY are unset); run a command instead, see tandem help")
+// errNoDisplay and errBadDisplay are a window asked for where none can be
+// shown (checkDisplay): GLFW would panic.
+var (
+	errNoDisplay  = errors.New("no display (DISPLAY is not set); the commands need none, see tandem help")
+	errBadDisplay = errors.New("cannot open the display")
+)
 
 // openWindow shows the main window and blocks until the app quits.
 func openWindow(opt guiOptions) error {
-	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
-		return errNoDisplay
+	if err := checkDisplay(); err != nil {
+		return err
 	}
 	st, err := openStore("", time.Now)
 	if err != nil {

@@ -34,7 +34,7 @@ type chatPage struct {
 	cancel  context.CancelFunc // non-nil while generating
 	editing int                // index of the user message being edited; -1: none
 
-	notice *widgets.Notice
+	notice *notices
 	view   *widgets.ChatView
 	meter  *widgets.Meter
 	input  *promptEntry
@@ -53,7 +53,7 @@ type chatPage struct {
 // caller puts content in its window and menu() in the window's menu.
 func newChatPage(m *mainWindow) *chatPage {
 	c := &chatPage{m: m, editing: -1, saved: map[*Conversation]savedAs{}}
-	c.notice = widgets.NewNotice()
+	c.notice = newNotices()
 	c.view = widgets.NewChatView()
 	c.view.OnEdit = c.edit
 	c.view.OnRegenerate = func(int) { c.regenerate() }
@@ -77,7 +77,13 @@ func newChatPage(m *mainWindow) *chatPage {
 			l.Truncation = fyne.TextTruncateEllipsis
 			return l
 		},
-		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(c.convs[i].Title) })
+		func(i widget.ListItemID, o fyne.CanvasObject) {
+			title := c.convs[i].Title
+			if c.convs[i].ReadOnly {
+				title += " (read-only)"
+			}
+			o.(*widget.Label).SetText(title)
+		})
 	c.list.OnSelected = func(i widget.ListItemID) {
 		if i < len(c.convs) && c.convs[i] != c.conv {
 			c.open(c.convs[i])
@@ -91,7 +97,7 @@ func newChatPage(m *mainWindow) *chatPage {
 	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
 	split.Offset = 0.2
 	split.Trailing.(*container.Split).Offset = 0.72
-	c.content = container.NewBorder(c.notice, nil, nil, nil, split)
+	c.content = container.NewBorder(c.notice.box, nil, nil, nil, split)
 	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
 	cv := m.win.Canvas()
 	cv.AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierShortcutDefault}, func(fyne.Shortcut) { c.sendInput() })
@@ -151,7 +157,7 @@ func (c *chatPage) useLocal(g generator, cfg engine.Config) {
 // refresh updates the buttons and the engine line.
 func (c *chatPage) refresh() {
 	busy := c.cancel != nil
-	enable(c.send, !busy)
+	enable(c.send, !busy && (c.conv == nil || !c.conv.ReadOnly))
 	enable(c.stop, busy)
 	_, label, err := c.generator()
 	if err != nil {
@@ -159,6 +165,16 @@ func (c *chatPage) refresh() {
 	} else {
 		c.engine.SetText(label)
 	}
+}
+
+// readOnly reports whether the open conversation is one a newer Tandem
+// wrote, and says so: it can be read, not changed.
+func (c *chatPage) readOnly() bool {
+	if c.conv == nil || !c.conv.ReadOnly {
+		return false
+	}
+	c.notice.Set(widgets.NoticeInfo, "This conversation was saved by a newer version of Tandem and is read-only here; start a new chat to go on.", "")
+	return true
 }
 
 // escape stops a generation, or leaves editing.

@@ -202,3 +202,44 @@ func TestChatWithoutModelSaysWhatToDo(t *testing.T) {
 		t.Error("a message was added with nothing to answer it")
 	}
 }
+
+// A conversation from a newer Tandem opens read-only: sending, editing,
+// regenerating and deleting leave it (and its file) as they are, and say why.
+func TestNewerConversationReadOnly(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const newer = `{"version": 2, "title": "From the future", "updated": "2099-01-01T00:00:00Z",
+  "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}`
+	path := filepath.Join(h.m.store.dir, conversationsDir, "20990101-000000.json")
+	os.WriteFile(path, []byte(newer), 0o600)
+	m, err := newMainWindow(h.m.app, h.m.store, testInventory(t), nil, h.q.post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	h.settle()
+	c := m.chat
+	model := &fakeModel{pieces: []string{"overwritten"}}
+	c.useLocal(model, engine.Config{})
+	if c.conv == nil || !c.conv.ReadOnly || c.conv.Title != "From the future" {
+		t.Fatalf("opened %+v", c.conv)
+	}
+	if !c.send.Disabled() || !strings.Contains(c.notice.Text(), "read-only") {
+		t.Errorf("send enabled %v, notice %q", !c.send.Disabled(), c.notice.Text())
+	}
+	c.notice.Hide()
+	c.input.SetText("more")
+	c.sendInput()
+	c.regenerate()
+	c.edit(0)
+	c.deleteChat()
+	h.settle()
+	if len(model.requests()) != 0 || c.conv == nil || len(c.conv.Messages) != 2 || c.editing != -1 || !slices.Contains(c.convs, c.conv) {
+		t.Errorf("after send, regenerate, edit and delete: %d requests, conversation %+v", len(model.requests()), c.conv)
+	}
+	if !strings.Contains(c.notice.Text(), "read-only") {
+		t.Errorf("notice %q", c.notice.Text())
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != newer {
+		t.Errorf("the file now: %q, %v", b, err)
+	}
+}

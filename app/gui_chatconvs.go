@@ -53,6 +53,7 @@ func (c *chatPage) open(conv *Conversation) {
 	c.list.Refresh()
 	c.refresh()
 	c.showSystem()
+	c.readOnly()
 }
 
 // loadConversations reads the saved conversations (on the disk worker) and
@@ -65,7 +66,7 @@ func (c *chatPage) loadConversations() {
 			case err != nil:
 				c.notice.Set(widgets.NoticeError, "Saved conversations could not be read: "+sentence(err), err.Error())
 			case len(notes) > 0:
-				c.notice.Set(widgets.NoticeWarning, fmt.Sprintf("%d saved conversation(s) could not be read and were kept aside.", len(notes)), strings.Join(notes, "\n"))
+				c.notice.Set(widgets.NoticeWarning, fmt.Sprintf("%d saved conversation file(s) could not be opened as usual (set aside, left in place or read-only): see Details.", len(notes)), strings.Join(notes, "\n"))
 			}
 			c.convs = append(c.convs, list...)
 			if c.conv == nil && len(c.convs) > 0 {
@@ -107,7 +108,7 @@ func (c *chatPage) save(conv *Conversation) {
 // deleteChat deletes the open conversation.
 func (c *chatPage) deleteChat() {
 	conv := c.conv
-	if conv == nil || c.cancel != nil {
+	if conv == nil || c.cancel != nil || c.readOnly() {
 		return
 	}
 	c.convs = slices.DeleteFunc(c.convs, func(x *Conversation) bool { return x == conv })

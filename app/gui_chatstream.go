@@ -30,7 +30,7 @@ func (c *chatPage) generator() (generator, string, error) {
 // sendInput sends the prompt, or resends an edited message.
 func (c *chatPage) sendInput() {
 	text := strings.TrimSpace(c.input.Text)
-	if text == "" || c.cancel != nil {
+	if text == "" || c.cancel != nil || c.readOnly() {
 		return
 	}
 	if _, _, err := c.generator(); err != nil {
@@ -54,7 +54,7 @@ func (c *chatPage) sendInput() {
 // regenerate answers the last user message again.
 func (c *chatPage) regenerate() {
 	conv := c.conv
-	if c.cancel != nil || conv == nil || len(conv.Messages) == 0 {
+	if c.cancel != nil || conv == nil || len(conv.Messages) == 0 || c.readOnly() {
 		return
 	}
 	if last := len(conv.Messages) - 1; conv.Messages[last].Role == "assistant" {
@@ -68,7 +68,7 @@ func (c *chatPage) regenerate() {
 // edit puts user message i in the prompt; sending replaces it and drops
 // everything after it.
 func (c *chatPage) edit(i int) {
-	if c.cancel != nil || c.conv == nil || i >= len(c.conv.Messages) {
+	if c.cancel != nil || c.conv == nil || i >= len(c.conv.Messages) || c.readOnly() {
 		return
 	}
 	c.editing = i

@@ -60,8 +60,8 @@ type mainWindow struct {
 	server         *guiServer // the API server; nil: none
 	serverStopping *guiServer // a stopped server still finishing; nil: none
 
-	notice     *widgets.Notice // notes on the Models page (demo pair, settings kept aside)
-	errNotice  *widgets.Notice // errors, above both pages
+	notice     *notices // notes on the Models page (demo pair, settings kept aside)
+	errNotice  *notices // errors, above both pages
 	targetCard *widgets.ModelCard
 	draftCard  *widgets.ModelCard
 	draftBox   fyne.CanvasObject // drop zone for a dragged-in draft file
@@ -79,7 +79,7 @@ type mainWindow struct {
 
 // build makes the window's widgets.
 func (m *mainWindow) build() {
-	m.notice, m.errNotice = widgets.NewNotice(), widgets.NewNotice()
+	m.notice, m.errNotice = newNotices(), newNotices()
 	m.targetCard = widgets.NewModelCard(modelInfo("Target model", nil))
 	m.draftCard = widgets.NewModelCard(modelInfo("Draft model", nil))
 	m.gpus = widgets.NewGPUCanvas()
@@ -146,13 +146,13 @@ func (m *mainWindow) build() {
 	m.find = newFindPage(m, newHubClient())
 	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
 	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
-		container.NewBorder(m.notice, nil, nil, nil, split)), m.chatTab, m.findTab)
+		container.NewBorder(m.notice.box, nil, nil, nil, split)), m.chatTab, m.findTab)
 	m.pages.OnSelected = func(t *container.TabItem) {
 		if t == m.findTab {
 			m.find.shown()
 		}
 	}
-	m.win.SetContent(container.NewBorder(m.errNotice, container.NewPadded(bottom), nil, nil, m.pages))
+	m.win.SetContent(container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages))
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},

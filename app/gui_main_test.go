@@ -184,3 +184,21 @@ func TestDroppedFiles(t *testing.T) {
 		t.Errorf("recent files %v", m.set.Recent)
 	}
 }
+
+// A settings file set aside at start is still reported once the demo pair
+// is chosen: the second notice does not replace the first.
+func TestSettingsNoticeSurvivesDemoNotice(t *testing.T) {
+	h := newHarness(t, func(s *Settings) {}, nil)
+	h.settle()
+	os.WriteFile(filepath.Join(h.m.store.dir, settingsFile), []byte("{garbage"), 0o600)
+	m, err := newMainWindow(h.m.app, h.m.store, testInventory(t), nil, h.q.post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m // settle waits for this window's workers
+	m.openModels()
+	h.settle()
+	if m.target == nil || !strings.Contains(m.notice.Text(), "demo pair") || !strings.Contains(m.notice.Text(), "default settings") {
+		t.Errorf("target chosen %v, notices %q", m.target != nil, m.notice.Text())
+	}
+}

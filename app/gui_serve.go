@@ -76,7 +76,8 @@ func (m *mainWindow) startServe(addr, key string) {
 				m.showServer()
 			}
 		})
-		s := serve.New(gen, serve.Options{Model: name, APIKey: key, ShutdownGrace: serveGrace})
+		host, _, _ := net.SplitHostPort(addr)
+		s := serve.New(gen, serve.Options{Model: name, APIKey: key, Hosts: []string{host}, ShutdownGrace: serveGrace})
 		err = s.Serve(ctx, ln)
 		close(srv.done)
 		m.post(func() { m.served(srv, err) })

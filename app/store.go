@@ -21,6 +21,9 @@ import (
 type store struct {
 	dir string
 	now func() time.Time // injected for tests
+	// rename is os.Rename when nil; tests make it fail where file
+	// permissions cannot (as root).
+	rename func(oldpath, newpath string) error
 }
 
 // openStore uses dir, or Tandem's folder in os.UserConfigDir when dir is "".
@@ -72,7 +75,11 @@ func (s *store) keepAside(path string, why error) (string, error) {
 		kind = "newer"
 	}
 	aside := fmt.Sprintf("%s.%s-%s", path, kind, s.now().UTC().Format("20060102T150405.000000000"))
-	if err := os.Rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	rename := os.Rename
+	if s.rename != nil {
+		rename = s.rename
+	}
+	if err := rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("app: keep %s aside: %w", path, err)
 	}
 	return fmt.Sprintf("%s could not be used (%v); it was kept as %s.", filepath.Base(path), why, aside), nil

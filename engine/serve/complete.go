@@ -19,7 +19,7 @@ type endpoint struct {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var body chatRequest
-	if e := decodeBody(w, r, s.opt.MaxBodyBytes, &body); e != nil {
+	if e := decodeBody(w, r, s.opt.MaxBodyBytes, s.opt.BodyTimeout, &body); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -33,7 +33,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var body completionRequest
-	if e := decodeBody(w, r, s.opt.MaxBodyBytes, &body); e != nil {
+	if e := decodeBody(w, r, s.opt.MaxBodyBytes, s.opt.BodyTimeout, &body); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -58,7 +58,9 @@ func answer(body []byte, stream bool) (string, error) {
 func TestHundredConcurrent(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	g := &echo{}
-	srv := httptest.NewServer(New(g, testOptions()))
+	opt := testOptions()
+	opt.MaxClientRequests = 100 // all from loopback: one client to the server
+	srv := httptest.NewServer(New(g, opt))
 	defer srv.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -189,6 +191,7 @@ func TestDisconnectFreesSlot(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	opt := testOptions()
 	opt.MaxQueue = 1
+	opt.MaxClientRequests = 3 // all from loopback: the queue, not the address, is full
 	s, srv, g := blockedServer(t, opt)
 	a := send(t.Context(), srv, "running", true)
 	<-g.started

@@ -6,31 +6,49 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 )
 
 // decodeBody reads r's body, at most limit bytes, into v: one JSON object,
-// no field v does not list.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *APIError {
-	if r.ContentLength > limit { // known too large: refuse before reading
-		return decodeError(&http.MaxBytesError{Limit: limit}, limit)
+// no field v does not list. The body must arrive within timeout; the
+// deadline is lifted once it has, so that the connection can report a
+// client going away during the generation. After an error the connection
+// is closed: what is left of the body is not worth waiting for.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any) *APIError {
+	e := readBody(w, r, limit, timeout, v)
+	if e != nil {
+		w.Header().Set("Connection", "close")
 	}
+	return e
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any) *APIError {
+	if r.ContentLength > limit { // known too large: refuse before reading
+		return decodeError(&http.MaxBytesError{Limit: limit}, limit, timeout)
+	}
+	rc := http.NewResponseController(w)
+	// ErrNotSupported (a ResponseWriter that is not a connection's) leaves
+	// the body without a deadline: nothing of its own to wait for.
+	rc.SetReadDeadline(time.Now().Add(timeout))
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err, limit)
+		return decodeError(err, limit, timeout)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeError(err, limit)
+		if errors.As(err, &tooLarge) || errors.Is(err, os.ErrDeadlineExceeded) {
+			return decodeError(err, limit, timeout)
 		}
 		return badRequest("", "the body must be one JSON object with nothing after it")
 	}
+	rc.SetReadDeadline(time.Time{})
 	return nil
 }
 
-func decodeError(err error, limit int64) *APIError {
+func decodeError(err error, limit int64, timeout time.Duration) *APIError {
 	var (
 		tooLarge *http.MaxBytesError
 		syntax   *json.SyntaxError
@@ -43,6 +61,9 @@ func decodeError(err error, limit int64) *APIError {
 			Message: fmt.Sprintf("the body is larger than the server's limit of %d bytes", limit)}
 	case errors.As(err, &api):
 		return api
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &APIError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest,
+			Message: fmt.Sprintf("the body did not arrive within %s", timeout)}
 	case errors.Is(err, io.EOF):
 		return badRequest("", "the body is empty; expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

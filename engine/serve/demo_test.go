@@ -105,7 +105,8 @@ func TestDemoPairHundredConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(New(r, Options{Model: "factory-target"}))
+	// All from loopback, one client to the server: let it have them all.
+	srv := httptest.NewServer(New(r, Options{Model: "factory-target", MaxClientRequests: 100}))
 	defer srv.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -130,5 +131,53 @@ func TestDemoPairHundredConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// loadDemoPair loads the demo target with its draft for a test.
+func loadDemoPair(t *testing.T) *engine.Runner {
+	t.Helper()
+	r, err := engine.Load(t.Context(), engine.Config{
+		Target:  sharedtest.Path(t, "models", "factory-target-Q8_0.gguf"),
+		Draft:   sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"),
+		Context: 256,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestDemoPairEmptyPrompt: a text completion of nothing is the client's
+// mistake, a 400 in OpenAI's shape (the engine refuses it with a 500's
+// error), and the server goes on serving.
+func TestDemoPairEmptyPrompt(t *testing.T) {
+	srv := startServer(t, loadDemoPair(t), testOptions())
+	for _, body := range []string{`{"prompt":""}`, `{"prompt":[""],"stream":true}`} {
+		status, b, _ := call(t, srv, "POST", "/v1/completions", body)
+		if e := decodeJSON[errorEnvelope](t, b).Error; status != 400 || e.Param == nil || *e.Param != "prompt" {
+			t.Errorf("%s: %d %s", body, status, b)
+		}
+	}
+	if status, b, _ := call(t, srv, "POST", "/v1/completions", `{"prompt":"Chapter 1.","max_tokens":2}`); status != 200 {
+		t.Errorf("after: %d %s", status, b)
+	}
+}
+
+// TestDemoPairManyStreams: 200 streamed requests at once on the demo pair,
+// with the default limits, each end with a whole stream or a 429.
+func TestDemoPairManyStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 generations on the CPU")
+	}
+	s := New(loadDemoPair(t), Options{Model: "factory-target"})
+	counts, errs := streamLoad(t.Context(), "http://"+listening(t, s), 200,
+		`{"prompt":"Tell me a fortune.","max_tokens":16,"temperature":0.8,"stream":true}`)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if counts[200] == 0 || counts[200]+counts[429] != 200 {
+		t.Errorf("statuses %v", counts)
 	}
 }

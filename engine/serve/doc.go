@@ -14,6 +14,14 @@
 // ignore_eos are accepted as the extensions llama.cpp and vLLM also accept.
 // Every completion carries the speculative statistics in a "tandem" field.
 //
+// The server expects hostile clients (access.go): a request is checked
+// before its body is read, in this order: its Host (without an API key,
+// only names a DNS rebinding cannot produce), its Origin (web pages only
+// from origins the operator allows, with CORS), the key, and the requests
+// its address already has in flight. Headers and bodies must arrive within
+// timeouts, and a refused request's connection is closed rather than its
+// body read.
+//
 // It is written on net/http alone: the surface is five routes, and what
 // matters here (strict decoding, a fair queue in front of one runner, SSE
 // flushing, cancellation on disconnect) is a few dozen lines each that a web

@@ -78,6 +78,16 @@ func badRequest(param, format string, a ...any) *APIError {
 	return &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Param: param, Message: fmt.Sprintf(format, a...)}
 }
 
+// refuse answers e before reading the body, and closes the connection
+// after it if there is one: net/http would otherwise read (and wait for) up
+// to 256 KiB of it before sending the answer.
+func refuse(w http.ResponseWriter, r *http.Request, e *APIError) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, e)
+}
+
 // writeError answers with e as JSON.
 func writeError(w http.ResponseWriter, e *APIError) {
 	if e.Status == http.StatusUnauthorized {

@@ -183,6 +183,9 @@ func parsePrompt(raw json.RawMessage) (string, *APIError) {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return "", badRequest("prompt", "prompt is empty: there is nothing to complete")
+		}
 		return s, nil
 	}
 	var list []json.RawMessage
@@ -196,6 +199,8 @@ func parsePrompt(raw json.RawMessage) (string, *APIError) {
 		return "", badRequest("prompt", "prompts of token ids are not supported; send text")
 	case len(list) != 1:
 		return "", badRequest("prompt", "this server completes one prompt per request, not %d", len(list))
+	case s == "":
+		return "", badRequest("prompt", "prompt is empty: there is nothing to complete")
 	}
 	return s, nil
 }

@@ -27,9 +27,28 @@ type Options struct {
 	// MaxQueue is how many requests may wait for the runner while one runs;
 	// more are answered 429. 0 = 128.
 	MaxQueue int
+	// MaxClientRequests is how many requests one client address (an IPv4
+	// address, an IPv6 /64) may have in flight: its body being read,
+	// waiting or running. More are answered 429 before their body is read.
+	// Every local client shares the loopback address. 0 = half of
+	// MaxQueue (64).
+	MaxClientRequests int
 	// MaxBodyBytes bounds a request body; larger ones are answered 413.
 	// 0 = 8 MiB.
 	MaxBodyBytes int64
+	// HeaderTimeout is how long a request's headers may take to arrive,
+	// and BodyTimeout its body; a body still incomplete then is answered
+	// 408. 0 = 10 s and 60 s.
+	HeaderTimeout, BodyTimeout time.Duration
+	// Hosts are the names, besides IP addresses and localhost, that a
+	// request's Host may give when there is no APIKey: the host the server
+	// was asked to listen on. Other names are refused (DNS rebinding).
+	Hosts []string
+	// AllowOrigins are the web origins ("http://localhost:3000") whose
+	// pages may call the API from a browser: they get CORS headers and
+	// their preflights answered. Requests from other pages are refused;
+	// "*" allows any.
+	AllowOrigins []string
 	// ShutdownGrace is how long Serve lets running requests finish after its
 	// ctx ends before it cancels them. 0 = 10 s.
 	ShutdownGrace time.Duration
@@ -49,6 +68,7 @@ type Server struct {
 	opt      Options
 	keyHash  [sha256.Size]byte
 	queue    fifo
+	clients  clients
 	inflight sync.WaitGroup
 }
 
@@ -60,8 +80,17 @@ func New(gen Generator, opt Options) *Server {
 	if opt.MaxQueue <= 0 {
 		opt.MaxQueue = 128
 	}
+	if opt.MaxClientRequests <= 0 {
+		opt.MaxClientRequests = max(opt.MaxQueue/2, 1)
+	}
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
+	}
+	if opt.HeaderTimeout <= 0 {
+		opt.HeaderTimeout = 10 * time.Second
+	}
+	if opt.BodyTimeout <= 0 {
+		opt.BodyTimeout = time.Minute
 	}
 	if opt.ShutdownGrace <= 0 {
 		opt.ShutdownGrace = 10 * time.Second
@@ -75,7 +104,10 @@ func New(gen Generator, opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue}}
+	return &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
+		// One running and MaxQueue waiting: the queue's own bound, checked
+		// before bodies are read.
+		clients: clients{perClient: opt.MaxClientRequests, total: opt.MaxQueue + 1}}
 }
 
 // route is one path of the API.
@@ -102,25 +134,56 @@ func (s *Server) route(path string) (route, bool) {
 	return route{}, false
 }
 
-// ServeHTTP routes a request, answering 404, 405 and 401 in OpenAI's error
-// shape (http.ServeMux answers those in plain text).
+// ServeHTTP checks who is asking (Host, Origin, the API key, how many
+// requests the address has in flight), then routes the request. Every
+// refusal is in OpenAI's error shape (http.ServeMux answers 404 and 405 in
+// plain text) and is sent without reading the body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	if !s.hostAllowed(r.Host) {
+		refuse(w, r, &APIError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "host_not_allowed",
+			Message: fmt.Sprintf("this server does not answer to the name %q; use its IP address or localhost", r.Host)})
+		return
+	}
+	acao, ok := s.originAllowed(r)
+	if !ok {
+		refuse(w, r, &APIError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "origin_not_allowed",
+			Message: fmt.Sprintf("this server does not answer web pages of other sites (origin %q); its operator can allow one with --allow-origin", r.Header.Get("Origin"))})
+		return
+	}
+	if acao != "" {
+		w.Header().Set("Access-Control-Allow-Origin", acao)
+		w.Header().Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			preflight(w, r)
+			return
+		}
+	}
 	rt, ok := s.route(r.URL.Path)
 	switch {
 	case !ok:
-		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		refuse(w, r, &APIError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		return
 	case r.Method != rt.method:
 		w.Header().Set("Allow", rt.method)
-		writeError(w, &APIError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
+		refuse(w, r, &APIError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
 			Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, rt.method, r.Method)})
+		return
 	case !rt.public && !s.authorized(r):
-		writeError(w, &APIError{Status: http.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_api_key",
+		refuse(w, r, &APIError{Status: http.StatusUnauthorized, Type: typeAuthentication, Code: "invalid_api_key",
 			Message: "a valid API key is required: send the header \"Authorization: Bearer KEY\""})
-	default:
-		rt.handle(w, r)
+		return
 	}
+	if rt.method == http.MethodPost {
+		leave, e := s.clients.enter(r.RemoteAddr)
+		if e != nil {
+			refuse(w, r, e)
+			return
+		}
+		defer leave()
+	}
+	rt.handle(w, r)
 }
 
 // authorized checks the bearer token in constant time; hashing first makes
@@ -170,10 +233,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.opt.HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		// No ReadTimeout or WriteTimeout: net/http would cancel a long
-		// stream's context when they expire.
+		// stream's context when they expire. The body has a deadline of
+		// its own (decodeBody).
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -358,6 +358,8 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/v1/completions", `{"prompt":[1,2,3]}`, 400, "prompt", "token ids"},
 		{"POST", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "one prompt per request"},
 		{"POST", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "required"},
+		{"POST", "/v1/completions", `{"prompt":""}`, 400, "prompt", "empty"},
+		{"POST", "/v1/completions", `{"prompt":[""]}`, 400, "prompt", "empty"},
 		{"POST", "/v1/completions", `{"prompt":"a","echo":true}`, 400, "echo", "not supported"},
 		{"POST", "/v1/completions", `{"prompt":"a","suffix":"b"}`, 400, "suffix", "not supported"},
 		{"POST", "/v1/completions", `{"prompt":"a","messages":[]}`, 400, "messages", "unknown field"},

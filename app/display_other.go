@@ -1,0 +1,21 @@
+//go:build !((linux || freebsd || netbsd || openbsd) && cgo && !wayland)
+
+package app
+
+import (
+	"os"
+	"runtime"
+)
+
+// checkDisplay finds out whether a window can be opened where that cannot
+// be asked of the X server (Wayland builds, other systems): on Linux and
+// the BSDs only the environment tells.
+func checkDisplay() error {
+	switch runtime.GOOS {
+	case "linux", "freebsd", "netbsd", "openbsd":
+		if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+			return errNoDisplay
+		}
+	}
+	return nil
+}
