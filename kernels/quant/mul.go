@@ -1,0 +1,270 @@
+package quant
+
+import (
+	"math"
+	"unsafe"
+)
+
+// Blocked products for batches of activation rows (prefill). DotsFunc
+// shares a weight row's decoding among a few activation rows; Mul goes
+// further for long batches: it decodes a few weight rows once into a
+// panel in the form the kernel multiplies fastest (signed bytes with their
+// offset sums, or float32), lays the activation rows out for the kernel
+// once per product (Batch), and runs tiles of weight rows x activation
+// rows whose accumulators all stay in registers. Each output still takes,
+// lane for lane, the float32 operations of the single-row kernel in its
+// order (the integer sums are exact in any order), so a row of a long
+// batch has the bits of that row multiplied alone: prefill and decoding
+// round alike.
+
+// blocked describes a tile kernel: how many weight rows and activation
+// rows a tile takes, how to pack both sides, and the tile itself.
+type blocked struct {
+	layout     int // activation layout: kernels with the same one share a Batch
+	rows, acts int // tile: weight rows x activation rows
+	// panelBytes is the panel of rows weight rows of nb blocks (elements
+	// for the float types).
+	panelBytes func(nb int) int
+	// pack decodes the weight rows at ptrs (rows of them, the last repeated
+	// where the matrix ends) into panel.
+	pack func(ptrs []*byte, nb int, panel []byte)
+	// packAct lays out prepared row v as row i of b.
+	packAct func(b *Batch, i int, v *Vec)
+	// actBytes is the packed size of one activation row of nb blocks.
+	actBytes func(nb int) int
+	// tile multiplies a panel with the acts activation rows from act
+	// (packed, actBytes apart) and leaves each output in out: tileOut says
+	// where.
+	tile func(panel []byte, act []byte, nb int, out *tileOut)
+	// at[r][a] is where the output of weight row r and activation row a
+	// of a tile is in its tileOut (as 192 floats).
+	at [4][12]uint8
+	// zero is added to every output: the float kernels' single-row
+	// versions end with the (empty) scalar tail, so 0 is added there too
+	// and a -0 sum becomes +0 alike.
+	zero bool
+}
+
+// tileOut receives a tile's outputs; the kernels leave each in one lane of
+// a 16-float vector.
+type tileOut [12][16]float32
+
+// Batch is activation rows prepared for Mul with weights of one type. It
+// keeps the rows as Vec.Prepare left them and, where this CPU has a blocked
+// kernel for the type and the batch is long enough to pay for it, also in
+// the kernel's layout.
+type Batch struct {
+	w      Type
+	vs     []Vec
+	kern   *blocked // nil: Mul takes the rows through DotsFunc
+	nb     int      // blocks per row (elements for float weights)
+	padded int      // rows laid out: len(vs) rounded up to whole tiles
+	data   []byte   // the kernel's layout, actBytes(nb) per row
+}
+
+// MulMinRows is the shortest batch Reset lays out for a blocked kernel:
+// shorter ones (decode, speculative verification) go through DotsFunc,
+// which costs nothing to set up.
+const MulMinRows = 12
+
+// Reset makes b the batch of rows vs, prepared (by Vec.Prepare, before or
+// after Reset, but before Pack) for weights of type w with n elements a
+// row. b keeps vs. A Mul for another weight type with the same activation
+// type can take b too (the Q, K and V of a block may differ in type).
+func (b *Batch) Reset(w Type, vs []Vec, n int) {
+	b.w, b.vs, b.kern = w, vs, nil
+	k, ok := blockedKernel(w)
+	if !ok || len(vs) < MulMinRows {
+		return
+	}
+	nb, ok := blockedBlocks(w, n)
+	if !ok {
+		return
+	}
+	b.kern, b.nb = k, nb
+	b.padded = (len(vs) + k.acts - 1) / k.acts * k.acts
+	size := b.padded * k.actBytes(nb)
+	if cap(b.data) < size {
+		b.data = make([]byte, size)
+	}
+	b.data = b.data[:size]
+}
+
+// Pack lays out rows [lo, hi) of the batch, which must be prepared; the
+// last row also fills the padding up to a whole tile. Different ranges can
+// be packed at the same time.
+func (b *Batch) Pack(lo, hi int) {
+	if b.kern == nil {
+		return
+	}
+	if hi == len(b.vs) {
+		hi = b.padded
+	}
+	for i := lo; i < hi; i++ {
+		b.kern.packAct(b, i, &b.vs[min(i, len(b.vs)-1)])
+	}
+}
+
+// blockedBlocks is the number of blocks (elements for float weights) of a
+// row of n elements that a blocked kernel for w takes, if it takes it.
+func blockedBlocks(w Type, n int) (int, bool) {
+	if ActivationType(w) == F32 {
+		return n, n > 0 && n%32 == 0 // the float kernels' 32-element steps only
+	}
+	bs := w.BlockSize()
+	return n / bs, n > 0 && n%bs == 0
+}
+
+// Mul multiplies weight rows of one type with a Batch, on one worker: it
+// holds the worker's scratch (the weight panel).
+type Mul struct {
+	w     Type
+	kern  *blocked // nil: no blocked kernel for w on this CPU
+	dots  func(row []byte, vs []Vec, out []float32)
+	panel []byte
+	out   tileOut
+	col   []float32 // DotsFunc's outputs for one weight row
+}
+
+// NewMul returns a Mul for weights of type w.
+func NewMul(w Type) (*Mul, error) {
+	dots, err := DotsFunc(w)
+	if err != nil {
+		return nil, err
+	}
+	k, _ := blockedKernel(w)
+	return &Mul{w: w, kern: k, dots: dots}, nil
+}
+
+// dotsTile is how many activation rows DotsFunc meets with one weight row
+// while the row is hot in L1.
+const dotsTile = 32
+
+// Run sets out[a*ld+r] to DotFunc(w)(row r, row a of b), with its bits,
+// for the nrows weight rows of rowBytes bytes at rows, stride bytes apart,
+// and every row a of b. b must be packed, and prepared for m's type or one
+// with the same activation type.
+func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []float32, ld int) {
+	if nrows <= 0 || len(b.vs) == 0 {
+		return
+	}
+	rows = rows[:(nrows-1)*stride+rowBytes]
+	k := m.kern
+	if k == nil || b.kern == nil || b.kern.layout != k.layout || rowBytes != b.nb*m.w.TypeSize() {
+		// The DotsFunc path also gives NaN for a row that does not fit.
+		m.runDots(rows, stride, rowBytes, nrows, b.vs, out, ld)
+		return
+	}
+	// Panels for a group of weight rows (together about panelGroupBytes),
+	// then each tile of activation rows against all of them: the
+	// activation tile stays in L1 while the panels stream from L2.
+	pb := k.panelBytes(b.nb)
+	group := max(1, panelGroupBytes/pb)
+	if size := group * pb; cap(m.panel) < size {
+		m.panel = make([]byte, size)
+	}
+	var ptrs [4]*byte
+	tileBytes := k.acts * k.actBytes(b.nb)
+	flat := (*[12 * 16]float32)(unsafe.Pointer(&m.out))
+	var zero float32 // -0 + zero is +0 where the kernel's single-row version adds 0
+	if !k.zero {
+		zero = float32(math.Copysign(0, -1))
+	}
+	for g0 := 0; g0 < nrows; g0 += group * k.rows {
+		np := min(group, (nrows-g0+k.rows-1)/k.rows) // panels in this group
+		for p := range np {
+			r0 := g0 + p*k.rows
+			nr := min(k.rows, nrows-r0)
+			for i := range k.rows {
+				ptrs[i] = &rows[(r0+min(i, nr-1))*stride]
+			}
+			k.pack(ptrs[:k.rows], b.nb, m.panel[p*pb:(p+1)*pb])
+		}
+		for a0 := 0; a0 < len(b.vs); a0 += k.acts {
+			act := b.data[a0/k.acts*tileBytes:][:tileBytes]
+			na := min(k.acts, len(b.vs)-a0)
+			for p := range np {
+				r0 := g0 + p*k.rows
+				k.tile(m.panel[p*pb:(p+1)*pb], act, b.nb, &m.out)
+				nr := min(k.rows, nrows-r0)
+				for a := range na {
+					o := out[(a0+a)*ld+r0:][:nr]
+					for r := range o {
+						o[r] = flat[k.at[r][a]] + zero
+					}
+				}
+			}
+		}
+	}
+}
+
+// panelGroupBytes is about how much of the decoded weight panels Run keeps
+// for one pass over the activation tiles: well within L2.
+const panelGroupBytes = 96 << 10
+
+// runDots is Run through DotsFunc: each weight row meets the activation
+// rows in tiles of dotsTile.
+func (m *Mul) runDots(rows []byte, stride, rowBytes, nrows int, vs []Vec, out []float32, ld int) {
+	if len(m.col) < dotsTile {
+		m.col = make([]float32, dotsTile)
+	}
+	for b0 := 0; b0 < len(vs); b0 += dotsTile {
+		b1 := min(b0+dotsTile, len(vs))
+		for r := range nrows {
+			m.dots(rows[r*stride:r*stride+rowBytes], vs[b0:b1], m.col)
+			for a := b0; a < b1; a++ {
+				out[a*ld+r] = m.col[a-b0]
+			}
+		}
+	}
+}
+
+// permute32 is the order the float kernels keep each 32 elements in: the
+// single-row kernel's four 8-lane accumulators take elements 0-7, 8-15,
+// 16-23 and 24-31, and its sum is (acc0+acc1)+(acc2+acc3); a 16-lane
+// accumulator pair holding [acc0 acc2] and [acc1 acc3] adds up to
+// [acc0+acc1 acc2+acc3] in one step, so elements 0-7 and 16-23 go first.
+var permute32 = [4]int{0, 16, 8, 24}
+
+// packF32Act lays out an F32 activation row for the float kernels.
+func packF32Act(b *Batch, i int, v *Vec) {
+	n := b.nb
+	dst := f32Slice(b.data[i*4*n:], n)
+	for j := 0; j < n; j += 32 {
+		for k, s := range permute32 {
+			*(*[8]float32)(dst[j+8*k:]) = *(*[8]float32)(v.F32[j+s:])
+		}
+	}
+}
+
+// packQ8Act lays out a Q8_0 activation row for the Q8_0-family kernels:
+// rows in pairs, and per block of a pair 128 bytes: the two rows' quants
+// plus 128 as unsigned bytes (32 each), then each row's scale as float32,
+// eight copies each.
+func packQ8Act(b *Batch, i int, v *Vec) {
+	pair := b.data[i/2*q8PairBytes*b.nb:]
+	half := i % 2
+	for blk := range b.nb {
+		src := v.Q[blk*q8_0Bytes : (blk+1)*q8_0Bytes]
+		dst := pair[blk*q8PairBytes:]
+		q := dst[32*half : 32*half+32]
+		for j, c := range src[2:34] {
+			q[j] = c ^ 0x80
+		}
+		d := math.Float32bits(loadF16(src))
+		s := dst[64+32*half : 64+32*half+32]
+		for j := 0; j < 32; j += 4 {
+			s[j], s[j+1], s[j+2], s[j+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
+		}
+	}
+}
+
+// q8PairBytes is one block of a pair of packed Q8_0 activation rows.
+const q8PairBytes = 128
+
+// f32Slice is the first n float32s in b, which holds host memory that
+// Batch allocated (aligned for float32).
+func f32Slice(b []byte, n int) []float32 {
+	_ = b[4*n-1]
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+}
