@@ -11,8 +11,8 @@ import (
 // (Q, K and V of a block, or gate and up): X is prepared once per row in
 // the form the weights' dot product takes (e.g. Q8_K blocks for Q4_K
 // weights), then the output rows of all parts are split across the workers.
-// Decode (B = 1) streams each weight row once through the single-row
-// product. A batch goes through quant.Mul, which meets each weight row with
+// Decode (B = 1) streams each weight row once (quant.RowsFunc: the
+// single-row product, several rows at a time). A batch goes through quant.Mul, which meets each weight row with
 // many activation rows while it is hot (a long batch in register tiles of
 // several weight rows by several activation rows), every output with the
 // bits of the single-row product, so prefill, a verified draft and the
@@ -31,7 +31,7 @@ type matMul struct {
 type matMulPart struct {
 	w     view // [n_out, n_in]
 	dst   view // [B, n_out]
-	dot   func(row []byte, v *quant.Vec) float32
+	rows  func(rows []byte, stride, rowBytes, nrows int, v *quant.Vec, out []float32)
 	first int // index of this part's row 0 among all output rows
 }
 
@@ -63,7 +63,7 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 		if err != nil {
 			return nil, err
 		}
-		dot, err := quant.DotFunc(op.W.Type)
+		rows, err := quant.RowsFunc(op.W.Type)
 		if err != nil {
 			return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
 		}
@@ -74,7 +74,7 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 			}
 			m.muls[i] = append(m.muls[i], mul)
 		}
-		m.parts = append(m.parts, matMulPart{w: w, dst: dst, dot: dot, first: m.total})
+		m.parts = append(m.parts, matMulPart{w: w, dst: dst, rows: rows, first: m.total})
 		m.total += w.rows
 	}
 	m.batch.Reset(m.parts[0].w.typ, m.vecs, x.cols)
@@ -113,10 +113,8 @@ func (m *matMul) run(w, lo, hi int) {
 		start -= part.first
 		end -= part.first
 		if m.x.rows == 1 { // decode: one activation row, the common case
-			out, v := part.dst.f32(0), &m.vecs[0]
-			for r := start; r < end; r++ {
-				out[r] = part.dot(part.w.row(r), v)
-			}
+			part.rows(part.w.data[start*part.w.stride:], part.w.stride, part.w.rowBytes, end-start,
+				&m.vecs[0], part.dst.f32(0)[start:end])
 			continue
 		}
 		ld := part.dst.stride / 4

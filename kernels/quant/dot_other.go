@@ -15,3 +15,6 @@ func fastMultiKernel(Type) (multiKernel, bool) { return multiKernel{}, false }
 
 // fastDequantizer has no SIMD dequantizers here either.
 func fastDequantizer(Type) func(src []byte, dst []float32) { return nil }
+
+// fastRowsKernel has no multi-row decode kernels either.
+func fastRowsKernel(Type) (rowsKernel, bool) { return rowsKernel{}, false }
