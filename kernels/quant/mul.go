@@ -32,22 +32,11 @@ type blocked struct {
 	packAct func(b *Batch, i int, v *Vec)
 	// actBytes is the packed size of one activation row of nb blocks.
 	actBytes func(nb int) int
-	// tile multiplies a panel with the acts activation rows from act
-	// (packed, actBytes apart) and leaves each output in out: tileOut says
-	// where.
-	tile func(panel []byte, act []byte, nb int, out *tileOut)
-	// at[r][a] is where the output of weight row r and activation row a
-	// of a tile is in its tileOut (as 192 floats).
-	at [4][12]uint8
-	// zero is added to every output: the float kernels' single-row
-	// versions end with the (empty) scalar tail, so 0 is added there too
-	// and a -0 sum becomes +0 alike.
-	zero bool
+	// tile multiplies np panels (panelBytes apart) with the acts
+	// activation rows at act (packed, actBytes apart) and stores the
+	// output of panel p's row r with act a at out[a*ld+p*rows+r].
+	tile func(panel []byte, np int, act []byte, nb int, out []float32, ld int)
 }
-
-// tileOut receives a tile's outputs; the kernels leave each in one lane of
-// a 16-float vector.
-type tileOut [12][16]float32
 
 // Batch is activation rows prepared for Mul with weights of one type. It
 // keeps the rows as Vec.Prepare left them and, where this CPU has a blocked
@@ -122,8 +111,8 @@ type Mul struct {
 	kern  *blocked // nil: no blocked kernel for w on this CPU
 	dots  func(row []byte, vs []Vec, out []float32)
 	panel []byte
-	out   tileOut
-	col   []float32 // DotsFunc's outputs for one weight row
+	edge  [4 * 12]float32 // a tile's outputs where the matrix or the batch ends
+	col   []float32       // DotsFunc's outputs for one weight row
 }
 
 // NewMul returns a Mul for weights of type w.
@@ -165,11 +154,6 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 	}
 	var ptrs [4]*byte
 	tileBytes := k.acts * k.actBytes(b.nb)
-	flat := (*[12 * 16]float32)(unsafe.Pointer(&m.out))
-	var zero float32 // -0 + zero is +0 where the kernel's single-row version adds 0
-	if !k.zero {
-		zero = float32(math.Copysign(0, -1))
-	}
 	for g0 := 0; g0 < nrows; g0 += group * k.rows {
 		np := min(group, (nrows-g0+k.rows-1)/k.rows) // panels in this group
 		for p := range np {
@@ -180,18 +164,24 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 			}
 			k.pack(ptrs[:k.rows], b.nb, m.panel[p*pb:(p+1)*pb])
 		}
+		whole := np // panels of k.rows real rows
+		if g0+np*k.rows > nrows {
+			whole--
+		}
 		for a0 := 0; a0 < len(b.vs); a0 += k.acts {
 			act := b.data[a0/k.acts*tileBytes:][:tileBytes]
 			na := min(k.acts, len(b.vs)-a0)
-			for p := range np {
+			p0 := 0
+			if na == k.acts && whole > 0 {
+				k.tile(m.panel[:whole*pb], whole, act, b.nb, out[a0*ld+g0:], ld)
+				p0 = whole
+			}
+			for p := p0; p < np; p++ { // through edge, then the rows that exist
+				k.tile(m.panel[p*pb:(p+1)*pb], 1, act, b.nb, m.edge[:], 4)
 				r0 := g0 + p*k.rows
-				k.tile(m.panel[p*pb:(p+1)*pb], act, b.nb, &m.out)
 				nr := min(k.rows, nrows-r0)
 				for a := range na {
-					o := out[(a0+a)*ld+r0:][:nr]
-					for r := range o {
-						o[r] = flat[k.at[r][a]] + zero
-					}
+					copy(out[(a0+a)*ld+r0:][:nr], m.edge[4*a:4*a+nr])
 				}
 			}
 		}

@@ -35,9 +35,7 @@ func blockedKernel(w Type) (*blocked, bool) {
 
 // f16Blocked is F16 weights (rows converted to float32 in the panel) with
 // float32 activations: tiles of 2 weight rows x 6 activation rows, each
-// output two 16-lane accumulators (see permute32). Tile output vector k
-// holds, in lanes 0, 4, 8 and 12: (row 0, act 2k), (row 1, act 2k),
-// (row 0, act 2k+1), (row 1, act 2k+1).
+// output two 16-lane accumulators (see permute32).
 var f16Blocked = blocked{
 	layout: layoutF32,
 	rows:   2, acts: 6,
@@ -49,20 +47,16 @@ var f16Blocked = blocked{
 	},
 	packAct:  packF32Act,
 	actBytes: func(n int) int { return 4 * n },
-	tile: func(panel, act []byte, n int, out *tileOut) {
-		_, _ = panel[2*4*n-1], act[6*4*n-1]
-		mulF32x2x6(&panel[0], &act[0], n, out)
+	tile: func(panel []byte, np int, act []byte, n int, out []float32, ld int) {
+		_, _, _ = panel[np*2*4*n-1], act[6*4*n-1], out[5*ld+2*np-1]
+		mulF32x2x6(&panel[0], np, &act[0], n, &out[0], 4*ld)
 	},
-	at:   tileIndex(2, 6, func(r, a int) int { return a/2*16 + a%2*8 + r*4 }),
-	zero: true,
 }
 
 // q8Blocked is the Q8_0 family's tile: 4 weight rows x 12 activation rows
 // (6 pairs, see packQ8Act), the panel holding per block and row the
 // weights as signed bytes, -128 times their sums of four (the activations
-// are offset by 128 to be unsigned for VPDPBUSD) and the scale. Output
-// vector r*3+j holds, in lanes 0, 4, 8 and 12, weight row r with
-// activation rows 4j to 4j+3.
+// are offset by 128 to be unsigned for VPDPBUSD) and the scale.
 func q8Blocked(pack func(ptrs *[4]*byte, nb int, panel *byte)) blocked {
 	return blocked{
 		layout: layoutQ8Pairs,
@@ -74,22 +68,11 @@ func q8Blocked(pack func(ptrs *[4]*byte, nb int, panel *byte)) blocked {
 		},
 		packAct:  packQ8Act,
 		actBytes: func(nb int) int { return q8PairBytes / 2 * nb },
-		tile: func(panel, act []byte, nb int, out *tileOut) {
-			_, _ = panel[nb*q8PanelBytes-1], act[6*q8PairBytes*nb-1]
-			mulQ8x4x12(&panel[0], &act[0], nb, q8PairBytes*nb, out)
+		tile: func(panel []byte, np int, act []byte, nb int, out []float32, ld int) {
+			_, _, _ = panel[np*nb*q8PanelBytes-1], act[6*q8PairBytes*nb-1], out[11*ld+4*np-1]
+			mulQ8x4x12(&panel[0], np, &act[0], nb, q8PairBytes*nb, &out[0], 4*ld)
 		},
-		at: tileIndex(4, 12, func(r, a int) int { return (r*3+a/4)*16 + a%4*4 }),
 	}
-}
-
-// tileIndex tabulates a tile's output positions for blocked.at.
-func tileIndex(rows, acts int, at func(r, a int) int) (t [4][12]uint8) {
-	for r := range rows {
-		for a := range acts {
-			t[r][a] = uint8(at(r, a))
-		}
-	}
-	return t
 }
 
 // The activation layouts.
@@ -112,7 +95,7 @@ var (
 func packF16AVX2(src *byte, n int, dst *float32)
 
 //go:noescape
-func mulF32x2x6(panel, act *byte, n int, out *tileOut)
+func mulF32x2x6(panel *byte, np int, act *byte, n int, out *float32, ld int)
 
 //go:noescape
 func packQ8_0x4(rows *[4]*byte, nb int, panel *byte)
@@ -121,4 +104,4 @@ func packQ8_0x4(rows *[4]*byte, nb int, panel *byte)
 func packQ5_0x4(rows *[4]*byte, nb int, panel *byte)
 
 //go:noescape
-func mulQ8x4x12(panel, act *byte, nb, pairStride int, out *tileOut)
+func mulQ8x4x12(panel *byte, np int, act *byte, nb, pairStride int, out *float32, ld int)

@@ -41,25 +41,46 @@ f16step:
 	VFMADD231PS Z24, Z28, B0; \
 	VFMADD231PS Z25, Z29, B1
 
-// func mulF32x2x6(panel, act *byte, n int, out *tileOut)
+// F32STORE adds the empty tail's 0 to the four sums in lanes 0, 4, 8 and
+// 12 of Z (rows 0 and 1 of two acts) and stores them to the two acts' rows
+// at R14, R14+R13, moving R14 on two rows (Z1 scratch, K1 = 0x1111, Z30 = 0).
+#define F32STORE(Z) \
+	VADDPS      Z30, Z, Z; \
+	VCOMPRESSPS Z, K1, Z1; \
+	VMOVQ       X1, (R14); \
+	VMOVHPS     X1, (R14)(R13*1); \
+	LEAQ        (R14)(R13*2), R14
+
+// func mulF32x2x6(panel *byte, np int, act *byte, n int, out *float32, ld int)
 //
-// Two weight rows of n float32 (the panel, rows n apart) times six
-// activation rows of n float32 (n apart), both in permute32's order, n a
-// multiple of 32. Row r with act a accumulates in Z(12r+2a) = [acc0 acc2]
-// and Z(12r+2a+1) = [acc1 acc3] of the single-row kernel; the sums are
-// folded as it folds them (ADD4, then HSUM8) and stored as tileOut's
-// vectors 0-2 (f16Blocked says which lane is which).
-TEXT ·mulF32x2x6(SB), NOSPLIT, $0-32
-	MOVQ panel+0(FP), SI
-	MOVQ act+8(FP), DI
-	MOVQ n+16(FP), CX
-	MOVQ out+24(FP), R10
-	MOVQ CX, R8
-	SHLQ $2, R8            // row stride in bytes
-	LEAQ (SI)(R8*1), R11   // weight row 1
-	LEAQ (R8)(R8*2), R9
-	LEAQ (DI)(R9*1), R12   // activation row 3
-	SHRQ $5, CX
+// np panels of two weight rows of n float32 (rows n apart, panels 2n
+// apart) times six activation rows of n float32 (n apart), both in
+// permute32's order, n a multiple of 32. For panel p, row r with act a
+// accumulates in Z(12r+2a) = [acc0 acc2] and Z(12r+2a+1) = [acc1 acc3] of
+// the single-row kernel; the sums are folded as it folds them (ADD4, plus
+// the empty tail's 0, then HSUM8) and stored at out[a*ld+2p+r] (ld in
+// bytes).
+TEXT ·mulF32x2x6(SB), NOSPLIT, $0-48
+	MOVQ   panel+0(FP), AX
+	MOVQ   np+8(FP), BX
+	MOVQ   act+16(FP), DI
+	MOVQ   n+24(FP), R8
+	MOVQ   out+32(FP), R10
+	MOVQ   ld+40(FP), R13
+	SHLQ   $2, R8            // row stride in bytes
+	LEAQ   (R8)(R8*2), R9
+	LEAQ   (DI)(R9*1), R12   // activation row 3
+	VPXORD Z30, Z30, Z30
+	MOVL   $0x1111, DX
+	KMOVW  DX, K1
+
+f32panel:
+	MOVQ AX, SI
+	LEAQ (SI)(R8*1), R11 // weight row 1
+	MOVQ R8, CX
+	SHRQ $7, CX          // steps of 32 elements
+	MOVQ DI, R14
+	MOVQ R12, DX
 	ZERO24
 
 f32step:
@@ -67,16 +88,16 @@ f32step:
 	VMOVUPS 64(SI), Z27
 	VMOVUPS (R11), Z28
 	VMOVUPS 64(R11), Z29
-	F32ACT((DI), 64(DI), Z0, Z1, Z12, Z13)
-	F32ACT((DI)(R8*1), 64(DI)(R8*1), Z2, Z3, Z14, Z15)
-	F32ACT((DI)(R8*2), 64(DI)(R8*2), Z4, Z5, Z16, Z17)
-	F32ACT((R12), 64(R12), Z6, Z7, Z18, Z19)
-	F32ACT((R12)(R8*1), 64(R12)(R8*1), Z8, Z9, Z20, Z21)
-	F32ACT((R12)(R8*2), 64(R12)(R8*2), Z10, Z11, Z22, Z23)
+	F32ACT((R14), 64(R14), Z0, Z1, Z12, Z13)
+	F32ACT((R14)(R8*1), 64(R14)(R8*1), Z2, Z3, Z14, Z15)
+	F32ACT((R14)(R8*2), 64(R14)(R8*2), Z4, Z5, Z16, Z17)
+	F32ACT((DX), 64(DX), Z6, Z7, Z18, Z19)
+	F32ACT((DX)(R8*1), 64(DX)(R8*1), Z8, Z9, Z20, Z21)
+	F32ACT((DX)(R8*2), 64(DX)(R8*2), Z10, Z11, Z22, Z23)
 	ADDQ    $128, SI
 	ADDQ    $128, R11
-	ADDQ    $128, DI
-	ADDQ    $128, R12
+	ADDQ    $128, R14
+	ADDQ    $128, DX
 	DECQ    CX
 	JNZ     f32step
 
@@ -102,8 +123,17 @@ f32step:
 	REDUCE4(Z0, Z2, Z24, Z25)
 	REDUCE4(Z4, Z6, Z24, Z25)
 	REDUCE4(Z8, Z10, Z24, Z25)
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z4, 64(R10)
-	VMOVUPS Z8, 128(R10)
+
+	// Lanes 0, 4, 8, 12: (row 0, act 2k), (row 1, act 2k), (row 0, act
+	// 2k+1), (row 1, act 2k+1); two rows are neighbours in out.
+	MOVQ R10, R14
+	F32STORE(Z0)
+	F32STORE(Z4)
+	F32STORE(Z8)
+
+	LEAQ (AX)(R8*2), AX // next panel: 2n floats on
+	ADDQ $8, R10
+	DECQ BX
+	JNZ  f32panel
 	VZEROUPPER
 	RET

@@ -117,33 +117,68 @@ q50block:
 	Q8ROW(128, 384, 520, Z24, Z25, A2, Z30, Z31); \
 	Q8ROW(192, 448, 524, Z24, Z25, A3, Z26, Z27)
 
-// func mulQ8x4x12(panel, act *byte, nb, pairStride int, out *tileOut)
+// Q8STORE stores four acts' sums with four panel rows from the lanes 0,
+// 4, 8, 12 of A, B, C, D (rows 0-3; an act each lane) at R14, R14+R13,
+// ... (a 4x4 transpose: each act's four rows are neighbours in out),
+// moving R14 on four rows (K1 = 0x1111, Z24-Z31 scratch).
+#define Q8STORE(A, B, C, D) \
+	VCOMPRESSPS A, K1, Z24; \
+	VCOMPRESSPS B, K1, Z25; \
+	VCOMPRESSPS C, K1, Z26; \
+	VCOMPRESSPS D, K1, Z27; \
+	VUNPCKLPS   X25, X24, X28; \
+	VUNPCKLPS   X27, X26, X29; \
+	VUNPCKHPS   X25, X24, X30; \
+	VUNPCKHPS   X27, X26, X31; \
+	VMOVLHPS    X29, X28, X24; \
+	VMOVHLPS    X28, X29, X25; \
+	VMOVLHPS    X31, X30, X26; \
+	VMOVHLPS    X30, X31, X27; \
+	VMOVUPS     X24, (R14); \
+	VMOVUPS     X25, (R14)(R13*1); \
+	VMOVUPS     X26, (R14)(R13*2); \
+	LEAQ        (R14)(R13*2), R14; \
+	VMOVUPS     X27, (R14)(R13*1); \
+	LEAQ        (R14)(R13*2), R14
+
+// func mulQ8x4x12(panel *byte, np int, act *byte, nb, pairStride int, out *float32, ld int)
 //
-// Four panel rows times six pairs of packed Q8_0 activation rows
-// (packQ8Act; pairs pairStride bytes apart), nb blocks. Row r with pair p
-// accumulates in Z(6r+p), the pair's two rows in lanes 0-7 and 8-15, each
-// the eight lanes of the single-row kernel; folded as its HSUM8, they are
-// stored as tileOut's vectors 0-11 (q8Blocked says which lane is which).
-TEXT ·mulQ8x4x12(SB), NOSPLIT, $0-40
-	MOVQ panel+0(FP), SI
-	MOVQ act+8(FP), DI
-	MOVQ nb+16(FP), CX
-	MOVQ pairStride+24(FP), R8
-	MOVQ out+32(FP), R10
-	LEAQ (R8)(R8*2), R9
-	LEAQ (DI)(R9*1), R12 // pair 3
+// np panels of four weight rows (nb blocks each, panels nb*528 bytes
+// apart) times six pairs of packed Q8_0 activation rows (packQ8Act; pairs
+// pairStride bytes apart). For panel p, row r with pair q accumulates in
+// Z(6r+q), the pair's two rows in lanes 0-7 and 8-15, each the eight lanes
+// of the single-row kernel; folded as its HSUM8, act a's sum with row r is
+// stored at out[a*ld+4p+r] (ld in bytes).
+TEXT ·mulQ8x4x12(SB), NOSPLIT, $0-56
+	MOVQ  panel+0(FP), AX
+	MOVQ  np+8(FP), BX
+	MOVQ  act+16(FP), DI
+	MOVQ  nb+24(FP), R9
+	MOVQ  pairStride+32(FP), R8
+	MOVQ  out+40(FP), R10
+	MOVQ  ld+48(FP), R13
+	LEAQ  (R8)(R8*2), R12
+	ADDQ  DI, R12 // pair 3
+	MOVL  $0x1111, DX
+	KMOVW DX, K1
+
+q8panel:
+	MOVQ AX, SI
+	MOVQ DI, R14
+	MOVQ R12, DX
+	MOVQ R9, CX
 	ZERO24
 
 q8block:
-	Q8PAIR((DI), 64(DI), Z0, Z6, Z12, Z18)
-	Q8PAIR((DI)(R8*1), 64(DI)(R8*1), Z1, Z7, Z13, Z19)
-	Q8PAIR((DI)(R8*2), 64(DI)(R8*2), Z2, Z8, Z14, Z20)
-	Q8PAIR((R12), 64(R12), Z3, Z9, Z15, Z21)
-	Q8PAIR((R12)(R8*1), 64(R12)(R8*1), Z4, Z10, Z16, Z22)
-	Q8PAIR((R12)(R8*2), 64(R12)(R8*2), Z5, Z11, Z17, Z23)
+	Q8PAIR((R14), 64(R14), Z0, Z6, Z12, Z18)
+	Q8PAIR((R14)(R8*1), 64(R14)(R8*1), Z1, Z7, Z13, Z19)
+	Q8PAIR((R14)(R8*2), 64(R14)(R8*2), Z2, Z8, Z14, Z20)
+	Q8PAIR((DX), 64(DX), Z3, Z9, Z15, Z21)
+	Q8PAIR((DX)(R8*1), 64(DX)(R8*1), Z4, Z10, Z16, Z22)
+	Q8PAIR((DX)(R8*2), 64(DX)(R8*2), Z5, Z11, Z17, Z23)
 	ADDQ $528, SI
-	ADDQ $128, DI
-	ADDQ $128, R12
+	ADDQ $128, R14
+	ADDQ $128, DX
 	DECQ CX
 	JNZ  q8block
 
@@ -159,17 +194,14 @@ q8block:
 	REDUCE4(Z18, Z19, Z24, Z25)
 	REDUCE4(Z20, Z21, Z24, Z25)
 	REDUCE4(Z22, Z23, Z24, Z25)
-	VMOVUPS Z0, (R10)
-	VMOVUPS Z2, 64(R10)
-	VMOVUPS Z4, 128(R10)
-	VMOVUPS Z6, 192(R10)
-	VMOVUPS Z8, 256(R10)
-	VMOVUPS Z10, 320(R10)
-	VMOVUPS Z12, 384(R10)
-	VMOVUPS Z14, 448(R10)
-	VMOVUPS Z16, 512(R10)
-	VMOVUPS Z18, 576(R10)
-	VMOVUPS Z20, 640(R10)
-	VMOVUPS Z22, 704(R10)
+	MOVQ R10, R14
+	Q8STORE(Z0, Z6, Z12, Z18)
+	Q8STORE(Z2, Z8, Z14, Z20)
+	Q8STORE(Z4, Z10, Z16, Z22)
+
+	MOVQ SI, AX // SI ends where the next panel begins
+	ADDQ $16, R10
+	DECQ BX
+	JNZ  q8panel
 	VZEROUPPER
 	RET

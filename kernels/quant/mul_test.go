@@ -34,7 +34,7 @@ func TestMulMatchesDot(t *testing.T) {
 			}
 		}
 		for _, n := range lengths {
-			for _, nrows := range []int{1, 3, 4, 5, 13} {
+			for _, nrows := range []int{1, 3, 4, 5, 13, 61} {
 				rowBytes := len(randomRow(t, rng, typ, n))
 				stride := rowBytes + 7*(nrows%2) // odd counts: rows with gaps
 				rows := make([]byte, (nrows-1)*stride+rowBytes)
@@ -62,6 +62,7 @@ func TestMulMatchesDot(t *testing.T) {
 						out[i] = sentinel
 					}
 					m.Run(rows, stride, rowBytes, nrows, &b, out, ld)
+					nonzero := false
 					for a := range batch {
 						for r := range ld {
 							got := out[a*ld+r]
@@ -72,14 +73,18 @@ func TestMulMatchesDot(t *testing.T) {
 								continue
 							}
 							want := dot(rows[r*stride:r*stride+rowBytes], &vs[a])
-							if want != want || want == 0 {
+							if want != want {
 								t.Fatalf("%v n=%d: single-row product %v", typ, n, want)
 							}
+							nonzero = nonzero || want != 0
 							if math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("%v n=%d rows=%d B=%d: weight row %d, act %d = %.9g, single-row %.9g",
 									typ, n, nrows, batch, r, a, got, want)
 							}
 						}
+					}
+					if !nonzero {
+						t.Fatalf("%v n=%d: every product is 0", typ, n)
 					}
 				}
 			}
