@@ -35,16 +35,20 @@ func RowsFunc(w Type) (func(rows []byte, stride, rowBytes, nrows int, v *Vec, ou
 			return
 		}
 		n := nrows &^ (k.rows - 1)
-		if n > 0 {
-			k.run(rows, stride, n, v.Q, nb, out)
+		if n > 0 && k.fits(nb) {
+			k.run(rows, stride, n, v, nb, out)
+		} else {
+			n = 0
 		}
 		single(rows[n*stride:], stride, rowBytes, nrows-n, v, out[n:])
 	}, nil
 }
 
 // rowsKernel multiplies weight rows, rows at a time (a power of two),
-// with one activation row of nb blocks.
+// with one activation row of nb blocks (elements for float weights), if
+// it fits that length.
 type rowsKernel struct {
 	rows int
-	run  func(rows []byte, stride, nrows int, y []byte, nb int, out []float32)
+	fits func(nb int) bool
+	run  func(rows []byte, stride, nrows int, v *Vec, nb int, out []float32)
 }

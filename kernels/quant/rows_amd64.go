@@ -2,34 +2,45 @@
 
 package quant
 
-// The decode kernels (rows_q8_amd64.s) take four weight rows at once, two
-// to a 512-bit register: each row's eight lanes do the single-row kernel's
-// float32 operations in its order, its integer sums come from one VPDPBUSD
-// with the weights as unsigned bytes (Q5_0's 5-bit quants as they are,
-// Q8_0's plus 128) and an offset the activation block's sums correct.
+// The decode kernels (rows_*_amd64.s) take four weight rows at once. For
+// Q8_0 and Q5_0, two rows share a 512-bit register: each row's eight lanes
+// do the single-row kernel's float32 operations in its order, its integer
+// sums come from one VPDPBUSD with the weights as unsigned bytes (Q5_0's
+// 5-bit quants as they are, Q8_0's plus 128) and an offset the activation
+// block's sums correct. For F16, each row keeps the single-row kernel's
+// four 8-lane accumulators in two 16-lane registers, and all four rows
+// share each load of the activations.
 
 func fastRowsKernel(w Type) (rowsKernel, bool) {
-	if !hasVNNI512 {
-		return rowsKernel{}, false
-	}
-	var f func(x *byte, stride int, y *byte, nb int, out *float32)
-	switch w {
-	case Q8_0:
-		f = rowsQ8_0x4
-	case Q5_0:
-		f = rowsQ5_0x4
-	default:
-		return rowsKernel{}, false
-	}
-	size := w.TypeSize()
-	return rowsKernel{rows: 4, run: func(rows []byte, stride, nrows int, y []byte, nb int, out []float32) {
-		_, _ = y[nb*q8_0Bytes-1], out[nrows-1]
-		for r := 0; r < nrows; r += 4 {
-			_ = rows[(r+3)*stride+nb*size-1]
-			f(&rows[r*stride], stride, &y[0], nb, &out[r])
+	switch {
+	case w == F16 && hasAVX512:
+		return rowsKernel{rows: 4, fits: func(n int) bool { return n%32 == 0 },
+			run: func(rows []byte, stride, nrows int, v *Vec, n int, out []float32) {
+				y := v.F32[:n]
+				for r := 0; r < nrows; r += 4 {
+					_ = rows[(r+3)*stride+2*n-1]
+					rowsF16x4(&rows[r*stride], stride, &y[0], n, &out[r:][:4][0])
+				}
+			}}, true
+	case (w == Q8_0 || w == Q5_0) && hasVNNI512:
+		f, size := rowsQ8_0x4, q8_0Bytes
+		if w == Q5_0 {
+			f, size = rowsQ5_0x4, q5_0Bytes
 		}
-	}}, true
+		return rowsKernel{rows: 4, fits: func(int) bool { return true },
+			run: func(rows []byte, stride, nrows int, v *Vec, nb int, out []float32) {
+				y := v.Q[:nb*q8_0Bytes]
+				for r := 0; r < nrows; r += 4 {
+					_ = rows[(r+3)*stride+nb*size-1]
+					f(&rows[r*stride], stride, &y[0], nb, &out[r:][:4][0])
+				}
+			}}, true
+	}
+	return rowsKernel{}, false
 }
+
+//go:noescape
+func rowsF16x4(x *byte, stride int, y *float32, n int, out *float32)
 
 //go:noescape
 func rowsQ8_0x4(x *byte, stride int, y *byte, nb int, out *float32)
