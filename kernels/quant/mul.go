@@ -22,6 +22,9 @@ import (
 type blocked struct {
 	layout     int // activation layout: kernels with the same one share a Batch
 	rows, acts int // tile: weight rows x activation rows
+	// minRows is the shortest batch the kernel takes faster than
+	// DotsFunc (decode and short speculative verifications go there).
+	minRows int
 	// panelBytes is the panel of rows weight rows of nb blocks (elements
 	// for the float types).
 	panelBytes func(nb int) int
@@ -40,8 +43,9 @@ type blocked struct {
 
 // Batch is activation rows prepared for Mul with weights of one type. It
 // keeps the rows as Vec.Prepare left them and, where this CPU has a blocked
-// kernel for the type and the batch is long enough to pay for it, also in
-// the kernel's layout.
+// kernel for the type and the batch is long enough to pay for it (shorter
+// ones go through DotsFunc, which costs nothing to set up), also in the
+// kernel's layout.
 type Batch struct {
 	w      Type
 	vs     []Vec
@@ -51,11 +55,6 @@ type Batch struct {
 	data   []byte   // the kernel's layout, actBytes(nb) per row
 }
 
-// MulMinRows is the shortest batch Reset lays out for a blocked kernel:
-// shorter ones (decode, speculative verification) go through DotsFunc,
-// which costs nothing to set up.
-const MulMinRows = 12
-
 // Reset makes b the batch of rows vs, prepared (by Vec.Prepare, before or
 // after Reset, but before Pack) for weights of type w with n elements a
 // row. b keeps vs. A Mul for another weight type with the same activation
@@ -63,7 +62,7 @@ const MulMinRows = 12
 func (b *Batch) Reset(w Type, vs []Vec, n int) {
 	b.w, b.vs, b.kern = w, vs, nil
 	k, ok := blockedKernel(w)
-	if !ok || len(vs) < MulMinRows {
+	if !ok || len(vs) < k.minRows {
 		return
 	}
 	nb, ok := blockedBlocks(w, n)

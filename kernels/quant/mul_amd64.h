@@ -46,3 +46,27 @@
 	VADDPS     T1, A, A; \
 	VPERMILPS  $0xb1, A, T1; \
 	VADDPS     T1, A, A
+
+// Q8STORE stores four acts' sums with four panel rows from the lanes 0,
+// 4, 8, 12 of A, B, C, D (rows 0-3; an act each lane) at R14, R14+R13,
+// ... (a 4x4 transpose: each act's four rows are neighbours in out),
+// moving R14 on four rows (K1 = 0x1111, Z24-Z31 scratch).
+#define Q8STORE(A, B, C, D) \
+	VCOMPRESSPS A, K1, Z24; \
+	VCOMPRESSPS B, K1, Z25; \
+	VCOMPRESSPS C, K1, Z26; \
+	VCOMPRESSPS D, K1, Z27; \
+	VUNPCKLPS   X25, X24, X28; \
+	VUNPCKLPS   X27, X26, X29; \
+	VUNPCKHPS   X25, X24, X30; \
+	VUNPCKHPS   X27, X26, X31; \
+	VMOVLHPS    X29, X28, X24; \
+	VMOVHLPS    X28, X29, X25; \
+	VMOVLHPS    X31, X30, X26; \
+	VMOVHLPS    X30, X31, X27; \
+	VMOVUPS     X24, (R14); \
+	VMOVUPS     X25, (R14)(R13*1); \
+	VMOVUPS     X26, (R14)(R13*2); \
+	LEAQ        (R14)(R13*2), R14; \
+	VMOVUPS     X27, (R14)(R13*1); \
+	LEAQ        (R14)(R13*2), R14

@@ -117,30 +117,6 @@ q50block:
 	Q8ROW(128, 384, 520, Z24, Z25, A2, Z30, Z31); \
 	Q8ROW(192, 448, 524, Z24, Z25, A3, Z26, Z27)
 
-// Q8STORE stores four acts' sums with four panel rows from the lanes 0,
-// 4, 8, 12 of A, B, C, D (rows 0-3; an act each lane) at R14, R14+R13,
-// ... (a 4x4 transpose: each act's four rows are neighbours in out),
-// moving R14 on four rows (K1 = 0x1111, Z24-Z31 scratch).
-#define Q8STORE(A, B, C, D) \
-	VCOMPRESSPS A, K1, Z24; \
-	VCOMPRESSPS B, K1, Z25; \
-	VCOMPRESSPS C, K1, Z26; \
-	VCOMPRESSPS D, K1, Z27; \
-	VUNPCKLPS   X25, X24, X28; \
-	VUNPCKLPS   X27, X26, X29; \
-	VUNPCKHPS   X25, X24, X30; \
-	VUNPCKHPS   X27, X26, X31; \
-	VMOVLHPS    X29, X28, X24; \
-	VMOVHLPS    X28, X29, X25; \
-	VMOVLHPS    X31, X30, X26; \
-	VMOVHLPS    X30, X31, X27; \
-	VMOVUPS     X24, (R14); \
-	VMOVUPS     X25, (R14)(R13*1); \
-	VMOVUPS     X26, (R14)(R13*2); \
-	LEAQ        (R14)(R13*2), R14; \
-	VMOVUPS     X27, (R14)(R13*1); \
-	LEAQ        (R14)(R13*2), R14
-
 // func mulQ8x4x12(panel *byte, np int, act *byte, nb, pairStride int, out *float32, ld int)
 //
 // np panels of four weight rows (nb blocks each, panels nb*528 bytes

@@ -9,7 +9,8 @@ import (
 
 // TestMulMatchesDot: every output of Mul has the bits of the single-row
 // product of its weight row and activation row, for every type with
-// products, batches below and above MulMinRows and around the tile sizes,
+// products, batches below and above the blocked kernels' shortest and
+// around the tile sizes,
 // weight row counts around the tiles, and row strides with gaps; outputs
 // outside the requested block stay untouched. Prefill and decoding then
 // round alike, and a speculative verification batch as the target alone.
@@ -25,7 +26,7 @@ func TestMulMatchesDot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, hasBlocked := blockedKernel(typ)
+		k, hasBlocked := blockedKernel(typ)
 		lengths := []int{256, 1024}
 		if bs := typ.BlockSize(); bs < 256 {
 			lengths = append(lengths, 384)
@@ -41,7 +42,7 @@ func TestMulMatchesDot(t *testing.T) {
 				for r := range nrows {
 					copy(rows[r*stride:], randomRow(t, rng, typ, n))
 				}
-				for _, batch := range []int{1, 5, 11, 12, 13, 25, 40} {
+				for _, batch := range []int{1, 2, 3, 5, 9, 11, 12, 13, 25, 40} {
 					vs := make([]Vec, batch)
 					var b Batch
 					b.Reset(typ, vs, n)
@@ -52,7 +53,7 @@ func TestMulMatchesDot(t *testing.T) {
 					}
 					b.Pack(0, batch/2)
 					b.Pack(batch/2, batch)
-					if blocked := b.kern != nil; blocked != (hasBlocked && batch >= MulMinRows && (typ.BlockSize() > 1 || n%32 == 0)) {
+					if blocked := b.kern != nil; blocked != (hasBlocked && batch >= k.minRows && (typ.BlockSize() > 1 || n%32 == 0)) {
 						t.Fatalf("%v n=%d B=%d: blocked layout %v", typ, n, batch, blocked)
 					}
 					ld := nrows + 3
