@@ -18,3 +18,6 @@ func fastDequantizer(Type) func(src []byte, dst []float32) { return nil }
 
 // fastRowsKernel has no multi-row decode kernels either.
 func fastRowsKernel(Type) (rowsKernel, bool) { return rowsKernel{}, false }
+
+// fastQuadKernel has no four-by-four kernels either.
+func fastQuadKernel(Type) (quadKernel, bool) { return quadKernel{}, false }

@@ -1,21 +1,20 @@
 package quant
 
-import (
-	"math"
-	"unsafe"
-)
+import "unsafe"
 
-// Blocked products for batches of activation rows (prefill). DotsFunc
-// shares a weight row's decoding among a few activation rows; Mul goes
-// further for long batches: it decodes a few weight rows once into a
-// panel in the form the kernel multiplies fastest (signed bytes with their
-// offset sums, or float32), lays the activation rows out for the kernel
-// once per product (Batch), and runs tiles of weight rows x activation
-// rows whose accumulators all stay in registers. Each output still takes,
-// lane for lane, the float32 operations of the single-row kernel in its
-// order (the integer sums are exact in any order), so a row of a long
-// batch has the bits of that row multiplied alone: prefill and decoding
-// round alike.
+// Products of weight rows with batches of activation rows (prefill,
+// speculative verification). DotsFunc shares a weight row's decoding among
+// a few activation rows; Mul goes further. Where a type has a blocked
+// kernel (F16, Q4_K, Q6_K), it decodes a few weight rows once into a panel
+// in the form the kernel multiplies fastest (float32, or int16 weights
+// times their scales), lays the activation rows out for the kernel once
+// per product (Batch), and runs tiles of weight rows x activation rows
+// whose accumulators all stay in registers. Q8_0 and Q5_0 take four
+// weight rows with four activation rows at a time instead (quadKernel).
+// Each output still takes, lane for lane, the float32 operations of the
+// single-row kernel in its order (the integer sums are exact in any
+// order), so a row of a batch has the bits of that row multiplied alone:
+// prefill, a verified draft and decoding round alike.
 
 // blocked describes a tile kernel: how many weight rows and activation
 // rows a tile takes, how to pack both sides, and the tile itself.
@@ -108,6 +107,8 @@ func blockedBlocks(w Type, n int) (int, bool) {
 type Mul struct {
 	w     Type
 	kern  *blocked // nil: no blocked kernel for w on this CPU
+	quad  *quadKernel
+	rows  func(rows []byte, stride, rowBytes, nrows int, v *Vec, out []float32)
 	dots  func(row []byte, vs []Vec, out []float32)
 	panel []byte
 	edge  [4 * 12]float32 // a tile's outputs where the matrix or the batch ends
@@ -120,8 +121,26 @@ func NewMul(w Type) (*Mul, error) {
 	if err != nil {
 		return nil, err
 	}
+	rows, err := RowsFunc(w)
+	if err != nil {
+		return nil, err
+	}
 	k, _ := blockedKernel(w)
-	return &Mul{w: w, kern: k, dots: dots}, nil
+	m := &Mul{w: w, kern: k, rows: rows, dots: dots}
+	if q, ok := fastQuadKernel(w); ok {
+		m.quad = &q
+	}
+	return m, nil
+}
+
+// quadKernel multiplies four weight rows of nb blocks (stride bytes
+// apart) with four prepared activation rows (their quants at ys), storing
+// row r with act a at out[a*ld+r] (ld in bytes), each with the bits of
+// the single-row kernel: for batches too short for a blocked kernel, as a
+// speculative verification is.
+type quadKernel struct {
+	run     func(x *byte, stride int, ys *[4]*byte, nb int, out *float32, ld int)
+	minActs int // fewer go through RowsFunc one activation row at a time
 }
 
 // dotsTile is how many activation rows DotsFunc meets with one weight row
@@ -191,9 +210,17 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 // for one pass over the activation tiles: well within L2.
 const panelGroupBytes = 96 << 10
 
-// runDots is Run through DotsFunc: each weight row meets the activation
-// rows in tiles of dotsTile.
+// runDots is Run without a blocked kernel: four weight rows with four
+// activation rows at a time where the type has a kernel for that, else
+// each weight row meets the activation rows through DotsFunc, in tiles of
+// dotsTile.
 func (m *Mul) runDots(rows []byte, stride, rowBytes, nrows int, vs []Vec, out []float32, ld int) {
+	if n := m.runQuads(rows, stride, rowBytes, nrows, vs, out, ld); n > 0 {
+		rows, nrows, out = rows[n*stride:], nrows-n, out[n:]
+		if nrows == 0 {
+			return
+		}
+	}
 	if len(m.col) < dotsTile {
 		m.col = make([]float32, dotsTile)
 	}
@@ -206,6 +233,55 @@ func (m *Mul) runDots(rows []byte, stride, rowBytes, nrows int, vs []Vec, out []
 			}
 		}
 	}
+}
+
+// runQuads multiplies the first nrows&^3 weight rows with every row of vs
+// through the quad kernel and returns how many it did (0 where there is
+// no quad kernel or a row of vs does not fit the weights, which the
+// DotsFunc path then turns into NaN).
+func (m *Mul) runQuads(rows []byte, stride, rowBytes, nrows int, vs []Vec, out []float32, ld int) int {
+	q := m.quad
+	n := nrows &^ 3
+	if q == nil || n == 0 || len(vs) == 0 {
+		return 0
+	}
+	act, _ := bestKernel(m.w)
+	size, actSize := m.w.TypeSize(), act.act.TypeSize()
+	nb := rowBytes / size
+	if nb == 0 || rowBytes%size != 0 {
+		return 0
+	}
+	for i := range vs {
+		if !fitsRow(act.act, size, actSize, rows[:rowBytes], &vs[i]) {
+			return 0
+		}
+	}
+	_ = rows[(n-1)*stride+rowBytes-1]
+	var ys [4]*byte
+	for a0 := 0; a0 < len(vs); a0 += 4 {
+		na := min(4, len(vs)-a0)
+		if na < q.minActs {
+			for a := a0; a < len(vs); a++ {
+				m.rows(rows, stride, rowBytes, n, &vs[a], out[a*ld:])
+			}
+			break
+		}
+		for i := range ys {
+			ys[i] = &vs[a0+min(i, na-1)].Q[0]
+		}
+		for r0 := 0; r0 < n; r0 += 4 {
+			if na == 4 {
+				o := out[a0*ld+r0:][:3*ld+4]
+				q.run(&rows[r0*stride], stride, &ys, nb, &o[0], 4*ld)
+				continue
+			}
+			q.run(&rows[r0*stride], stride, &ys, nb, &m.edge[0], 16)
+			for a := range na {
+				copy(out[(a0+a)*ld+r0:][:4], m.edge[4*a:4*a+4])
+			}
+		}
+	}
+	return n
 }
 
 // permute32 is the order the float kernels keep each 32 elements in: the
@@ -225,31 +301,6 @@ func packF32Act(b *Batch, i int, v *Vec) {
 		}
 	}
 }
-
-// packQ8Act lays out a Q8_0 activation row for the Q8_0-family kernels:
-// rows in pairs, and per block of a pair 128 bytes: the two rows' quants
-// plus 128 as unsigned bytes (32 each), then each row's scale as float32,
-// eight copies each.
-func packQ8Act(b *Batch, i int, v *Vec) {
-	pair := b.data[i/2*q8PairBytes*b.nb:]
-	half := i % 2
-	for blk := range b.nb {
-		src := v.Q[blk*q8_0Bytes : (blk+1)*q8_0Bytes]
-		dst := pair[blk*q8PairBytes:]
-		q := dst[32*half : 32*half+32]
-		for j, c := range src[2:34] {
-			q[j] = c ^ 0x80
-		}
-		d := math.Float32bits(loadF16(src))
-		s := dst[64+32*half : 64+32*half+32]
-		for j := 0; j < 32; j += 4 {
-			s[j], s[j+1], s[j+2], s[j+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
-		}
-	}
-}
-
-// q8PairBytes is one block of a pair of packed Q8_0 activation rows.
-const q8PairBytes = 128
 
 // f32Slice is the first n float32s in b, which holds host memory that
 // Batch allocated (aligned for float32).

@@ -9,30 +9,27 @@ import (
 )
 
 // The blocked kernels (mul_*_amd64.s) keep a whole tile's accumulators in
-// AVX-512's 32 vector registers and take 16 float lanes, or 64 bytes, per
-// instruction; the Q8_0 family multiplies bytes with AVX-512 VNNI's
-// VPDPBUSD, which adds four byte products to each int32 lane: the very
-// lanes the single-row kernels sum with VPMADDUBSW and VPMADDWD, in one
-// instruction instead of four. They are hand-written, as the single-row
-// kernels are, because Go has no vector intrinsics and no library offers
-// products on these block layouts that round as ggml's do.
+// AVX-512's 32 vector registers and take 16 float lanes, or 32 int16
+// products (AVX-512 VNNI's VPDPWSSD), per instruction. They are
+// hand-written, as the single-row kernels are, because Go has no vector
+// intrinsics and no library offers products on these block layouts that
+// round as ggml's do. The Q8_0 and Q5_0 weights have no blocked kernel:
+// their four-by-four kernel (rows_quad_amd64.s), which unpacks the weights
+// in registers, was as fast or faster at every batch length measured
+// (BenchmarkMul, 3 to 128 rows).
 
 // hasAVX512 is set once at start: 512-bit registers with byte, word and
 // doubleword ops (BW, DQ) and their 256-bit forms (VL).
 var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 	cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
 
-// hasVNNI512 adds VPDPBUSD on 512-bit registers.
+// hasVNNI512 adds VPDPBUSD and VPDPWSSD on 512-bit registers.
 var hasVNNI512 = hasAVX512 && cpu.X86.HasAVX512VNNI
 
 func blockedKernel(w Type) (*blocked, bool) {
 	switch {
 	case w == F16 && hasAVX512:
 		return &f16Blocked, true
-	case w == Q8_0 && hasVNNI512:
-		return &q8_0Blocked, true
-	case w == Q5_0 && hasVNNI512:
-		return &q5_0Blocked, true
 	case w == Q6_K && hasVNNI512:
 		return &q6_KBlocked, true
 	case w == Q4_K && hasVNNI512:
@@ -61,45 +58,10 @@ var f16Blocked = blocked{
 	},
 }
 
-// q8Blocked is the Q8_0 family's tile: 4 weight rows x 12 activation rows
-// (6 pairs, see packQ8Act), the panel holding per block and row the
-// weights as signed bytes, -128 times their sums of four (the activations
-// are offset by 128 to be unsigned for VPDPBUSD) and the scale.
-func q8Blocked(pack func(ptrs *[4]*byte, nb int, panel *byte), minRows int) blocked {
-	return blocked{
-		layout: layoutQ8Pairs,
-		rows:   4, acts: 12, minRows: minRows,
-		panelBytes: func(nb int) int { return nb * q8PanelBytes },
-		pack: func(ptrs []*byte, nb int, panel []byte) {
-			_ = panel[nb*q8PanelBytes-1]
-			pack((*[4]*byte)(ptrs), nb, &panel[0])
-		},
-		packAct:  packQ8Act,
-		actBytes: func(nb int) int { return q8PairBytes / 2 * nb },
-		tile: func(panel []byte, np int, act []byte, nb int, out []float32, ld int) {
-			_, _, _ = panel[np*nb*q8PanelBytes-1], act[6*q8PairBytes*nb-1], out[11*ld+4*np-1]
-			mulQ8x4x12(&panel[0], np, &act[0], nb, q8PairBytes*nb, &out[0], 4*ld)
-		},
-	}
-}
-
 // The activation layouts.
 const (
-	layoutF32     = iota + 1 // packF32Act
-	layoutQ8Pairs            // packQ8Act
-	layoutQ8K16              // packQ8KAct
-)
-
-// q8PanelBytes is one block of a Q8_0-family panel: four rows' weights
-// (64 bytes each: the block's 32 twice, one copy per activation row of a
-// pair), their offset sums (64 bytes each) and scales (float32 each).
-const q8PanelBytes = 4*64 + 4*64 + 4*4
-
-var (
-	// Shorter batches than these (BenchmarkMul against BenchmarkDots)
-	// pad a tile of twelve with more rows than the multi-row kernels cost.
-	q8_0Blocked = q8Blocked(packQ8_0x4, 9)
-	q5_0Blocked = q8Blocked(packQ5_0x4, 6)
+	layoutF32   = iota + 1 // packF32Act
+	layoutQ8K16            // packQ8KAct
 )
 
 // kBlocked is a K-quant's tile with Q8_K activations, both sides as int16
@@ -176,12 +138,6 @@ func packF16AVX2(src *byte, n int, dst *float32)
 func mulF32x2x6(panel *byte, np int, act *byte, n int, out *float32, ld int)
 
 //go:noescape
-func packQ8_0x4(rows *[4]*byte, nb int, panel *byte)
-
-//go:noescape
-func packQ5_0x4(rows *[4]*byte, nb int, panel *byte)
-
-//go:noescape
 func widenI8(src, dst *byte, n int)
 
 //go:noescape
@@ -195,6 +151,3 @@ func packQ4_Kx4(rows *[4]*byte, nb int, panel *byte)
 
 //go:noescape
 func mulQ4_Kx4x4(panel *byte, np int, act *byte, nb int, out *float32, ld int)
-
-//go:noescape
-func mulQ8x4x12(panel *byte, np int, act *byte, nb, pairStride int, out *float32, ld int)

@@ -35,12 +35,14 @@ func RowsFunc(w Type) (func(rows []byte, stride, rowBytes, nrows int, v *Vec, ou
 			return
 		}
 		n := nrows &^ (k.rows - 1)
-		if n > 0 && k.fits(nb) {
-			k.run(rows, stride, n, v, nb, out)
-		} else {
-			n = 0
+		if n == 0 || !k.fits(nb) {
+			single(rows, stride, rowBytes, nrows, v, out)
+			return
 		}
-		single(rows[n*stride:], stride, rowBytes, nrows-n, v, out[n:])
+		k.run(rows, stride, n, v, nb, out)
+		if n < nrows {
+			single(rows[n*stride:], stride, rowBytes, nrows-n, v, out[n:])
+		}
 	}, nil
 }
 

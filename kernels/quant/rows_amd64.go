@@ -47,3 +47,23 @@ func rowsQ8_0x4(x *byte, stride int, y *byte, nb int, out *float32)
 
 //go:noescape
 func rowsQ5_0x4(x *byte, stride int, y *byte, nb int, out *float32)
+
+// fastQuadKernel is the four-by-four kernel for w, where there is one.
+func fastQuadKernel(w Type) (quadKernel, bool) {
+	if !hasVNNI512 {
+		return quadKernel{}, false
+	}
+	switch w {
+	case Q8_0:
+		return quadKernel{run: quadQ8_0, minActs: 3}, true
+	case Q5_0:
+		return quadKernel{run: quadQ5_0, minActs: 3}, true
+	}
+	return quadKernel{}, false
+}
+
+//go:noescape
+func quadQ8_0(x *byte, stride int, ys *[4]*byte, nb int, out *float32, ld int)
+
+//go:noescape
+func quadQ5_0(x *byte, stride int, ys *[4]*byte, nb int, out *float32, ld int)

@@ -114,3 +114,4 @@ q50rows:
 	DECQ CX
 	JNZ  q50rows
 	ROWSDONE
+
