@@ -43,12 +43,12 @@ type blocked struct {
 // Batch is activation rows prepared for Mul with weights of one type. It
 // keeps the rows as Vec.Prepare left them and, where this CPU has a blocked
 // kernel for the type and the batch is long enough to pay for it (shorter
-// ones go through DotsFunc, which costs nothing to set up), also in the
-// kernel's layout.
+// ones take kernels that cost nothing to set up), also in the kernel's
+// layout.
 type Batch struct {
 	w      Type
 	vs     []Vec
-	kern   *blocked // nil: Mul takes the rows through DotsFunc
+	kern   *blocked // nil: Mul takes the rows as vs holds them
 	nb     int      // blocks per row (elements for float weights)
 	padded int      // rows laid out: len(vs) rounded up to whole tiles
 	data   []byte   // the kernel's layout, actBytes(nb) per row
@@ -111,8 +111,8 @@ type Mul struct {
 	rows  func(rows []byte, stride, rowBytes, nrows int, v *Vec, out []float32)
 	dots  func(row []byte, vs []Vec, out []float32)
 	panel []byte
-	edge  [4 * 12]float32 // a tile's outputs where the matrix or the batch ends
-	col   []float32       // DotsFunc's outputs for one weight row
+	edge  [4 * 6]float32 // a tile's outputs where the matrix or the batch ends
+	col   []float32      // DotsFunc's outputs for one weight row
 }
 
 // NewMul returns a Mul for weights of type w.
@@ -136,8 +136,8 @@ func NewMul(w Type) (*Mul, error) {
 // quadKernel multiplies four weight rows of nb blocks (stride bytes
 // apart) with four prepared activation rows (their quants at ys), storing
 // row r with act a at out[a*ld+r] (ld in bytes), each with the bits of
-// the single-row kernel: for batches too short for a blocked kernel, as a
-// speculative verification is.
+// the single-row kernel: Q8_0 and Q5_0 batches, long (prefill) and short
+// (speculative verification), run through it.
 type quadKernel struct {
 	run     func(x *byte, stride int, ys *[4]*byte, nb int, out *float32, ld int)
 	minActs int // fewer go through RowsFunc one activation row at a time
