@@ -22,6 +22,15 @@ func fastRowsKernel(w Type) (rowsKernel, bool) {
 					rowsF16x4(&rows[r*stride], stride, &y[0], n, &out[r:][:4][0])
 				}
 			}}, true
+	case w == Q6_K && hasVNNI512:
+		return rowsKernel{rows: 4, fits: func(int) bool { return true },
+			run: func(rows []byte, stride, nrows int, v *Vec, nb int, out []float32) {
+				y := v.Q[:nb*q8_KBytes]
+				for r := 0; r < nrows; r += 4 {
+					_ = rows[(r+3)*stride+nb*q6_KBytes-1]
+					rowsQ6_Kx4(&rows[r*stride], stride, &y[0], nb, &out[r:][:4][0])
+				}
+			}}, true
 	case (w == Q8_0 || w == Q5_0) && hasVNNI512:
 		f, size := rowsQ8_0x4, q8_0Bytes
 		if w == Q5_0 {
@@ -41,6 +50,9 @@ func fastRowsKernel(w Type) (rowsKernel, bool) {
 
 //go:noescape
 func rowsF16x4(x *byte, stride int, y *float32, n int, out *float32)
+
+//go:noescape
+func rowsQ6_Kx4(x *byte, stride int, y *byte, nb int, out *float32)
 
 //go:noescape
 func rowsQ8_0x4(x *byte, stride int, y *byte, nb int, out *float32)
