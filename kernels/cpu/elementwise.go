@@ -56,8 +56,8 @@ func mulRow(dst, a, b []float32) {
 	}
 }
 
-// swigluRow is silu(gate) * up, with ggml's exp (see expApprox).
-func swigluRow(dst, gate, up []float32) {
+// swigluGo is silu(gate) * up, with ggml's exp (see expApprox).
+func swigluGo(dst, gate, up []float32) {
 	up = up[:len(gate)]
 	dst = dst[:len(gate)]
 	for i, g := range gate {

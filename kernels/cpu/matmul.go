@@ -11,19 +11,19 @@ import (
 // (Q, K and V of a block, or gate and up): X is prepared once per row in
 // the form the weights' dot product takes (e.g. Q8_K blocks for Q4_K
 // weights), then the output rows of all parts are split across the workers.
-// A worker takes a few weight rows and runs each against a tile of
-// activation rows, so a weight row is read from memory once per tile rather
-// than once per token: decode (B = 1) streams the weights exactly once,
-// prefill reuses each row from L1 for the whole tile. Within the tile the
-// multi-row product (quant.DotsFunc) decodes each weight block once for
-// several activation rows, with the bits of the single-row product, so a
-// verified draft rounds exactly as the target decoding alone.
+// Decode (B = 1) streams each weight row once (quant.RowsFunc: the
+// single-row product, several rows at a time). A batch goes through quant.Mul, which meets each weight row with
+// many activation rows while it is hot (a long batch in register tiles of
+// several weight rows by several activation rows), every output with the
+// bits of the single-row product, so prefill, a verified draft and the
+// target decoding alone all round alike.
 type matMul struct {
 	x     view
 	parts []matMulPart
-	total int         // output rows over all parts
-	vecs  []quant.Vec // prepared activations, one per row of X
-	outs  [][]float32 // per worker: (bTile,) products of one weight row
+	total int            // output rows over all parts
+	vecs  []quant.Vec    // prepared activations, one per row of X
+	batch quant.Batch    // vecs laid out for quant.Mul
+	muls  [][]*quant.Mul // per worker, per part (B > 1)
 	prep  prepareTask
 	grain int
 }
@@ -31,13 +31,9 @@ type matMul struct {
 type matMulPart struct {
 	w     view // [n_out, n_in]
 	dst   view // [B, n_out]
-	dot   func(row []byte, v *quant.Vec) float32
-	dots  func(row []byte, vs []quant.Vec, out []float32)
+	rows  func(rows []byte, stride, rowBytes, nrows int, v *quant.Vec, out []float32)
 	first int // index of this part's row 0 among all output rows
 }
-
-// bTile is how many activation rows a weight row meets while it is hot.
-const bTile = 32
 
 func sameActivations(a, b kernels.MatMul) bool {
 	return a.X == b.X && a.W.Cols == b.W.Cols &&
@@ -55,6 +51,9 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 		return nil, err
 	}
 	m := &matMul{x: x, vecs: make([]quant.Vec, x.rows)}
+	if x.rows > 1 {
+		m.muls = make([][]*quant.Mul, b.pool.size)
+	}
 	for _, op := range ops {
 		w, err := b.rows(op.W)
 		if err != nil {
@@ -64,25 +63,24 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 		if err != nil {
 			return nil, err
 		}
-		dot, err := quant.DotFunc(op.W.Type)
+		rows, err := quant.RowsFunc(op.W.Type)
 		if err != nil {
 			return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
 		}
-		dots, err := quant.DotsFunc(op.W.Type)
-		if err != nil {
-			return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
+		for i := range m.muls {
+			mul, err := quant.NewMul(op.W.Type)
+			if err != nil {
+				return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
+			}
+			m.muls[i] = append(m.muls[i], mul)
 		}
-		m.parts = append(m.parts, matMulPart{w: w, dst: dst, dot: dot, dots: dots, first: m.total})
+		m.parts = append(m.parts, matMulPart{w: w, dst: dst, rows: rows, first: m.total})
 		m.total += w.rows
 	}
-	if x.rows > 1 {
-		m.outs = make([][]float32, b.pool.size)
-		for i := range m.outs {
-			m.outs[i] = make([]float32, bTile)
-		}
-	}
+	m.batch.Reset(m.parts[0].w.typ, m.vecs, x.cols)
 	m.prep = prepareTask{m: m, errs: make([]error, x.rows)}
-	m.grain = b.pool.grainFor(m.total, max(1, 64/x.rows))
+	// Whole tiles of weight rows (the blocked kernels take 2 or 4).
+	m.grain = (b.pool.grainFor(m.total, max(1, 64/x.rows)) + 3) &^ 3
 	return m, nil
 }
 
@@ -115,26 +113,18 @@ func (m *matMul) run(w, lo, hi int) {
 		start -= part.first
 		end -= part.first
 		if m.x.rows == 1 { // decode: one activation row, the common case
-			out, v := part.dst.f32(0), &m.vecs[0]
-			for r := start; r < end; r++ {
-				out[r] = part.dot(part.w.row(r), v)
-			}
+			part.rows(part.w.data[start*part.w.stride:], part.w.stride, part.w.rowBytes, end-start,
+				&m.vecs[0], part.dst.f32(0)[start:end])
 			continue
 		}
-		out := m.outs[w]
-		for b0 := 0; b0 < m.x.rows; b0 += bTile {
-			b1 := min(b0+bTile, m.x.rows)
-			for r := start; r < end; r++ {
-				part.dots(part.w.row(r), m.vecs[b0:b1], out)
-				for bi := b0; bi < b1; bi++ {
-					part.dst.f32(bi)[r] = out[bi-b0]
-				}
-			}
-		}
+		ld := part.dst.stride / 4
+		m.muls[w][pi].Run(part.w.data[start*part.w.stride:], part.w.stride, part.w.rowBytes, end-start,
+			&m.batch, part.dst.f32s()[start:], ld)
 	}
 }
 
-// prepareTask converts rows of X into the weights' activation form.
+// prepareTask converts rows of X into the weights' activation form and
+// lays them out for quant.Mul.
 type prepareTask struct {
 	m    *matMul
 	errs []error // per row of X
@@ -142,7 +132,12 @@ type prepareTask struct {
 
 func (t *prepareTask) run(_, lo, hi int) {
 	wt := t.m.parts[0].w.typ
+	failed := false
 	for i := lo; i < hi; i++ {
 		t.errs[i] = t.m.vecs[i].Prepare(wt, t.m.x.f32(i))
+		failed = failed || t.errs[i] != nil
+	}
+	if !failed { // else exec returns the error before any product
+		t.m.batch.Pack(lo, hi)
 	}
 }

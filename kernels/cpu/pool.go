@@ -43,9 +43,16 @@ type loop struct {
 }
 
 // helperSpin is how many times an idle helper polls for the next loop
-// before it sleeps; decode runs a few dozen short loops per token, and
+// before it sleeps (a poll is an atomic load, a few nanoseconds: some tens
+// of microseconds in all); decode runs a few dozen short loops per token
+// with a few microseconds of single-threaded work between them, and
 // catching the next one without a wake-up saves microseconds each time.
-const helperSpin = 64
+// Polls yield to the Go scheduler only every yieldEvery, since a yield
+// takes the scheduler's lock, which the other workers contend for.
+const (
+	helperSpin = 1 << 14
+	yieldEvery = 256
+)
 
 func newPool(size int) *pool {
 	if size < 1 {
@@ -71,7 +78,9 @@ func (p *pool) helper(w int, wake <-chan struct{}) {
 				seen, spin = e, 0
 				continue
 			}
-			runtime.Gosched()
+			if spin%yieldEvery == yieldEvery-1 {
+				runtime.Gosched()
+			}
 		}
 	}
 }
@@ -88,7 +97,12 @@ func (p *pool) drain(w int) {
 		if next >= n || grain <= 0 {
 			return
 		}
-		hi := min(next+grain, n)
+		// Guided: a share of what is left, in whole grains, so early
+		// claims are few and large and the last ones small; whichever
+		// worker ends up slower (busier core, costlier items) then
+		// holds up the others by one grain at most.
+		c := max(grain, (n-next)/(2*p.size))
+		hi := min(next+(c+grain-1)/grain*grain, n)
 		if !p.state.CompareAndSwap(s, epoch<<32|uint64(hi)) {
 			continue
 		}
@@ -97,7 +111,7 @@ func (p *pool) drain(w int) {
 	}
 }
 
-// parallel runs t over items [0, n) in chunks of grain items and returns
+// parallel runs t over items [0, n) in chunks of whole grains and returns
 // when all are done. Loops too small to share run on the caller alone.
 func (p *pool) parallel(t task, n, grain int) {
 	if n <= 0 {
@@ -123,15 +137,18 @@ func (p *pool) parallel(t task, n, grain int) {
 		}
 	}
 	p.drain(0)
-	for l.done.Load() < int64(n) {
-		runtime.Gosched()
+	for spin := 1; l.done.Load() < int64(n); spin++ {
+		if spin%yieldEvery == 0 {
+			runtime.Gosched()
+		}
 	}
 }
 
-// grainFor splits n items into about four chunks per worker, at least least
-// items each, so the atomic counter balances load without much traffic.
+// grainFor is the smallest chunk worth claiming for n items: a sixteenth
+// of a worker's share, at least least items (drain claims larger chunks
+// while much is left, so a loop takes a dozen or so claims).
 func (p *pool) grainFor(n, least int) int {
-	return max(n/(4*p.size), least)
+	return max(n/(16*p.size), least)
 }
 
 // close stops the helper goroutines.

@@ -62,6 +62,12 @@ func (v view) f32(i int) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&v.data[i*v.stride])), v.cols)
 }
 
+// f32s is all rows of an F32 view as one slice, row i at i*stride/4.
+func (v view) f32s() []float32 {
+	n := ((v.rows-1)*v.stride + 4*v.cols) / 4
+	return unsafe.Slice((*float32)(unsafe.Pointer(&v.data[0])), n)
+}
+
 // i32 is row i of an I32 view as ints.
 func (v view) i32(i int) []int32 {
 	return unsafe.Slice((*int32)(unsafe.Pointer(&v.data[i*v.stride])), v.cols)

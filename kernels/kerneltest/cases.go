@@ -109,7 +109,10 @@ func matMulCase(h *harness, wt quant.Type) {
 		// binary16 field, as ggml does: one more rounding per block.
 		tol = 5 * tolDot
 	}
-	for _, s := range []struct{ b, in, out int }{{1, 256, 7}, {3, 512, 64}, {17, 256, 33}, {64, 768, 5}} {
+	// Decode, short verification batches (around the CPU's four-row
+	// kernels), prefill tiles with edges, and a long batch.
+	for _, s := range []struct{ b, in, out int }{{1, 256, 7}, {3, 512, 64}, {5, 256, 4}, {17, 256, 33},
+		{64, 768, 5}, {128, 512, 37}, {4096, 256, 3}} {
 		wData, w := h.randomRows(wt, s.out, s.in)
 		x := h.normal(s.b*s.in, 1)
 		W := h.tensor(wt, s.out, s.in, wData)

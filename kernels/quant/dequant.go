@@ -5,7 +5,10 @@ import "fmt"
 // Dequantize decodes len(dst) elements of type t from src, which must hold
 // exactly t.RowBytes(len(dst)) bytes in ggml's little-endian block layout.
 func Dequantize(t Type, src []byte, dst []float32) error {
-	f := dequantizer(t)
+	f := fastDequantizer(t)
+	if f == nil {
+		f = dequantizer(t)
+	}
 	if f == nil {
 		return fmt.Errorf("quant: dequantize %v: %w", t, unsupported(t))
 	}

@@ -57,6 +57,14 @@ func fastQuantizer(t Type) func(src []float32, dst []byte) {
 		return nil
 	}
 	switch t {
+	case F16:
+		return func(src []float32, dst []byte) {
+			n := len(src) &^ 7
+			if n > 0 && quantizeF16AVX2(src[:n], dst[:2*n], n) {
+				n = 0 // a NaN: floatToHalf's canonical NaN for the whole row
+			}
+			quantizeF16(src[n:], dst[2*n:])
+		}
 	case Q8_0:
 		return func(src []float32, dst []byte) {
 			if nb := len(src) / 32; nb > 0 {
@@ -72,6 +80,26 @@ func fastQuantizer(t Type) func(src []float32, dst []byte) {
 	}
 	return nil
 }
+
+// fastDequantizer is the AVX2 version of dequantizer(t), where there is one.
+func fastDequantizer(t Type) func(src []byte, dst []float32) {
+	if !hasAVX2 || t != F16 {
+		return nil
+	}
+	return func(src []byte, dst []float32) {
+		n := len(dst) &^ 7
+		if n > 0 && dequantF16AVX2(src[:2*n], dst[:n], n) {
+			n = 0 // a NaN: halfToFloat keeps a signalling NaN's bits
+		}
+		dequantF16(src[2*n:], dst[n:])
+	}
+}
+
+//go:noescape
+func quantizeF16AVX2(src []float32, dst []byte, n int) bool
+
+//go:noescape
+func dequantF16AVX2(src []byte, dst []float32, n int) bool
 
 //go:noescape
 func quantizeQ8_0AVX2(x []float32, y []byte, nb int)

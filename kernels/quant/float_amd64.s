@@ -211,3 +211,62 @@ x2done:
 	VMOVUPS Y11, 224(DX)
 	VZEROUPPER
 	RET
+
+// func quantizeF16AVX2(src []float32, dst []byte, n int) (nan bool)
+//
+// n float32 (a multiple of 8) to binary16, rounded to nearest even as
+// floatToHalf does; nan reports a NaN among them, whose payload F16C keeps
+// and floatToHalf does not (the caller converts such a row again in Go).
+TEXT ·quantizeF16AVX2(SB), NOSPLIT, $0-57
+	MOVQ   src_base+0(FP), SI
+	MOVQ   dst_base+24(FP), DI
+	MOVQ   n+48(FP), CX
+	SHRQ   $3, CX
+	VPXOR  Y2, Y2, Y2
+
+qf16loop:
+	VMOVUPS   (SI), Y0
+	VCMPPS    $3, Y0, Y0, Y1 // unordered: NaN
+	VPOR      Y1, Y2, Y2
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       qf16loop
+	VPTEST    Y2, Y2
+	SETNE     ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dequantF16AVX2(src []byte, dst []float32, n int) (nan bool)
+//
+// n binary16 (a multiple of 8) to float32, exactly; nan reports a NaN
+// among them (F16C quiets a signalling NaN, halfToFloat keeps its bits).
+TEXT ·dequantF16AVX2(SB), NOSPLIT, $0-57
+	MOVQ         src_base+0(FP), SI
+	MOVQ         dst_base+24(FP), DI
+	MOVQ         n+48(FP), CX
+	SHRQ         $3, CX
+	VPXOR        X2, X2, X2
+	MOVL         $0x7fff7fff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, X3
+	MOVL         $0x7c007c00, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, X4
+
+df16loop:
+	VMOVDQU   (SI), X0
+	VPAND     X3, X0, X1
+	VPCMPGTW  X4, X1, X1 // |h| > infinity: NaN
+	VPOR      X1, X2, X2
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       df16loop
+	VPTEST    X2, X2
+	SETNE     ret+56(FP)
+	VZEROUPPER
+	RET

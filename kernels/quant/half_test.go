@@ -109,3 +109,48 @@ func TestBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestHalfRows: Quantize and Dequantize of whole F16 rows (the F16C path
+// where this CPU has it) give, element for element, floatToHalf's and
+// halfToFloat's bits: every binary16 value, signalling NaNs included, and
+// float32 values at and around every rounding midpoint, subnormal, huge and
+// NaN, with and without a tail of fewer than eight.
+func TestHalfRows(t *testing.T) {
+	halves := make([]byte, 2<<16)
+	for i := range 1 << 16 {
+		halves[2*i], halves[2*i+1] = byte(i), byte(i>>8)
+	}
+	for _, n := range []int{1 << 16, 1<<16 - 3} {
+		got := make([]float32, n)
+		if err := Dequantize(F16, halves[:2*n], got); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if want := halfToFloat(uint16(i)); math.Float32bits(g) != math.Float32bits(want) {
+				t.Fatalf("n=%d: Dequantize(%#04x) = %#08x, halfToFloat %#08x", n, i, math.Float32bits(g), math.Float32bits(want))
+			}
+		}
+	}
+	var floats []float32
+	for i := range 0x7bff {
+		a, b := float64(halfToFloat(uint16(i))), float64(halfToFloat(uint16(i+1)))
+		mid := float32((a + b) / 2)
+		floats = append(floats, mid, -mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, math.MaxFloat32))
+	}
+	floats = append(floats, 1e-40, -1e-40, 65519.99, 65520, 1e30, float32(math.Inf(-1)))
+	clean := len(floats) &^ 7
+	withNaN := append([]float32(nil), floats...)
+	withNaN[3] = math.Float32frombits(0xffc12345) // a payload F16C would keep
+	for _, row := range [][]float32{floats[:clean], floats, withNaN} {
+		got := make([]byte, 2*len(row))
+		if err := Quantize(F16, row, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range row {
+			g := uint16(got[2*i]) | uint16(got[2*i+1])<<8
+			if want := floatToHalf(f); g != want {
+				t.Fatalf("Quantize(%g) = %#04x, floatToHalf %#04x", f, g, want)
+			}
+		}
+	}
+}

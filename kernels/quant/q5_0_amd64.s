@@ -3,15 +3,6 @@
 #include "textflag.h"
 #include "simd_amd64.h"
 
-// Q5W unpacks one Q5_0 block (quants at qs, high bits at qh) into 32 signed
-// bytes q-16 in W: (bit ? 0 : 0xF0) | nibble is nibble+16·bit-16 as a
-// signed byte. Needs NIB32's and QHBITS's constants and Y10 = 0xF0 bytes.
-#define Q5W(qs, qh, W, XW, T, XT) \
-	NIB32(qs, W, XW, XT); \
-	QHBITS(qh, T); \
-	VPANDN Y10, T, T; \
-	VPOR   T, W, W
-
 // func dotQ5_0AVX2(x, y []byte, nb int) float32
 //
 // Q5_0 weights x (22-byte blocks) with Q8_0 activations y (34-byte blocks),

@@ -60,6 +60,15 @@
 	VPOR         Y12, T, T; \
 	VPCMPEQB     Y11, T, T
 
+// Q5W unpacks one Q5_0 block (quants at qs, high bits at qh) into 32 signed
+// bytes q-16 in W: (bit ? 0 : 0xF0) | nibble is nibble+16·bit-16 as a
+// signed byte. Needs NIB32's and QHBITS's constants and Y10 = 0xF0 bytes.
+#define Q5W(qs, qh, W, XW, T, XT) \
+	NIB32(qs, W, XW, XT); \
+	QHBITS(qh, T); \
+	VPANDN Y10, T, T; \
+	VPOR   T, W, W
+
 // QHSETUP loads the constants QHBITS needs.
 #define QHSETUP \
 	MOVQ         $0x7fbfdfeff7fbfdfe, AX; \

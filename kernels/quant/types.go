@@ -8,7 +8,13 @@
 // as llama.cpp's CPU backend computes them. Each type has a plain Go
 // reference kernel in its own file (q4_k.go, ...); on amd64 with AVX2 the
 // hot types also have assembly kernels (*_amd64.s), chosen once at start
-// and tested against the same float64 reference.
+// and tested against the same float64 reference. Where the CPU has AVX-512
+// (and VNNI), decoding's matrix-vector products (RowsFunc) and batches
+// (Mul) take several weight rows, or tiles of weight rows by activation
+// rows, at once; every output keeps the single-row kernel's bits, so a
+// batch rounds as its rows would one by one. The assembly is hand-written
+// because Go has no vector intrinsics and no library computes products on
+// ggml's block layouts with ggml's rounding.
 package quant
 
 import "fmt"
