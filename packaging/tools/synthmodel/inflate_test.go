@@ -14,6 +14,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/cuda"
@@ -471,7 +472,32 @@ func argmaxOf(x []float32) int {
 func TestInflateEagle3(t *testing.T) {
 	dir := t.TempDir()
 	target := inflateTo(t, demo(t, "factory-target-F16.gguf"), ciShape, "ci", "F16", dir)
-	checkEagle3(t, target, inflateEagle3To(t, target, ciShape, "ci", "F16", dir))
+	eagle := inflateEagle3To(t, target, ciShape, "ci", "F16", dir)
+	checkCompatible(t, target, eagle)
+	checkEagle3(t, target, eagle)
+}
+
+// checkCompatible: the inflated target, whose vocabulary runs past the
+// demo drafts' in padding, still serves the demo Q8_0 draft and its own
+// inflated EAGLE-3 draft.
+func checkCompatible(t *testing.T, target, eagle string) {
+	open := func(p string) *gguf.File {
+		f, err := gguf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	tf := open(target)
+	for _, c := range []struct {
+		path string
+		kind spec.DraftKind
+	}{{demo(t, "factory-draft-Q8_0.gguf"), spec.DraftModel}, {eagle, spec.DraftEagle3}} {
+		if kind, err := spec.Compatible(tf, open(c.path)); err != nil || kind != c.kind {
+			t.Errorf("%s: %v %v", filepath.Base(c.path), kind, err)
+		}
+	}
 }
 
 // TestInflateShape checks a real shape, named by -inflate.shape, on the
@@ -498,7 +524,9 @@ func TestInflateShape(t *testing.T) {
 	f16 := inflateTo(t, src, sh, *shapeFlag, "F16", dir)
 	t.Run("F16", func(t *testing.T) { checkExact(t, f16) })
 	t.Run("EAGLE-3", func(t *testing.T) {
-		checkEagle3(t, f16, inflateEagle3To(t, f16, sh, *shapeFlag, "F16", dir))
+		eagle := inflateEagle3To(t, f16, sh, *shapeFlag, "F16", dir)
+		checkCompatible(t, f16, eagle)
+		checkEagle3(t, f16, eagle)
 	})
 	t.Run("Q4_K_M", func(t *testing.T) {
 		q := inflateTo(t, src, sh, *shapeFlag, "Q4_K_M", dir)
