@@ -387,10 +387,11 @@ func addVector(w *gguf.Writer, name string, v []float32) error {
 // inflater is one inflation under way: the output's writer, its random
 // pools and the tensor types of the file type.
 type inflater struct {
-	w     *gguf.Writer
-	rng   *rand.Rand
-	types tensorTypes
-	pools map[string]*randomPool
+	w          *gguf.Writer
+	rng        *rand.Rand
+	types      tensorTypes
+	typeLayers int // the block count tensorTypes.more reads
+	pools      map[string]*randomPool
 }
 
 // pool is the random pool for one kind of tensor (attn_q, ffn_up, ...),

@@ -11,7 +11,10 @@ import (
 
 // inflateTarget lays out src (a qwen3 model) at shape sh with the weight
 // types of ftype. The bytes are made when the returned writer writes.
-func inflateTarget(src *srcModel, sh shape, shapeName, ftype string, rng *rand.Rand) (*gguf.Writer, *layout, error) {
+// typeLayers is the block count Q4_K_M's rule of more bits (tensorTypes.more)
+// reads, 0 for the shape's own: a small reference inflation given a real
+// shape's count stores the source's blocks in that shape's types.
+func inflateTarget(src *srcModel, sh shape, shapeName, ftype string, typeLayers int, rng *rand.Rand) (*gguf.Writer, *layout, error) {
 	if src.arch != "qwen3" {
 		return nil, nil, fmt.Errorf("inflating %q models: only qwen3 targets (and eagle3 drafts) are inflated", src.arch)
 	}
@@ -23,7 +26,10 @@ func inflateTarget(src *srcModel, sh shape, shapeName, ftype string, rng *rand.R
 	if err != nil {
 		return nil, nil, err
 	}
-	ig := &inflater{w: &gguf.Writer{}, rng: rng, types: types, pools: map[string]*randomPool{}}
+	if typeLayers <= 0 {
+		typeLayers = sh.layers
+	}
+	ig := &inflater{w: &gguf.Writer{}, rng: rng, types: types, typeLayers: typeLayers, pools: map[string]*randomPool{}}
 	name, _ := src.f.String("general.name")
 	set := []gguf.KV{
 		{Key: "general.name", Value: fmt.Sprintf("%s inflated to %s %s", name, shapeName, ftype)},
@@ -199,7 +205,7 @@ func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
 			norm("attn_norm", resFree, normMul, true),
 			mat("attn_q", types.base, qRows, resFree, 1),
 			mat("attn_k", types.base, kvRows, resFree, 1),
-			mat("attn_v", types.more(b, sh.layers), kvRows, resFree, 1),
+			mat("attn_v", types.more(b, ig.typeLayers), kvRows, resFree, 1),
 			mat("attn_output", types.base, woRows, woCols, l.scale),
 			// q keeps the sqrt(D/d) its norm over D gives it (1/sqrt(D)
 			// needs it); the cached keys are the source's.
@@ -208,7 +214,7 @@ func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
 			norm("ffn_norm", resFree, normMul, true),
 			mat("ffn_gate", types.base, ffRows, resFree, 1),
 			mat("ffn_up", types.base, ffRows, resFree, 1),
-			mat("ffn_down", types.more(b, sh.layers), woRows, downCols, l.scale),
+			mat("ffn_down", types.more(b, ig.typeLayers), woRows, downCols, l.scale),
 		} {
 			if err != nil {
 				return fmt.Errorf("block %d: %w", b, err)

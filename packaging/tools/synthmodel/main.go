@@ -109,7 +109,7 @@ func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	default:
-		if w, _, err = inflateTarget(src, s, shapeName, ftype, rng); err != nil {
+		if w, _, err = inflateTarget(src, s, shapeName, ftype, 0, rng); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
