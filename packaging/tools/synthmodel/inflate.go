@@ -49,9 +49,11 @@ package main
 //     not output).
 //   - GQA: the shape's groups may be smaller than the source's (the demo
 //     target has 3 query heads per K/V head, Qwen3-0.6B 2): each source K/V
-//     head is copied to as many K/V slots as its query heads need. Query
-//     slots left over are extra heads, random like every extra head, with
-//     zero columns in attn_output.
+//     head is copied to as many K/V slots as its query heads need. A query
+//     slot left over in such a group repeats one of the group's source
+//     heads (mapHeads says why); query slots of the other K/V heads are
+//     random, like every extra head. attn_output reads neither: their
+//     columns are zero.
 //   - Blocks past the source's count are identities: attn_output and
 //     ffn_down all zero. Extra FFN units get zero columns in ffn_down. Rows
 //     that write padded dims (of the residual or of a real head) are zero,
@@ -75,6 +77,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -208,6 +211,7 @@ type layout struct {
 	eps       float32
 	gain      float32 // output_norm's weight on the lane
 	qSlot     []int   // shape query head -> source query head, or -1
+	qLive     []bool  // attn_output reads the query head
 	kvSlot    []int   // shape K/V head -> source K/V head, or -1
 }
 
@@ -228,7 +232,7 @@ func newTargetLayout(src *srcModel, sh shape, embdType quant.Type) (*layout, err
 		return nil, fmt.Errorf("odd source head width %d", l.d)
 	}
 	var err error
-	if l.qSlot, l.kvSlot, err = mapHeads(src.heads, src.kvHeads, sh.heads, sh.kvHeads); err != nil {
+	if l.qSlot, l.qLive, l.kvSlot, err = mapHeads(src.heads, src.kvHeads, sh.heads, sh.kvHeads); err != nil {
 		return nil, err
 	}
 	// The smallest power of two with s^2*n >= 2*N*d/D leaves c^2 at least
@@ -281,18 +285,24 @@ func stored(t quant.Type, v float32) (float32, error) {
 // mapHeads places the source's query and K/V heads in the shape's slots.
 // Slot k of the shape's K/V heads serves query slots [k*g, (k+1)*g) with
 // g = heads/kvHeads; a source K/V head whose group is larger than g is
-// copied to as many slots as its query heads need.
-func mapHeads(srcHeads, srcKV, heads, kvHeads int) (qSlot, kvSlot []int, err error) {
+// copied to as many slots as its query heads need. qSlot is the source
+// head whose query weights a slot holds (-1: random), live whether
+// attn_output reads it: a query slot left over in a group that holds a
+// source K/V head repeats the group's last source head unread, so that
+// its output, a real head's, leaves the 8-bit activation blocks (256
+// values: two heads of 128) of the real heads it shares one with as they
+// would be with zeros there.
+func mapHeads(srcHeads, srcKV, heads, kvHeads int) (qSlot []int, live []bool, kvSlot []int, err error) {
 	if kvHeads == 0 || heads%kvHeads != 0 {
-		return nil, nil, fmt.Errorf("%d heads over %d KV heads", heads, kvHeads)
+		return nil, nil, nil, fmt.Errorf("%d heads over %d KV heads", heads, kvHeads)
 	}
 	gs, g := srcHeads/srcKV, heads/kvHeads
 	copies := (gs + g - 1) / g
 	if srcKV*copies > kvHeads {
-		return nil, nil, fmt.Errorf("%d KV heads (groups of %d) cannot hold the source's %d heads in groups of %d",
+		return nil, nil, nil, fmt.Errorf("%d KV heads (groups of %d) cannot hold the source's %d heads in groups of %d",
 			kvHeads, g, srcHeads, gs)
 	}
-	qSlot, kvSlot = make([]int, heads), make([]int, kvHeads)
+	qSlot, live, kvSlot = make([]int, heads), make([]bool, heads), make([]int, kvHeads)
 	for i := range qSlot {
 		qSlot[i] = -1
 	}
@@ -304,13 +314,24 @@ func mapHeads(srcHeads, srcKV, heads, kvHeads int) (qSlot, kvSlot []int, err err
 			slot := s*copies + c
 			kvSlot[slot] = s
 			for j := range g {
-				if h := c*g + j; h < gs {
-					qSlot[slot*g+j] = s*gs + h
-				}
+				h := c*g + min(j, gs-1-c*g)
+				qSlot[slot*g+j] = s*gs + h
+				live[slot*g+j] = c*g+j < gs
 			}
 		}
 	}
-	return qSlot, kvSlot, nil
+	return qSlot, live, kvSlot, nil
+}
+
+// liveSlots is qSlot with the slots attn_output does not read as -1.
+func (l *layout) liveSlots() []int {
+	out := slices.Clone(l.qSlot)
+	for i, ok := range l.qLive {
+		if !ok {
+			out[i] = -1
+		}
+	}
+	return out
 }
 
 // headDim is where source head dim i sits in a shape head.

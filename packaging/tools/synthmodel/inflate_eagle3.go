@@ -97,7 +97,7 @@ func inflateEagle3(src *srcModel, target *targetInflation, sh shape, shapeName, 
 	l := &layout{n: target.n, N: target.N, d: src.headDim, D: sh.headDim, scale: target.scale,
 		bias: target.bias, biasValue: target.biasValue, gain: laneGain(target.N)}
 	var err error
-	if l.qSlot, l.kvSlot, err = mapHeads(src.heads, src.kvHeads, sh.heads, sh.kvHeads); err != nil {
+	if l.qSlot, l.qLive, l.kvSlot, err = mapHeads(src.heads, src.kvHeads, sh.heads, sh.kvHeads); err != nil {
 		return nil, err
 	}
 	c := float64(l.biasValue)
@@ -193,7 +193,7 @@ func addEagle3Tensors(ig *inflater, src *srcModel, sh shape, l *layout, fused in
 		mat("blk.0.attn_q.weight", []int{2 * n, qDim}, l.headAxis(l.qSlot, zero, free), inCols, attnScale),
 		mat("blk.0.attn_k.weight", []int{2 * n, kvDim}, l.headAxis(l.kvSlot, zero, free), inCols, 1),
 		mat("blk.0.attn_v.weight", []int{2 * n, kvDim}, l.headAxis(l.kvSlot, zero, free), inCols, 1),
-		mat("blk.0.attn_output.weight", []int{qDim, n}, l.residualAxis(zero), l.headAxis(l.qSlot, free, zero), l.scale),
+		mat("blk.0.attn_output.weight", []int{qDim, n}, l.residualAxis(zero), l.headAxis(l.liveSlots(), free, zero), l.scale),
 		norm("blk.0.ffn_norm.weight", 0),
 		mat("blk.0.ffn_gate.weight", []int{n, F}, prefixAxis(F, sh.ff, free), resFree, 1),
 		mat("blk.0.ffn_up.weight", []int{n, F}, prefixAxis(F, sh.ff, free), resFree, 1),

@@ -198,7 +198,7 @@ func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
 		qRows := pick(l.headAxis(l.qSlot, zero, free), free, sh.heads*l.D)
 		kvRows := pick(l.headAxis(l.kvSlot, zero, free), free, sh.kvHeads*l.D)
 		woRows := pick(l.residualAxis(zero), zero, l.N)
-		woCols := l.headAxis(l.qSlot, free, zero)
+		woCols := l.headAxis(l.liveSlots(), free, zero)
 		ffRows := pick(prefixAxis(F, sh.ff, free), free, sh.ff)
 		downCols := prefixAxis(F, sh.ff, zero)
 		for _, err := range []error{

@@ -17,42 +17,58 @@ import (
 )
 
 func TestMapHeads(t *testing.T) {
+	T, F := true, false
 	cases := []struct {
 		name                       string
 		srcHeads, srcKV, heads, kv int
-		q, k                       []int
+		q                          []int
+		live                       []bool
+		k                          []int
 	}{
 		// The demo target's groups of 3 in Qwen3-0.6B's groups of 2: each
-		// source K/V head twice, one extra query head per source K/V head.
+		// source K/V head twice; the slot left in its second group repeats
+		// the source head before it, unread; four K/V slots are extra.
 		{"smaller groups", 6, 2, 16, 8,
-			[]int{0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+			[]int{0, 1, 2, 2, 3, 4, 5, 5, -1, -1, -1, -1, -1, -1, -1, -1},
+			[]bool{T, T, T, F, T, T, T, F, F, F, F, F, F, F, F, F},
 			[]int{0, 0, 1, 1, -1, -1, -1, -1}},
 		// Qwen3-8B's groups of 4 hold a group of 3 whole.
 		{"larger groups", 6, 2, 8, 2,
-			[]int{0, 1, 2, -1, 3, 4, 5, -1},
+			[]int{0, 1, 2, 2, 3, 4, 5, 5},
+			[]bool{T, T, T, F, T, T, T, F},
 			[]int{0, 1}},
-		{"same", 4, 4, 4, 4, []int{0, 1, 2, 3}, []int{0, 1, 2, 3}},
+		{"same", 4, 4, 4, 4, []int{0, 1, 2, 3}, []bool{T, T, T, T}, []int{0, 1, 2, 3}},
 	}
 	for _, c := range cases {
-		q, k, err := mapHeads(c.srcHeads, c.srcKV, c.heads, c.kv)
+		q, live, k, err := mapHeads(c.srcHeads, c.srcKV, c.heads, c.kv)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		if !slices.Equal(q, c.q) || !slices.Equal(k, c.k) {
-			t.Errorf("%s: query slots %v, K/V slots %v; want %v, %v", c.name, q, k, c.q, c.k)
+		if !slices.Equal(q, c.q) || !slices.Equal(live, c.live) || !slices.Equal(k, c.k) {
+			t.Errorf("%s: query slots %v (live %v), K/V slots %v; want %v (%v), %v", c.name, q, live, k, c.q, c.live, c.k)
 		}
 		// Every query slot holding a source head sits in the group of a
-		// K/V slot holding that head's K/V head.
+		// K/V slot holding that head's K/V head, and every source head is
+		// read exactly once.
 		g, gs := c.heads/c.kv, c.srcHeads/c.srcKV
+		read := map[int]int{}
 		for slot, h := range q {
 			if h >= 0 && k[slot/g] != h/gs {
 				t.Errorf("%s: query slot %d (source head %d) reads K/V slot %d (source %d)", c.name, slot, h, slot/g, k[slot/g])
 			}
+			if live[slot] {
+				read[h]++
+			}
+		}
+		for h := range c.srcHeads {
+			if read[h] != 1 {
+				t.Errorf("%s: source head %d read by %d slots", c.name, h, read[h])
+			}
 		}
 	}
 	// Groups of 1 need three copies of each of the 2 source K/V heads.
-	if _, _, err := mapHeads(6, 2, 4, 4); err == nil || !strings.Contains(err.Error(), "cannot hold") {
+	if _, _, _, err := mapHeads(6, 2, 4, 4); err == nil || !strings.Contains(err.Error(), "cannot hold") {
 		t.Errorf("6 heads on 2 into 4 on 4: %v", err)
 	}
 }
