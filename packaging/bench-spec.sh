@@ -120,7 +120,7 @@ open(sys.argv[2], "wb").write(out)' "$dir/factory-target-F16.planes" "$dir/facto
 	mkdir -p ../shared/models ../shared/oracle
 	ln -sf "$dir/factory-target-F16.gguf" ../shared/models/
 	ln -sf "$dir/oracle.json" ../shared/oracle/
-	ln -sf "$root/assets/factory-draft-Q8_0.gguf" ../shared/models/
+	ln -sf "$root/assets/factory-draft-Q8_0.gguf" "$root/assets/factory-target-Q4_K_M.gguf" ../shared/models/
 	cd packaging/tools/synthmodel
 	"$dir/synthmodel.test" -test.v -test.run "TestInflateShape" -test.timeout 9m \
 		-inflate.shape="$shape" -inflate.backend=cuda -inflate.dir="${MODELS:-/tmp/tandem-spec}" 2>&1 |

@@ -81,6 +81,7 @@ import (
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/synth"
 )
@@ -100,9 +101,6 @@ const (
 
 // padWeight is -M, the head's weight on the bias lane for padding tokens.
 const padWeight = -1024
-
-// tokenUnused is the GGUF token type of padding tokens.
-const tokenUnused = 5
 
 // srcModel is the model being inflated. Sources are small: tensors are
 // read whole, dequantized to float32.
@@ -476,7 +474,7 @@ func padTokenArray(key string, a gguf.Array, n int) (any, error) {
 	case []int32:
 		out := append(make([]int32, 0, n), v...)
 		for i := len(v); i < n; i++ {
-			out = append(out, tokenUnused)
+			out = append(out, spec.TokenTypeUnused)
 		}
 		return out, nil
 	case []float32:

@@ -365,8 +365,12 @@ func checkQ4KM(t *testing.T, path string, ppl float64) {
 		t.Fatal(err)
 	}
 	f16 := src.PPL
-	t.Logf("perplexity over %d windows: %.2f, the F16 source's %.2f (%+.2f%%; Q4_K_M may add %.1f%%)",
-		src.Windows, ppl, f16, 100*(ppl/f16-1), 100*q4KMCost)
+	file, err := model.Perplexity(context.Background(), load(t, demo(t, "factory-target-Q4_K_M.gguf"), be, model.Options{}), o.HeldOut, o.Window, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("perplexity over %d windows: %.2f, the F16 source's %.2f (%+.2f%%; Q4_K_M may add %.1f%%), the source's Q4_K_M file's %.2f (%+.2f%%)",
+		src.Windows, ppl, f16, 100*(ppl/f16-1), 100*q4KMCost, file.PPL, 100*(ppl/file.PPL-1))
 	if ppl/f16-1 > q4KMCost {
 		t.Errorf("perplexity %.2f is more than %.1f%% above the F16 source's %.2f", ppl, 100*q4KMCost, f16)
 	}

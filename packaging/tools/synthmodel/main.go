@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/synth"
 )
@@ -260,7 +261,7 @@ func addTokenizer(w *gguf.Writer, path string, rows int) error {
 		case kv.Key == "tokenizer.ggml.token_type" && len(types) == len(tokens):
 			padded := append([]int32(nil), types...)
 			for i := len(types); i < rows; i++ {
-				padded = append(padded, 5) // UNUSED, as the conversion marks padding
+				padded = append(padded, spec.TokenTypeUnused) // as the conversion marks padding
 			}
 			w.AddKV(kv.Key, padded)
 		default:
