@@ -23,6 +23,8 @@
 #                                         the 1.7B and 8B targets separate
 #                                         calls if one would pass 10 minutes)
 #   packaging/bench-spec.sh cpu           here: the demo pair on the CPU
+# N sets the tokens a prompt (64); SPECBENCH_FLAGS adds specbench flags
+# (-modes, -sets, -temps: see packaging/tools/specbench).
 #
 # The GPU targets are inflated from the bundled Q4_K_M demo target
 # (assets/), which travels with the repository: the F16 demo target does
@@ -77,7 +79,7 @@ run)
 		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json"
+			-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
@@ -85,7 +87,7 @@ cpu)
 	cd "$root"
 	go build -o /tmp/specbench ./packaging/tools/specbench
 	/tmp/specbench -backend cpu -label CPU -header -n "$n" -target "$shared/models/factory-target-F16.gguf" \
-		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf"
+		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" ${SPECBENCH_FLAGS:-}
 	;;
 build-check)
 	dir=${2:-.carry/speccheck}
