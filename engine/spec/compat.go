@@ -65,7 +65,16 @@ func vocabProblems(target, draft *gguf.File) []string {
 	if len(tt) == 0 || len(dt) == 0 {
 		return append(out, "a vocabulary is missing (tokenizer.ggml.tokens)")
 	}
-	if d := len(dt) - len(tt); d > MaxVocabDifference || -d > MaxVocabDifference {
+	// Tokens past the draft's range that the target marks UNUSED are
+	// padding (conversions pad Qwen's 151,643 tokens to the head's 151,936
+	// rows): the draft never proposes them, and they are not a different
+	// tokenizer. A draft's own extra tokens count in full, padding or not:
+	// one it proposed would be an id the target cannot take.
+	extra := len(dt) - len(tt)
+	if extra < 0 {
+		extra = -livePast(target, len(tt), len(dt))
+	}
+	if extra > MaxVocabDifference || -extra > MaxVocabDifference {
 		out = append(out, fmt.Sprintf("draft vocabulary %d tokens, target %d", len(dt), len(tt)))
 	}
 	for i := range min(len(tt), len(dt)) {
@@ -83,6 +92,26 @@ func vocabProblems(target, draft *gguf.File) []string {
 		}
 	}
 	return out
+}
+
+// TokenTypeUnused is the GGUF token type of ids no tokenizer produces
+// (a converted vocabulary's padding).
+const TokenTypeUnused = 5
+
+// livePast counts f's tokens at ids [from, n) that are not UNUSED; without
+// token types, all of them.
+func livePast(f *gguf.File, n, from int) int {
+	types, ok := f.Int32s("tokenizer.ggml.token_type")
+	if !ok || len(types) != n {
+		return n - from
+	}
+	live := 0
+	for _, t := range types[from:] {
+		if t != TokenTypeUnused {
+			live++
+		}
+	}
+	return live
 }
 
 func eagle3Problems(target, draft *gguf.File) []string {

@@ -93,6 +93,40 @@ func TestIncompatible(t *testing.T) {
 	}
 }
 
+// A target whose vocabulary runs past the draft's in UNUSED padding tokens
+// (a converted Qwen vocabulary, an inflated demo target) serves the draft;
+// the same tail of ordinary tokens, or of padding in the draft, does not.
+func TestCompatibleUnusedPadding(t *testing.T) {
+	padded := func(arch string, n, live int, typ int32) *gguf.File {
+		types := make([]int32, n)
+		for i := range types {
+			types[i] = 1
+			if i >= live {
+				types[i] = typ
+			}
+		}
+		return writeVocab(t, arch, vocab(n), 2, func(w *gguf.Writer) { w.AddKV("tokenizer.ggml.token_type", types) })
+	}
+	short := writeVocab(t, "llama", vocab(1000), 2, nil)
+	cases := []struct {
+		name          string
+		target, draft *gguf.File
+		ok            bool
+	}{
+		{"target padded with UNUSED", padded("qwen3", 1400, 1000, TokenTypeUnused), short, true},
+		{"target padded, a few live tokens past the draft", padded("qwen3", 1400, 1100, TokenTypeUnused), short, true},
+		{"target with ordinary tokens past the draft", padded("qwen3", 1400, 1000, 1), short, false},
+		{"target padded, too many live tokens past the draft", padded("qwen3", 1400, 1200, TokenTypeUnused), short, false},
+		{"draft padded with UNUSED", short, padded("llama", 1400, 1000, TokenTypeUnused), false},
+	}
+	for _, c := range cases {
+		_, err := Compatible(c.target, c.draft)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
 // The residual-sampling rule, on small hand-made distributions: drafting
 // from q then accepting or resampling must give exactly p.
 func TestRejectionSamplingKeepsTarget(t *testing.T) {

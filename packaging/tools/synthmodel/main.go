@@ -1,7 +1,13 @@
-// Command synthmodel writes GGUF files of real model shapes with random
-// weights, so speed and memory can be measured without downloading models:
+// Command synthmodel writes GGUF files of real model shapes, so speed and
+// memory can be measured without downloading models. With random weights:
 //
 //	synthmodel -shape qwen3-1.7b -type Q4_K_M -vocab vocab-qwen3.gguf -o q.gguf
+//
+// or inflated from a small trained model, keeping its next-token function
+// (inflate.go says how), and then its EAGLE-3 draft against that target:
+//
+//	synthmodel -inflate factory-target-F16.gguf -shape qwen3-8b -type Q4_K_M -o t.gguf
+//	synthmodel -inflate factory-eagle3-F16.gguf -target t.gguf -shape qwen3-8b -type F16 -o e.gguf
 //
 // The tokenizer (and so the vocabulary size) is copied from a vocabulary
 // GGUF such as ../shared/testdata/vocab/vocab-qwen3.gguf, padded as the
@@ -23,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/synth"
 )
@@ -54,7 +61,9 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("synthmodel", flag.ContinueOnError)
 	shapeName := fs.String("shape", "qwen3-1.7b", "model shape: "+strings.Join(shapeNames(), ", "))
 	ftype := fs.String("type", "Q4_K_M", "file type: F16, Q8_0 or Q4_K_M")
-	vocabPath := fs.String("vocab", "", "GGUF holding the tokenizer (required)")
+	vocabPath := fs.String("vocab", "", "GGUF holding the tokenizer (random weights)")
+	inflatePath := fs.String("inflate", "", "trained qwen3 model or EAGLE-3 draft to inflate to the shape")
+	targetPath := fs.String("target", "", "the inflated target an inflated EAGLE-3 draft serves")
 	out := fs.String("o", "", "output path (required)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	if err := fs.Parse(args); err != nil {
@@ -64,15 +73,48 @@ func run(args []string) error {
 	if !ok {
 		return fmt.Errorf("unknown shape %q (have %s)", *shapeName, strings.Join(shapeNames(), ", "))
 	}
-	if _, ok := fileTypes[*ftype]; !ok || *vocabPath == "" || *out == "" {
+	if _, ok := fileTypes[*ftype]; !ok || *out == "" || (*vocabPath == "") == (*inflatePath == "") {
 		fs.Usage()
-		return fmt.Errorf("need -type F16|Q8_0|Q4_K_M, -vocab and -o")
+		return fmt.Errorf("need -type F16|Q8_0|Q4_K_M, -o, and one of -vocab and -inflate")
 	}
-	w, err := build(s, *shapeName, *ftype, *vocabPath, rand.New(rand.NewPCG(*seed, 0x5eed)))
+	rng := rand.New(rand.NewPCG(*seed, 0x5eed))
+	if *inflatePath != "" {
+		return inflateFile(*inflatePath, *targetPath, s, *shapeName, *ftype, *out, rng)
+	}
+	w, err := build(s, *shapeName, *ftype, *vocabPath, rng)
 	if err != nil {
 		return err
 	}
 	return w.WriteFile(*out)
+}
+
+// inflateFile inflates the model at path (with target for an EAGLE-3
+// draft) and writes it to out.
+func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng *rand.Rand) error {
+	src, err := openSource(path)
+	if err != nil {
+		return err
+	}
+	defer src.f.Close()
+	var w *gguf.Writer
+	switch {
+	case src.arch == "eagle3" && target == "":
+		return fmt.Errorf("%s is an EAGLE-3 draft: give -target, the inflated target it serves", path)
+	case src.arch == "eagle3":
+		t, err := openInflatedTarget(target)
+		if err != nil {
+			return err
+		}
+		defer t.f.Close()
+		if w, err = inflateEagle3(src, t, s, shapeName, ftype, rng); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	default:
+		if w, _, err = inflateTarget(src, s, shapeName, ftype, 0, rng); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return w.WriteFile(out)
 }
 
 func shapeNames() []string {
@@ -219,7 +261,7 @@ func addTokenizer(w *gguf.Writer, path string, rows int) error {
 		case kv.Key == "tokenizer.ggml.token_type" && len(types) == len(tokens):
 			padded := append([]int32(nil), types...)
 			for i := len(types); i < rows; i++ {
-				padded = append(padded, 5) // UNUSED, as the conversion marks padding
+				padded = append(padded, spec.TokenTypeUnused) // as the conversion marks padding
 			}
 			w.AddKV(kv.Key, padded)
 		default:

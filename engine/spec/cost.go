@@ -1,0 +1,378 @@
+package spec
+
+// Cost-aware draft length: draft k tokens a round only when that is
+// expected to produce more tokens per second than the target alone.
+//
+// A round drafts k tokens (k draft steps), then verifies them and one more
+// position in one target pass of k+1 rows. With a per-token acceptance
+// rate a, it yields E(k) = (1 - a^(k+1)) / (1 - a) tokens (the accepted
+// run plus the target's own token) and costs draft(k) + verify(k+1); the
+// target alone yields 1 token per verify(1). The Chooser keeps running
+// measurements of both costs and of a, and picks
+//
+//	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1)),
+//
+// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin.
+//
+// Why one acceptance rate and not one per position: a draft is usually
+// less sure further out, so per-position rates fit better, but each needs
+// its own evidence (a round only reaches position i when all before it
+// were accepted), and the choice of k moves little with them: E(k) and its
+// gain from one more token, a^(k+1), are what matter, and the geometric
+// fit gets a from every round. The engine's p-min cut (stop drafting when
+// the draft is unsure) already takes the per-position decline where it is
+// large. a is the maximum-likelihood estimate for the geometric model, in
+// which a round of k drafts with m accepted shows m successes and, when
+// m < k, one failure: a = S / (S + F), with a Beta(1, 1) prior and the
+// evidence of past rounds decayed by Forget per round, so a pair whose
+// acceptance changes (another prompt, another temperature) is followed
+// within a few rounds.
+//
+// Costs are running averages (weight Alpha for each new measurement) of
+// whole calls, indexed by size: draft calls by the steps they ran, target
+// passes by their rows. Sizes not yet measured are estimated from the
+// measured ones (a draft call scales with its steps; a verification is
+// interpolated between measured row counts, and past the largest it
+// grows at the slope between the two largest, or stays flat with one).
+//
+// When drafting is off, nothing measures acceptance. After ProbeAfter
+// rounds off, one round drafts again (the k that would be best at an even
+// chance of acceptance, at least 1: the cheapest informative probe) and
+// the decision is made afresh on what it saw; each probe that leaves
+// drafting off doubles the wait, up to MaxProbeAfter rounds, so a pair that
+// never pays spends about 1% of its rounds probing, and one that starts to
+// pay (the conversation turns to text the draft knows) is noticed.
+//
+// How the engine feeds it (the wiring after the executor's merge). One
+// Chooser per loaded draft pair and device layout (costs belong to the
+// layout; acceptance evidence carries over between requests and decays).
+// Per round, in the generation loop:
+//
+//	k := ch.Next(limit)            // limit: the request's draft max, the room left
+//	if k > 0 {
+//		t0 := ch.Now()
+//		drafted := draft(k)        // model, EAGLE-3 or lookup drafter
+//		ch.Drafted(t0, steps)      // steps: the draft's forward calls this round,
+//		                           // a call whose token p-min dropped included
+//	}
+//	t1 := ch.Now()
+//	out := verify(drafted)         // the target pass of len(drafted)+1 rows
+//	                               // (run or runArgmax) and the host-side check
+//	ch.Verified(t1, len(drafted)+1)
+//	ch.Accepted(len(drafted), len(out)-1)
+//
+// The draft's timing is the whole draft call (an EAGLE-3 draft's catch-up
+// on the target's new states included); the verification's is the whole
+// target call with the accept/reject on the host (an EAGLE-3 target pass
+// includes capturing and fusing its states). Decision goes into the step
+// statistics: the chat's stats line and `tandem run --json` show K,
+// Drafting, Reason and ExpectedSpeedup.
+
+import (
+	"math"
+	"time"
+)
+
+// ReasonCosts is why drafting is off when it does not pay.
+const ReasonCosts = "drafting costs more than it saves on this pair"
+
+// CostOptions configure a Chooser; zero fields take the defaults.
+type CostOptions struct {
+	MaxK          int              // most tokens drafted in a round (8)
+	StartK        int              // k of the first round, before any measurement (4)
+	Margin        float64          // the gain over the target alone drafting must promise (0.03)
+	Alpha         float64          // weight of a new cost measurement (0.25)
+	Forget        float64          // per-round decay of acceptance evidence (0.85)
+	ProbeAfter    int              // rounds off before the first re-probe (16)
+	MaxProbeAfter int              // the longest wait between probes (256)
+	Recalibrate   int              // re-measure the target alone after this many rounds without a one-row pass (64)
+	Now           func() time.Time // the clock (time.Now)
+}
+
+func (o *CostOptions) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxK, 8)
+	def(&o.StartK, 4)
+	def(&o.ProbeAfter, 16)
+	def(&o.MaxProbeAfter, 256)
+	def(&o.Recalibrate, 64)
+	o.StartK = min(o.StartK, o.MaxK)
+	o.MaxProbeAfter = max(o.MaxProbeAfter, o.ProbeAfter)
+	if o.Margin <= 0 {
+		o.Margin = 0.03
+	}
+	if o.Alpha <= 0 || o.Alpha > 1 {
+		o.Alpha = 0.25
+	}
+	if o.Forget <= 0 || o.Forget >= 1 {
+		o.Forget = 0.85
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Decision is the Chooser's current choice and what it rests on.
+type Decision struct {
+	K        int    `json:"k"`                // tokens to draft in the next round
+	Drafting bool   `json:"drafting"`         // K > 0
+	Reason   string `json:"reason,omitempty"` // why drafting is off
+	Probe    bool   `json:"probe,omitempty"`  // the next round drafts only to re-measure
+	// Acceptance is the estimated chance that a drafted token is accepted.
+	Acceptance float64 `json:"acceptance"`
+	// DraftStep and Verify1 are the measured cost of one draft step and of
+	// a one-row target pass (the target alone).
+	DraftStep time.Duration `json:"draft_step_ns"`
+	Verify1   time.Duration `json:"verify_1_ns"`
+	// ExpectedSpeedup is tokens per second drafting K (or, when off, the
+	// best K) over the target alone, by the current estimates.
+	ExpectedSpeedup float64 `json:"expected_speedup"`
+}
+
+// Chooser picks how many tokens to draft from measured costs and
+// acceptance. Its methods are called from one goroutine.
+type Chooser struct {
+	o CostOptions
+
+	draft  curve // draft call duration by steps
+	verify curve // target pass duration by rows
+
+	succ, fail float64 // decayed acceptance evidence
+	seen       int     // round of the last evidence
+	round      int     // rounds finished
+
+	k        int  // the choice for the next round
+	probe    bool // the next round is a probe
+	on       bool // drafting pays (probe and recalibration rounds aside)
+	streak   int  // rounds on since drafting last turned on
+	off      int  // rounds off since drafting went off or the last probe
+	wait     int  // rounds off before the next probe
+	lastOne  int  // round of the last one-row pass
+	decision Decision
+}
+
+// NewChooser returns a Chooser that starts by drafting o.StartK tokens.
+func NewChooser(o CostOptions) *Chooser {
+	o.defaults()
+	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1}
+	c.draft.init(o.MaxK+1, o.Alpha)
+	c.verify.init(o.MaxK+2, o.Alpha)
+	c.decide()
+	return c
+}
+
+// Now reads the Chooser's clock.
+func (c *Chooser) Now() time.Time { return c.o.Now() }
+
+// Drafted records a draft call that began at start and ran steps draft
+// steps (forward calls).
+func (c *Chooser) Drafted(start time.Time, steps int) {
+	if steps > 0 && steps < len(c.draft.avg) {
+		c.draft.add(steps, c.o.Now().Sub(start))
+	}
+}
+
+// Verified records a target pass of rows rows that began at start.
+func (c *Chooser) Verified(start time.Time, rows int) {
+	if rows > 0 && rows < len(c.verify.avg) {
+		c.verify.add(rows, c.o.Now().Sub(start))
+		if rows == 1 {
+			c.lastOne = c.round
+		}
+	}
+}
+
+// Accepted ends a round in which drafted tokens were proposed and accepted
+// of them kept, and chooses the next round's k.
+func (c *Chooser) Accepted(drafted, accepted int) {
+	if drafted > 0 {
+		decay := math.Pow(c.o.Forget, float64(c.round-c.seen))
+		c.succ = c.succ*decay + float64(accepted)
+		c.fail *= decay
+		if accepted < drafted {
+			c.fail++
+		}
+		c.seen = c.round
+	}
+	c.round++
+	c.decide()
+}
+
+// Next is how many tokens to draft in the next round, at most limit.
+func (c *Chooser) Next(limit int) int { return max(0, min(c.k, limit)) }
+
+// Decision is the current choice with its reasons, for the user.
+func (c *Chooser) Decision() Decision { return c.decision }
+
+// acceptance is the per-token acceptance estimate.
+func (c *Chooser) acceptance() float64 {
+	return min(0.99, (c.succ+1)/(c.succ+c.fail+2))
+}
+
+// expected is E(k) for acceptance a.
+func expected(a float64, k int) float64 {
+	return (1 - math.Pow(a, float64(k+1))) / (1 - a)
+}
+
+// best is the k in 1..MaxK with the most tokens per second at acceptance
+// a, and that rate in tokens per nanosecond.
+func (c *Chooser) best(a float64) (int, float64) {
+	bestK, bestRate := 0, 0.0
+	for k := 1; k <= c.o.MaxK; k++ {
+		cost := c.draft.proportional(k) + c.verify.at(k+1)
+		if cost <= 0 {
+			continue
+		}
+		if r := expected(a, k) / cost; r > bestRate {
+			bestK, bestRate = k, r
+		}
+	}
+	return bestK, bestRate
+}
+
+// decide sets the next round's k after the round that just ended.
+func (c *Chooser) decide() {
+	a := c.acceptance()
+	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1)), Verify1: time.Duration(c.verify.at(1))}
+	probed := c.probe
+	c.probe = false
+	switch {
+	case c.round == 0:
+		c.k = c.o.StartK // nothing measured yet: draft, to measure
+	case !c.verify.has(1):
+		c.k = 0 // the target alone has not been timed: time it
+	case c.on && c.round-c.lastOne >= c.o.Recalibrate:
+		c.k = 0 // time the target alone again; drafting stays on
+	default:
+		k, rate := c.best(a)
+		alone := 1 / c.verify.at(1)
+		d.ExpectedSpeedup = rate / alone
+		switch pays := k > 0 && rate > alone*(1+c.o.Margin); {
+		case pays:
+			if !c.on {
+				c.on, c.streak = true, 0
+			}
+			c.streak++
+			c.k = k
+		case c.on || probed:
+			// Drafting stopped paying, or a probe found it still does not.
+			// A spell on that did not last (one probe's evidence is thin)
+			// counts as a failed probe: the next one waits twice as long.
+			if c.on && c.streak >= c.o.ProbeAfter {
+				c.wait = c.o.ProbeAfter
+			} else {
+				c.wait = min(2*c.wait, c.o.MaxProbeAfter)
+			}
+			c.on, c.k, c.off = false, 0, 0
+		default:
+			c.k = 0
+			if c.off++; c.off >= c.wait {
+				pk, _ := c.best(0.5)
+				c.k, c.probe, c.off = max(1, pk), true, 0
+			}
+		}
+	}
+	d.K, d.Drafting, d.Probe = c.k, c.k > 0, c.probe
+	if !c.on && c.round > 0 && c.verify.has(1) {
+		d.Reason = ReasonCosts
+	}
+	if c.k > 0 && c.verify.has(1) {
+		alone := 1 / c.verify.at(1)
+		d.ExpectedSpeedup = expected(a, c.k) / (c.draft.proportional(c.k) + c.verify.at(c.k+1)) / alone
+	}
+	c.decision = d
+}
+
+// curve is a running average of durations by size (steps or rows), in
+// nanoseconds, with estimates for sizes not measured.
+type curve struct {
+	avg   []float64
+	n     []int
+	alpha float64
+}
+
+func (c *curve) init(sizes int, alpha float64) {
+	c.avg, c.n, c.alpha = make([]float64, sizes), make([]int, sizes), alpha
+}
+
+func (c *curve) add(size int, d time.Duration) {
+	v := float64(d)
+	if c.n[size] == 0 {
+		c.avg[size] = v
+	} else {
+		c.avg[size] += c.alpha * (v - c.avg[size])
+	}
+	c.n[size]++
+}
+
+func (c *curve) has(size int) bool { return size < len(c.n) && c.n[size] > 0 }
+
+// measured lists the sizes with measurements, ascending.
+func (c *curve) measured() []int {
+	var s []int
+	for i, n := range c.n {
+		if n > 0 {
+			s = append(s, i)
+		}
+	}
+	return s
+}
+
+// at estimates the duration at size: measured, interpolated between the
+// nearest measured sizes, flat below the smallest, and past the largest
+// extended at the slope of the two largest (never decreasing). 0 when
+// nothing is measured.
+func (c *curve) at(size int) float64 {
+	m := c.measured()
+	switch {
+	case len(m) == 0:
+		return 0
+	case size <= m[0]:
+		return c.avg[m[0]]
+	}
+	for i := 1; i < len(m); i++ {
+		if size <= m[i] {
+			lo, hi := m[i-1], m[i]
+			f := float64(size-lo) / float64(hi-lo)
+			return c.avg[lo] + f*(c.avg[hi]-c.avg[lo])
+		}
+	}
+	last := m[len(m)-1]
+	if len(m) == 1 {
+		return c.avg[last]
+	}
+	prev := m[len(m)-2]
+	slope := max(0, (c.avg[last]-c.avg[prev])/float64(last-prev))
+	return c.avg[last] + slope*float64(size-last)
+}
+
+// proportional estimates a draft call of size steps: measured, or scaled
+// from the nearest measured size in proportion to the steps (each draft
+// step is a forward pass of its own).
+func (c *curve) proportional(size int) float64 {
+	if c.has(size) {
+		return c.avg[size]
+	}
+	m := c.measured()
+	if len(m) == 0 {
+		return 0
+	}
+	near := m[0]
+	for _, s := range m {
+		if abs(s-size) < abs(near-size) {
+			near = s
+		}
+	}
+	return c.avg[near] * float64(size) / float64(near)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,253 @@
+package spec
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock the simulated pair advances by its costs.
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time { return f.t }
+
+// pair is a simulated draft and target: fixed costs, and drafted tokens
+// accepted one after another each with probability accept.
+type pair struct {
+	step   time.Duration                // one draft step
+	verify func(rows int) time.Duration // one target pass
+	accept float64
+}
+
+func linear(base, perRow time.Duration) func(int) time.Duration {
+	return func(r int) time.Duration { return base + time.Duration(r)*perRow }
+}
+
+// sim drives a Chooser as the engine will (cost.go's design note).
+type sim struct {
+	c      *Chooser
+	clk    *fakeClock
+	rng    *rand.Rand
+	tokens int
+	start  time.Time
+	ks     []int
+}
+
+func newSim(seed uint64) *sim {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	return &sim{c: NewChooser(CostOptions{Now: clk.now}), clk: clk, rng: rand.New(rand.NewPCG(seed, 1)), start: clk.t}
+}
+
+// run plays rounds rounds of p and returns the tokens per second they made
+// over the target alone's.
+func (s *sim) run(p pair, rounds int) float64 {
+	start, tokens := s.clk.t, 0
+	for range rounds {
+		k := s.c.Next(8)
+		s.ks = append(s.ks, k)
+		if k > 0 {
+			t0 := s.c.Now()
+			s.clk.t = s.clk.t.Add(time.Duration(k) * p.step)
+			s.c.Drafted(t0, k)
+		}
+		t1 := s.c.Now()
+		s.clk.t = s.clk.t.Add(p.verify(k + 1))
+		s.c.Verified(t1, k+1)
+		m := 0
+		for m < k && s.rng.Float64() < p.accept {
+			m++
+		}
+		s.c.Accepted(k, m)
+		tokens += m + 1
+	}
+	rate := float64(tokens) / float64(s.clk.t.Sub(start))
+	return rate * float64(p.verify(1))
+}
+
+func countDrafting(ks []int) int {
+	n := 0
+	for _, k := range ks {
+		if k > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// A draft step costing more than the target pass: drafting never pays,
+// and probing it costs almost nothing.
+func TestChooserNeverPays(t *testing.T) {
+	s := newSim(1)
+	p := pair{step: 15 * time.Millisecond, verify: linear(10*time.Millisecond, time.Millisecond), accept: 0.9}
+	speed := s.run(p, 2000)
+	d := s.c.Decision()
+	t.Logf("%.3fx the target alone; %d of 2000 rounds drafted; %+v", speed, countDrafting(s.ks), d)
+	if d.Drafting || d.Reason != ReasonCosts {
+		t.Errorf("decision %+v, want drafting off because %q", d, ReasonCosts)
+	}
+	if speed < 0.98 {
+		t.Errorf("%.3fx the target alone", speed)
+	}
+	if n := countDrafting(s.ks); n > 30 {
+		t.Errorf("%d of 2000 rounds drafted", n)
+	}
+}
+
+// Cheap draft steps on a target whose passes grow with rows, acceptance
+// 0.8: k = 3 makes the most tokens per second (1.575x the target alone);
+// 2 and 4 come within 3% of it (the optimum of E(k)/cost(k) is flat), so
+// the running estimate of the acceptance moves the choice among them, and
+// what must hold is the throughput: within 3% of the ideal.
+func TestChooserPaysAtK3(t *testing.T) {
+	s := newSim(2)
+	p := pair{step: 1500 * time.Microsecond, verify: linear(10*time.Millisecond, 2*time.Millisecond), accept: 0.8}
+	s.run(p, 100)
+	speed := s.run(p, 1000)
+	hist := map[int]int{}
+	for _, k := range s.ks[100:] {
+		hist[k]++
+	}
+	t.Logf("%.3fx the target alone; k chosen %v", speed, hist)
+	mode := 0
+	for k, n := range hist {
+		if n > hist[mode] {
+			mode = k
+		}
+	}
+	if mode != 3 {
+		t.Errorf("k = %d most often (%v), want 3", mode, hist)
+	}
+	if hist[2]+hist[3]+hist[4] < 900 {
+		t.Errorf("k outside 2..4 in %d of 1000 rounds", 1000-hist[2]-hist[3]-hist[4])
+	}
+	// The ideal for k = 3 at 0.8: E = 2.952 tokens per 22.5 ms, against
+	// one per 12 ms.
+	if speed < 0.97*1.575 {
+		t.Errorf("%.3fx the target alone, ideal 1.575x", speed)
+	}
+	if d := s.c.Decision(); !d.Drafting || d.Reason != "" || d.ExpectedSpeedup < 1.4 {
+		t.Errorf("decision %+v", d)
+	}
+}
+
+// The exact choice at known acceptance rates and costs.
+func TestChooserBest(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	c := NewChooser(CostOptions{Now: clk.now})
+	verify := linear(10*time.Millisecond, 2*time.Millisecond)
+	for rows := 1; rows <= 9; rows++ {
+		t0 := clk.t
+		clk.t = clk.t.Add(verify(rows))
+		c.Verified(t0, rows)
+	}
+	t0 := clk.t
+	clk.t = clk.t.Add(1500 * time.Microsecond)
+	c.Drafted(t0, 1)
+	for _, tc := range []struct {
+		a float64
+		k int
+	}{
+		// E(k) / (1.5k + 10 + 2(k+1)) ms against 1/12:
+		{0.8, 3}, // 2.952/22.5 = 0.1312 beats 2.44/19 and 3.362/26
+		{0.5, 1}, // 1.5/15.5 = 0.0968 beats 1.75/19 = 0.0921
+		{0.9, 5}, // 4.686/29.5 = 0.1588 beats 4.095/26 and 5.217/33
+	} {
+		if k, _ := c.best(tc.a); k != tc.k {
+			t.Errorf("acceptance %.1f: k = %d, want %d", tc.a, k, tc.k)
+		}
+	}
+	// At 0.3, k = 1 gives 1.3/15.5 = 0.0839 against 0.0833 alone: under
+	// the 3% margin.
+	c.succ, c.fail, c.round, c.lastOne = 298, 700, 5, 5 // (298+1)/(998+2) = 0.299
+	c.decide()
+	if d := c.Decision(); d.Drafting || d.Reason != ReasonCosts {
+		t.Errorf("acceptance 0.3: %+v", d)
+	}
+}
+
+// Acceptance collapses (the conversation leaves what the draft knows):
+// drafting goes off within a few rounds; when acceptance comes back, a
+// probe notices and drafting resumes.
+func TestChooserAcceptanceCollapses(t *testing.T) {
+	s := newSim(3)
+	good := pair{step: 1500 * time.Microsecond, verify: linear(10*time.Millisecond, 2*time.Millisecond), accept: 0.8}
+	bad := good
+	bad.accept = 0
+
+	s.run(good, 300)
+	if !s.c.Decision().Drafting {
+		t.Fatalf("not drafting at acceptance 0.8: %+v", s.c.Decision())
+	}
+	n := len(s.ks)
+	speed := s.run(bad, 400)
+	off := -1
+	for i, k := range s.ks[n:] {
+		if k == 0 {
+			off = i
+			break
+		}
+	}
+	t.Logf("acceptance 0: off after %d rounds; %.3fx the target alone over 400 rounds", off, speed)
+	if off < 0 || off > 10 {
+		t.Errorf("drafting went off after %d rounds of no acceptance", off)
+	}
+	if d := s.c.Decision(); d.Drafting && !d.Probe || !d.Drafting && d.Reason != ReasonCosts {
+		t.Errorf("after collapse: %+v", d)
+	}
+	if speed < 0.95 {
+		t.Errorf("%.3fx the target alone while nothing was accepted", speed)
+	}
+
+	n = len(s.ks)
+	s.run(good, 400)
+	back := -1
+	for i := range s.ks[n:] {
+		if countDrafting(s.ks[n+i:min(n+i+20, len(s.ks))]) >= 18 {
+			back = i
+			break
+		}
+	}
+	t.Logf("acceptance back to 0.8: drafting steadily again after %d rounds", back)
+	if back < 0 || back > 300 {
+		t.Errorf("drafting resumed after %d rounds", back)
+	}
+}
+
+// The first rounds measure: one drafting round, then one of the target
+// alone, then a choice.
+func TestChooserWarmUp(t *testing.T) {
+	s := newSim(4)
+	p := pair{step: time.Millisecond, verify: linear(10*time.Millisecond, time.Millisecond), accept: 0.9}
+	s.run(p, 3)
+	if s.ks[0] != 4 || s.ks[1] != 0 || s.ks[2] == 0 {
+		t.Errorf("first rounds drafted %v, want 4, 0, then some", s.ks)
+	}
+	if got := s.c.Next(2); got > 2 {
+		t.Errorf("Next(2) = %d", got)
+	}
+}
+
+func TestCurve(t *testing.T) {
+	var c curve
+	c.init(10, 1)
+	if c.at(3) != 0 || c.proportional(3) != 0 {
+		t.Error("an empty curve estimates non-zero")
+	}
+	c.add(2, 20)
+	c.add(6, 40)
+	for _, tc := range []struct {
+		size int
+		at   float64
+	}{{1, 20}, {2, 20}, {4, 30}, {6, 40}, {8, 50}} {
+		if got := c.at(tc.size); got != tc.at {
+			t.Errorf("at(%d) = %g, want %g", tc.size, got, tc.at)
+		}
+	}
+	if got := c.proportional(3); got != 30 { // from 2 steps: 20 * 3/2
+		t.Errorf("proportional(3) = %g", got)
+	}
+	c.add(6, 20) // alpha 1: the latest measurement replaces
+	if got := c.at(8); got != 20 {
+		t.Errorf("a falling curve extends flat: at(8) = %g", got)
+	}
+}

@@ -1,0 +1,109 @@
+package main
+
+// The engine-facing part: everything specbench asks of the engine goes
+// through these three functions, so that adapting to a changed engine API
+// (draft settings moving onto the request, the cost-aware chooser's
+// statistics) touches this file alone.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/sample"
+	"github.com/tandem-run/tandem/engine/tokenizer"
+)
+
+// mode is how a row drafts.
+type mode struct {
+	name   string
+	draft  string // draft file: a model or an EAGLE-3 draft
+	lookup bool
+	fixedK int  // draft exactly this many tokens a round (no p-min cut); 0: adaptive
+	alone  bool // the target alone
+}
+
+// loadMode loads the target with what m drafts with.
+func loadMode(ctx context.Context, target, backend string, m mode) (*engine.Runner, error) {
+	cfg := engine.Config{Target: target, Backend: backend, Context: 1024}
+	if !m.alone {
+		cfg.Draft, cfg.Lookup = m.draft, m.lookup
+	}
+	if m.fixedK > 0 {
+		cfg.DraftMin, cfg.DraftMax, cfg.DraftPMin = m.fixedK, m.fixedK, -1
+	}
+	return engine.Load(ctx, cfg, nil)
+}
+
+// round is one speculative step as generate saw it.
+type round struct {
+	drafted, accepted int
+	took              time.Duration // since the previous step ended (0 for the first)
+}
+
+// generate runs one chat message for n tokens (past any end-of-text) and
+// returns its statistics and rounds.
+func generate(ctx context.Context, r *engine.Runner, message string, n int, temp float64, seed uint64) (engine.Stats, []round, error) {
+	var rounds []round
+	var last time.Time
+	var prev engine.Stats
+	req := engine.Request{
+		Messages:  []chat.Message{{Role: "user", Content: message}},
+		MaxTokens: n, IgnoreEOS: true,
+		Sampling: sample.Params{Temperature: temp, Seed: seed},
+	}
+	st, err := r.Generate(ctx, req, func(ev engine.Event) {
+		if ev.Kind != engine.EventToken {
+			return
+		}
+		now := time.Now()
+		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted}
+		if !last.IsZero() {
+			rd.took = now.Sub(last)
+		}
+		rounds = append(rounds, rd)
+		last, prev = now, ev.Stats
+	})
+	if err != nil {
+		return st, nil, fmt.Errorf("generate: %w", err)
+	}
+	return st, rounds, nil
+}
+
+// passCosts times target passes of 1..maxRows rows after a prompt (the
+// verification of maxRows-1 drafted tokens): the median of reps each.
+func passCosts(ctx context.Context, r *engine.Runner, message string, maxRows, reps int) ([]time.Duration, error) {
+	text, err := r.RenderChat(ctx, []chat.Message{{Role: "user", Content: message}}, true)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := r.Tokenizer().Encode(text, tokenizer.EncodeOptions{ParseSpecial: true, AddSpecial: r.Tokenizer().AddBOS()})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Forward(ctx, prompt, 0, nil); err != nil {
+		return nil, err
+	}
+	costs := make([]time.Duration, maxRows+1)
+	for rows := 1; rows <= maxRows; rows++ {
+		tokens := prompt[:rows] // any tokens: the pass costs the same
+		out := make([]int, rows)
+		for i := range out {
+			out[i] = i
+		}
+		times := make([]time.Duration, 0, reps)
+		for i := 0; i <= reps; i++ {
+			start := time.Now()
+			if _, err := r.Forward(ctx, tokens, len(prompt), out); err != nil {
+				return nil, err
+			}
+			if i > 0 { // the first run compiles the pass
+				times = append(times, time.Since(start))
+			}
+		}
+		costs[rows] = median(times)
+	}
+	return costs, nil
+}

@@ -1,0 +1,342 @@
+// Command specbench measures what speculative decoding gains over the
+// target alone, mode by mode, and sets beside each measured speedup the
+// ideal one: what the measured acceptance and costs promise. It prints
+// Markdown table rows (packaging/bench-spec.sh gathers them):
+//
+//	specbench -target t.gguf -draft d.gguf -eagle e.gguf -backend cuda -label H200 -header
+//
+// Modes: the target alone, a model draft drafting exactly 4 tokens a
+// round, the same draft adaptive (the engine's own choice of length),
+// prompt lookup, and an EAGLE-3 draft adaptive. Each runs chat prompts the
+// demo drafts know (scripture, fortunes) and prompts they do not
+// (technical jargon), greedy and at temperature 0.7, for -n tokens each.
+//
+// The ideal speedup of a row: with a the acceptance rate (the geometric
+// model's estimate, accepted / (accepted + rounds that rejected one)), a
+// round drafting k tokens yields E(k) = (1 - a^(k+1)) / (1 - a) tokens and
+// costs k*draft + verify(k+1); summed over the row's rounds (their k as
+// drafted) against one token per verify(1). verify(r) is the median time
+// of a target pass of r rows (Runner.Forward); draft is a model draft's
+// one-token pass timed the same way, or, for EAGLE-3 and lookup (which
+// cannot run alone), the rounds' time beyond their verification divided
+// by their drafted tokens ("derived").
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tandem-run/tandem/engine"
+)
+
+// The prompt sets.
+var promptSets = map[string][]string{
+	"known": {"Quote Genesis 1:3.", "Tell me a fortune.", "Quote Psalms 23:1."},
+	"jargon": {
+		"Explain how TCP congestion control recovers from packet loss.",
+		"Write a Kubernetes readiness probe for a gRPC service.",
+		"What does a B-tree index cost on writes in PostgreSQL?",
+	},
+}
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "specbench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	target, draft, eagle, backend, label string
+	n, reps                              int
+	modes, sets                          []string
+	temps                                []float64
+	seed                                 uint64
+	header                               bool
+	jsonOut                              string
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("specbench", flag.ContinueOnError)
+	fs.StringVar(&o.target, "target", "", "target GGUF (required)")
+	fs.StringVar(&o.draft, "draft", "", "model draft GGUF (modes fixed4, adaptive)")
+	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (mode eagle3)")
+	fs.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
+	fs.StringVar(&o.label, "label", "", "device label in the table (default: the backend)")
+	fs.IntVar(&o.n, "n", 64, "tokens generated per prompt")
+	fs.IntVar(&o.reps, "reps", 5, "timed repetitions of each pass size")
+	modes := fs.String("modes", "alone,fixed4,adaptive,lookup,eagle3", "modes to run")
+	sets := fs.String("sets", "known,jargon", "prompt sets")
+	temps := fs.String("temps", "0,0.7", "sampling temperatures (0: greedy)")
+	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
+	fs.BoolVar(&o.header, "header", false, "print the table header first")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.target == "" || o.n <= 0 || o.reps <= 0 {
+		return o, errors.New("need -target, and -n and -reps above 0")
+	}
+	if o.label == "" {
+		o.label = o.backend
+	}
+	o.modes, o.sets = strings.Split(*modes, ","), strings.Split(*sets, ",")
+	for _, s := range o.sets {
+		if _, ok := promptSets[s]; !ok {
+			return o, fmt.Errorf("prompt set %q (known, jargon)", s)
+		}
+	}
+	for _, t := range strings.Split(*temps, ",") {
+		v, err := strconv.ParseFloat(t, 64)
+		if err != nil || v < 0 {
+			return o, fmt.Errorf("temperature %q", t)
+		}
+		o.temps = append(o.temps, v)
+	}
+	return o, nil
+}
+
+// row is one line of the table.
+type row struct {
+	Device     string  `json:"device"`
+	Target     string  `json:"target"`
+	Mode       string  `json:"mode"`
+	Prompts    string  `json:"prompts"`
+	Temp       float64 `json:"temperature"`
+	TokS       float64 `json:"tok_s"`
+	Speedup    float64 `json:"speedup"`
+	Acceptance float64 `json:"acceptance"`
+	MeanK      float64 `json:"mean_k"`
+	Ideal      float64 `json:"ideal_speedup"`
+	DraftCost  string  `json:"draft_cost"` // "measured" or "derived"
+	DraftStep  float64 `json:"draft_step_ms"`
+}
+
+func run(ctx context.Context, args []string) error {
+	o, err := parse(args)
+	if err != nil {
+		return err
+	}
+	if o.header {
+		fmt.Println("| device | target | mode | prompts | sampling | tok/s | x alone | accept | mean k | ideal x | measured/ideal | draft step |")
+		fmt.Println("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+	}
+	// The target alone: its pass costs and the baseline of every row.
+	alone, err := loadMode(ctx, o.target, o.backend, mode{name: "alone", alone: true})
+	if err != nil {
+		return err
+	}
+	verify, err := passCosts(ctx, alone, promptSets["known"][0], 16, o.reps)
+	if err != nil {
+		alone.Close()
+		return err
+	}
+	var curve []string
+	for _, r := range []int{1, 2, 4, 8, 16} {
+		curve = append(curve, fmt.Sprintf("%d: %.3f", r, float64(verify[r])/1e6))
+	}
+	fmt.Fprintf(os.Stderr, "specbench: %s on %s: target pass ms by rows %s\n", filepath.Base(o.target), o.label, strings.Join(curve, ", "))
+	base := map[string]float64{}
+	var rows []row
+	for _, set := range o.sets {
+		for _, temp := range o.temps {
+			r, _, err := measure(ctx, alone, o, set, temp)
+			if err != nil {
+				alone.Close()
+				return err
+			}
+			base[key(set, temp)] = r.TokS
+			if slices.Contains(o.modes, "alone") {
+				r.Mode, r.Speedup, r.Ideal = "target alone", 1, 1
+				rows = append(rows, emit(o, r))
+			}
+		}
+	}
+	alone.Close()
+
+	// A model draft's step, timed alone.
+	var draftStep time.Duration
+	if o.draft != "" {
+		d, err := loadMode(ctx, o.draft, o.backend, mode{alone: true})
+		if err != nil {
+			return err
+		}
+		c, err := passCosts(ctx, d, promptSets["known"][0], 1, o.reps)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		draftStep = c[1]
+	}
+	for _, name := range o.modes {
+		m, step, ok := modeFor(name, o)
+		if !ok {
+			continue
+		}
+		if step == 0 && m.draft == o.draft && !m.lookup {
+			step = draftStep
+		}
+		r, err := loadMode(ctx, o.target, o.backend, m)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		for _, set := range o.sets {
+			for _, temp := range o.temps {
+				out, rounds, err := measure(ctx, r, o, set, temp)
+				if err != nil {
+					r.Close()
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
+				out.Mode = m.name
+				out.Speedup = out.TokS / base[key(set, temp)]
+				ideal(&out, rounds, verify, step)
+				rows = append(rows, emit(o, out))
+			}
+		}
+		r.Close()
+	}
+	if o.jsonOut != "" {
+		data, err := json.MarshalIndent(rows, "", " ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(o.jsonOut, data, 0o644)
+	}
+	return nil
+}
+
+// modeFor is the mode a name selects, with its draft, when the flags give
+// what it needs.
+func modeFor(name string, o options) (mode, time.Duration, bool) {
+	switch name {
+	case "fixed4":
+		return mode{name: "draft k=4", draft: o.draft, fixedK: 4}, 0, o.draft != ""
+	case "adaptive":
+		return mode{name: "draft adaptive", draft: o.draft}, 0, o.draft != ""
+	case "lookup":
+		return mode{name: "lookup", lookup: true}, 0, true
+	case "eagle3":
+		return mode{name: "EAGLE-3 adaptive", draft: o.eagle}, 0, o.eagle != ""
+	}
+	return mode{}, 0, false
+}
+
+func key(set string, temp float64) string { return fmt.Sprintf("%s@%g", set, temp) }
+
+// measure generates every prompt of set at temp and totals them.
+func measure(ctx context.Context, r *engine.Runner, o options, set string, temp float64) (row, []round, error) {
+	out := row{Device: o.label, Target: strings.TrimSuffix(filepath.Base(o.target), ".gguf"), Prompts: set, Temp: temp}
+	var tokens, drafted, accepted, steps int
+	var secs float64
+	var all []round
+	for i, p := range promptSets[set] {
+		st, rounds, err := generate(ctx, r, p, o.n, temp, o.seed+uint64(i))
+		if err != nil {
+			return out, nil, err
+		}
+		tokens += st.GeneratedTokens
+		secs += st.DecodeSeconds
+		drafted += st.Drafted
+		accepted += st.Accepted
+		steps += st.Steps
+		all = append(all, rounds...)
+	}
+	if secs > 0 {
+		out.TokS = float64(tokens) / secs
+	}
+	if steps > 0 {
+		out.MeanK = float64(drafted) / float64(steps)
+	}
+	out.Acceptance = acceptance(all)
+	return out, all, nil
+}
+
+// acceptance is the geometric model's estimate over rounds that drafted:
+// accepted tokens over accepted tokens plus rejections.
+func acceptance(rounds []round) float64 {
+	var acc, fail int
+	for _, r := range rounds {
+		if r.drafted > 0 {
+			acc += r.accepted
+			if r.accepted < r.drafted {
+				fail++
+			}
+		}
+	}
+	if acc+fail == 0 {
+		return 0
+	}
+	return float64(acc) / float64(acc+fail)
+}
+
+// ideal sets the row's ideal speedup from its rounds, the target's pass
+// costs verify[rows] and the draft step (0: derive it from the rounds).
+func ideal(out *row, rounds []round, verify []time.Duration, step time.Duration) {
+	v := func(rows int) float64 { return float64(verify[min(rows, len(verify)-1)]) }
+	out.DraftCost = "measured"
+	if step == 0 {
+		out.DraftCost = "derived"
+		var extra float64
+		var n int
+		for _, r := range rounds {
+			if r.took > 0 && r.drafted > 0 {
+				extra += float64(r.took) - v(r.drafted+1)
+				n += r.drafted
+			}
+		}
+		if n > 0 {
+			step = time.Duration(max(0, extra/float64(n)))
+		}
+	}
+	out.DraftStep = float64(step) / 1e6
+	a := out.Acceptance
+	var tokens, cost float64
+	for _, r := range rounds {
+		k := r.drafted
+		if a >= 1 {
+			tokens += float64(k + 1)
+		} else {
+			tokens += (1 - math.Pow(a, float64(k+1))) / (1 - a)
+		}
+		cost += float64(k)*float64(step) + v(k+1)
+	}
+	if cost > 0 {
+		out.Ideal = tokens / cost * v(1)
+	}
+}
+
+// emit prints r as a table line and returns it.
+func emit(o options, r row) row {
+	sampling := "greedy"
+	if r.Temp > 0 {
+		sampling = fmt.Sprintf("T=%g", r.Temp)
+	}
+	accept, meanK, ideal, ratio, step := "-", "-", "-", "-", "-"
+	if r.Mode != "target alone" {
+		accept, meanK = fmt.Sprintf("%.0f%%", 100*r.Acceptance), fmt.Sprintf("%.2f", r.MeanK)
+		ideal, step = fmt.Sprintf("%.2f", r.Ideal), fmt.Sprintf("%.3f ms (%s)", r.DraftStep, r.DraftCost)
+		if r.Ideal > 0 {
+			ratio = fmt.Sprintf("%.2f", r.Speedup/r.Ideal)
+		}
+	}
+	fmt.Printf("| %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s |\n",
+		r.Device, r.Target, r.Mode, r.Prompts, sampling, r.TokS, r.Speedup, accept, meanK, ideal, ratio, step)
+	return r
+}
+
+// median of ds (which it sorts).
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
