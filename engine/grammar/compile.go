@@ -333,7 +333,7 @@ func (g *Grammar) check() error {
 	visit = func(r int32) error {
 		switch mark[r] {
 		case open:
-			return fmt.Errorf("grammar: rule %q is left-recursive: %w", g.names[r], ErrInvalid)
+			return fmt.Errorf("grammar: rule %q is left-recursive (it can begin with itself, or repeats something that can be empty): %w", g.names[r], ErrInvalid)
 		case closed:
 			return nil
 		}

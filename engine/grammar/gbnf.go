@@ -271,9 +271,12 @@ func (p *gbnfParser) number() (int, bool) {
 	for p.pos < len(p.src) && p.src[p.pos] >= '0' && p.src[p.pos] <= '9' {
 		p.pos++
 	}
+	if p.pos-start > 9 {
+		return maxRepeat + 1, true // out of range: postfix says so
+	}
 	n, err := strconv.Atoi(p.src[start:p.pos])
 	p.space(false)
-	return n, err == nil && n <= maxRepeat
+	return n, err == nil
 }
 
 func (p *gbnfParser) literal() (Expr, error) {

@@ -76,7 +76,10 @@ func CompileSchema(schema []byte) (*jsonschema.Schema, map[string][]string, erro
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("grammar: %v: %w", err, ErrSchema)
+		// The library's report is an indented tree; one line reads better
+		// in an HTTP error.
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), schemaURL, "schema")), " ")
+		return nil, nil, fmt.Errorf("grammar: %s: %w", msg, ErrSchema)
 	}
 	return sch, order, nil
 }
