@@ -18,9 +18,10 @@ const guiSummary = "open the window (not in this headless build)"
 // errHeadless answers a window asked of the headless build.
 var errHeadless = errors.New("this is the headless build of tandem: it has no window; run a command instead (tandem help), or use the desktop build for the window")
 
-// guiOptions are the window's options, parsed but unused here.
+// guiOptions are the window's options (gui.go's), parsed but unused here.
 type guiOptions struct {
 	frameStats string
+	virtual    string
 }
 
 // runGUI is tandem with no arguments: here it explains and lists the
