@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/bits"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -179,7 +181,7 @@ func jsonDecode(doc string) (any, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	if d.More() {
+	if _, err := d.Token(); err != io.EOF {
 		return nil, errors.New("text after the value")
 	}
 	return v, nil
@@ -394,3 +396,74 @@ func maskIDs(m Mask) []int32 {
 }
 
 func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
+
+// Every short string over a small alphabet: what the grammar accepts
+// validates, and what validates is accepted unless it is spelled in a way
+// the grammar does not write: whitespace that is leading, trailing or
+// doubled, a zero written -0, an integer with an exponent.
+func TestShortStringsExhaustive(t *testing.T) {
+	for _, tc := range []struct {
+		schema   string
+		alphabet string
+		maxLen   int
+	}{
+		{`{"type":"array","items":{"type":"integer","minimum":0,"maximum":12},"maxItems":3}`, "[], 012-", 6},
+		{`{"type":"string","maxLength":2}`, "\"a\\nu0", 7},
+		{`{"anyOf":[{"type":"boolean"},{"type":"null"},{"type":"integer","minimum":1}]}`, "nultrefas1", 5},
+	} {
+		exponent := regexp.MustCompile(`[0-9]e`)
+		sch, _, err := CompileSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := FromSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewConstraint(g, NewVocab(newByteVocab()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := map[string]bool{}
+		var dfs func(m *Matcher, s string)
+		dfs = func(m *Matcher, s string) {
+			if m.Accepting() {
+				accepted[s] = true
+			}
+			if len(s) == tc.maxLen {
+				return
+			}
+			for i := 0; i < len(tc.alphabet); i++ {
+				f := m.Fork()
+				if f.Advance(int32(tc.alphabet[i])) == nil {
+					dfs(f, s+tc.alphabet[i:i+1])
+				}
+			}
+		}
+		dfs(c.NewMatcher(), "")
+		valid := 0
+		var all func(s string)
+		all = func(s string) {
+			if v, err := jsonDecode(s); err == nil && sch.Validate(v) == nil {
+				valid++
+				plain := !strings.HasPrefix(s, " ") && !strings.HasSuffix(s, " ") && !strings.Contains(s, "  ") &&
+					!strings.Contains(s, "-0") && !exponent.MatchString(s)
+				if plain && !accepted[s] {
+					t.Errorf("%s: valid %q refused", tc.schema, s)
+				}
+			} else if accepted[s] {
+				t.Errorf("%s: invalid %q accepted", tc.schema, s)
+			}
+			if len(s) < tc.maxLen {
+				for i := 0; i < len(tc.alphabet); i++ {
+					all(s + tc.alphabet[i:i+1])
+				}
+			}
+		}
+		all("")
+		if valid < 5 || len(accepted) < 5 {
+			t.Errorf("%s: only %d valid and %d accepted strings: the test proves little", tc.schema, valid, len(accepted))
+		}
+		t.Logf("%s: %d valid, %d accepted", tc.schema, valid, len(accepted))
+	}
+}
