@@ -331,13 +331,13 @@ func walk(t *testing.T, c *Constraint, tk *tokenizer.Tokenizer, rng *rand.Rand) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		allowed := maskIDs(mask)
 		if m.Accepting() && rng.IntN(3) == 0 {
 			return string(out), true
 		}
+		draw := randomAllowed(mask, c.v.size, rng)
 		best, bestScore := int32(-1), -1
 		for range 6 {
-			id := allowed[rng.IntN(len(allowed))]
+			id := draw()
 			p, _ := tk.PieceBytes(id)
 			score := rng.IntN(2) + 3*bytes.Count(p, []byte(`"`)) + 4*bytes.Count(p, []byte(`}`)) + 4*bytes.Count(p, []byte(`]`))
 			if tk.IsEOG(id) {
@@ -382,6 +382,22 @@ func TestRandomWalksValidate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomAllowed draws ids uniformly from a mask: by rejection when the
+// mask is dense, from a list of its ids when it is sparse.
+func randomAllowed(m Mask, size int, rng *rand.Rand) func() int32 {
+	if m.Count()*16 > size {
+		return func() int32 {
+			for {
+				if id := int32(rng.IntN(size)); m.Has(id) {
+					return id
+				}
+			}
+		}
+	}
+	ids := maskIDs(m)
+	return func() int32 { return ids[rng.IntN(len(ids))] }
 }
 
 // maskIDs lists the ids in a mask.
