@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/model -run '^$$' -fuzz FuzzLoadHeader -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/chat -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/grammar -run '^$$' -fuzz FuzzGrammar -fuzztime $(FUZZTIME)
 
 test: deps vet vet-headless fuzz
 	$(GO) test -timeout 60m ./...

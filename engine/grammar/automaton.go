@@ -15,6 +15,12 @@ const (
 	maxStateStacks = 1 << 12
 	maxNodes       = 1 << 22
 	maxCachedMasks = 256
+	// Expansion steps one move on a byte, and one call (a mask, a token),
+	// may take: a JSON grammar's moves take tens, a mask of a cold state
+	// on a 151k vocabulary some hundred thousand. They also bound the
+	// depth of expand's recursion.
+	maxMoveWork = 1 << 16
+	maxCallWork = 1 << 23
 )
 
 // State ids: dead is the state with no way on (a byte the grammar refuses).
@@ -53,6 +59,8 @@ type Constraint struct {
 	err     error // the first limit hit; every later call fails with it
 
 	// scratch for one move
+	moveWork int // expansion steps left in this move
+	callWork int // expansion steps left in this call
 	seen    map[stackNode]bool
 	leaves  []int32
 	isLeaf  map[int32]bool
@@ -65,6 +73,7 @@ func NewConstraint(g *Grammar, v *Vocab) (*Constraint, error) {
 		seen: map[stackNode]bool{}, isLeaf: map[int32]bool{}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.callWork = maxCallWork
 	c.begin()
 	for _, a := range g.alts[g.root] {
 		c.expand(a, -1)
@@ -95,6 +104,7 @@ func (c *Constraint) node(pos, below int32) int32 {
 }
 
 func (c *Constraint) begin() {
+	c.moveWork = maxMoveWork
 	clear(c.seen)
 	clear(c.isLeaf)
 	c.leaves = c.leaves[:0]
@@ -106,6 +116,17 @@ func (c *Constraint) begin() {
 // after it, unless that is the end of its alternative: then the callee
 // returns straight to below (so right recursion does not grow the stack).
 func (c *Constraint) expand(pos, below int32) {
+	if c.err != nil {
+		return
+	}
+	if c.moveWork--; c.moveWork < 0 {
+		c.err = fmt.Errorf("grammar: a step took over %d expansions (an ambiguous grammar?): %w", maxMoveWork, ErrTooComplex)
+		return
+	}
+	if c.callWork--; c.callWork < 0 {
+		c.err = fmt.Errorf("grammar: a mask took over %d expansions (an ambiguous grammar?): %w", maxCallWork, ErrTooComplex)
+		return
+	}
 	k := stackNode{pos, below}
 	if c.seen[k] {
 		return
@@ -200,6 +221,7 @@ func (c *Constraint) mask(s int32) (Mask, error) {
 	if m := c.states[s].mask; m != nil {
 		return m, nil
 	}
+	c.callWork = maxCallWork
 	v := c.v
 	m := newMask(v.size)
 	if c.states[s].accept {

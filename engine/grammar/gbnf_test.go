@@ -172,3 +172,39 @@ x ::= "a"*`)
 		t.Fatal("refused")
 	}
 }
+
+// Ambiguous and deeply nested grammars, as a hostile client could send,
+// end in a result or ErrTooComplex: never a crash (a Go stack overflow is
+// fatal) or memory without end. Before the work limits, the last of these
+// overflowed the stack.
+func TestHostileGrammarsAreBounded(t *testing.T) {
+	v := NewVocab(newByteVocab())
+	for _, src := range []string{
+		`root ::= [a-z]{0,10000}`,
+		`root ::= ("a"{0,100}){0,100}`,
+		`root ::= ("a"{0,60} "b"?){0,60}`,
+		`root ::= (("a" | "aa" | "aaa"){0,50}){0,50}`,
+		`root ::= ([^"]{0,300} "x"?){1,300}`,
+		"root ::= " + strings.Repeat("(", 200) + `"a"` + strings.Repeat("){0,3}", 200),
+	} {
+		g, err := CompileGBNF(src)
+		if err != nil {
+			t.Fatalf("%.40q: %v", src, err)
+		}
+		c, err := NewConstraint(g, v)
+		if err == nil {
+			m := c.NewMatcher()
+			for range 40 {
+				if _, err = m.Mask(); err != nil {
+					break
+				}
+				if err = m.Advance('a'); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil && !errors.Is(err, ErrTooComplex) && !errors.Is(err, ErrRejected) {
+			t.Errorf("%.40q: %v", src, err)
+		}
+	}
+}

@@ -60,6 +60,7 @@ func (m *Matcher) next(id int32) (int32, error) {
 	if s := c.states[m.cur].mask; s != nil && !s.Has(id) {
 		return dead, nil
 	}
+	c.callWork = maxCallWork
 	s := m.cur
 	for _, b := range c.v.pieces[id] {
 		var err error
