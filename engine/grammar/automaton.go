@@ -61,10 +61,10 @@ type Constraint struct {
 	// scratch for one move
 	moveWork int // expansion steps left in this move
 	callWork int // expansion steps left in this call
-	seen    map[stackNode]bool
-	leaves  []int32
-	isLeaf  map[int32]bool
-	accepts bool
+	seen     map[stackNode]bool
+	leaves   []int32
+	isLeaf   map[int32]bool
+	accepts  bool
 }
 
 // NewConstraint applies g to v.
