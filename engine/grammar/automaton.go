@@ -40,6 +40,7 @@ type state struct {
 	accept bool    // some parse is complete
 	trans  []int32 // byte -> next state, unknown until asked; nil until first asked
 	mask   Mask    // cached, or nil
+	none   bool    // the cached mask allows no token
 }
 
 // Constraint is a grammar applied to a vocabulary: the states of its parse,
@@ -261,6 +262,7 @@ func (c *Constraint) mask(s int32) (Mask, error) {
 		c.masks = 0
 	}
 	c.states[s].mask = m
+	c.states[s].none = m.Count() == 0
 	c.masks++
 	return m, nil
 }

@@ -40,7 +40,7 @@ func (m *Matcher) Mask() (Mask, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mask.Count() == 0 {
+	if m.c.states[m.cur].none {
 		return nil, fmt.Errorf("grammar: no token of the vocabulary continues the output: %w", ErrEmpty)
 	}
 	return mask, nil
