@@ -17,7 +17,7 @@ ifeq ($(GO),$(BACKPORTS_GO))
 export GOTOOLCHAIN := auto
 endif
 
-.PHONY: deps build run package screenshots test fuzz vet
+.PHONY: deps build run headless package screenshots test fuzz vet vet-headless
 
 deps:
 	@dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $(DEB_PACKAGES); }
@@ -33,6 +33,11 @@ build: deps
 run: build
 	./tandem
 
+# Every command but the window, without cgo: no GTK, X or GL libraries, for
+# GPU servers (README: On a GPU server). Needs only Go.
+headless:
+	CGO_ENABLED=0 $(GO) build -tags headless -o tandem-headless .
+
 # dist/Tandem.tar.xz (fyne package) and dist/tandem_VERSION_ARCH.deb (nfpm),
 # each checked installed in a temporary prefix.
 package: deps
@@ -45,14 +50,20 @@ screenshots: deps
 vet:
 	$(GO) vet ./...
 
-# Brief fuzzing of the untrusted-input parsers and the HTTP handlers
-# (longer runs: FUZZTIME=60s).
+# The headless build type-checks, and says it has no window.
+vet-headless:
+	CGO_ENABLED=0 $(GO) vet -tags headless ./...
+	CGO_ENABLED=0 $(GO) test -tags headless ./app -run Headless
+
+# Brief fuzzing of the untrusted-input parsers, the HTTP handlers and the
+# grammar compiler (longer runs: FUZZTIME=60s).
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/model -run '^$$' -fuzz FuzzLoadHeader -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/chat -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/serve -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/grammar -run '^$$' -fuzz FuzzGrammar -fuzztime $(FUZZTIME)
 
-test: deps vet fuzz
+test: deps vet vet-headless fuzz
 	$(GO) test -timeout 60m ./...

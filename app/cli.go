@@ -29,10 +29,10 @@ type command struct {
 func commands() []command {
 	cmds := []command{
 		{"info", "describe a GGUF model file", runInfo},
-		{"gui", "open the window (what tandem with no command does)", runGUICommand},
+		{"gui", guiSummary, runGUICommand},
 		{"tokenize", "print the token ids of a text for a model's vocabulary", runTokenize},
 		{"chat-template", "print the prompt a model's chat template makes of messages", runChatTemplate},
-		{"devices", "list the GPUs (NVML) and how they are linked", runDevices},
+		{"devices", "list the GPUs and how they are linked", runDevices},
 		{"plan", "show what each device would hold for a placement, before loading", runPlan},
 		{"run", "generate text, with a draft model or prompt lookup when given", runRun},
 		{"perplexity", "score a text file with a model as llama.cpp's perplexity tool does", runPerplexity},

@@ -1,4 +1,4 @@
-//go:build (linux || freebsd || netbsd || openbsd) && cgo && !wayland
+//go:build (linux || freebsd || netbsd || openbsd) && cgo && !wayland && !headless
 
 package app
 

@@ -128,7 +128,7 @@ func TestFactoryTemplateIsChatML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []Message{{"system", "You are a helpful assistant."}, {"user", "Tell me a fortune."}}
+	msgs := []Message{{Role: "system", Content: "You are a helpful assistant."}, {Role: "user", Content: "Tell me a fortune."}}
 	for _, gen := range []bool{true, false} {
 		got, err := tmpl.Render(context.Background(), msgs, Options{AddGenerationPrompt: gen})
 		if err != nil {
@@ -165,7 +165,7 @@ func TestUnusableTemplates(t *testing.T) {
 }
 
 func TestRenderFailures(t *testing.T) {
-	msgs := []Message{{"user", "hi"}}
+	msgs := []Message{{Role: "user", Content: "hi"}}
 	for _, c := range []struct {
 		name, source, why string
 		limits            Limits
@@ -206,7 +206,7 @@ func TestRenderCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = tmpl.Render(ctx, []Message{{"user", "hi"}}, Options{})
+	_, err = tmpl.Render(ctx, []Message{{Role: "user", Content: "hi"}}, Options{})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTemplate) {
 		t.Errorf("cancelled render: %v, want context.Canceled and not ErrTemplate", err)
 	}
@@ -229,7 +229,7 @@ func TestDateString(t *testing.T) {
 }
 
 func TestChatML(t *testing.T) {
-	msgs := []Message{{"system", "S"}, {"user", "U"}}
+	msgs := []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "U"}}
 	want := "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
 	if got := ChatML(msgs, true); got != want {
 		t.Errorf("ChatML = %q, want %q", got, want)

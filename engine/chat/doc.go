@@ -1,8 +1,15 @@
 // Package chat turns a conversation into the prompt text a model was trained
 // on, by rendering the Jinja chat template its GGUF carries
 // (tokenizer.chat_template) the way Hugging Face transformers does:
-// trim_blocks and lstrip_blocks, bos_token and eos_token, tools absent,
-// raise_exception and tojson.
+// trim_blocks and lstrip_blocks, bos_token and eos_token, raise_exception
+// and tojson, and the tools and tool calls of OpenAI requests (tools.go).
+//
+// Tool calling: a template's tool syntax is found by rendering probes
+// through it (ToolSyntax); ParseTools and ParseToolChoice check a
+// request's tools; ToolParser reads the calls back out of the model's
+// text as it streams (Qwen/Hermes <tool_call> tags, Llama 3.1 JSON); and
+// ToolCallGrammar makes the grammar (engine/grammar) that forces a call
+// for tool_choice "required" or a named function.
 //
 // Rendering uses github.com/ardanlabs/jinja, a dependency-free Jinja engine
 // written for LLM chat templates; it renders the real Qwen3 and Llama 3

@@ -67,7 +67,7 @@ func TestGuardsChangeNoOutput(t *testing.T) {
 				vars[k] = jinja.FromGoValue(v)
 			}
 			want, wantErr := plain.RenderValues(vars)
-			newSandbox(context.Background(), DefaultLimits(), nil).vars(vars)
+			newSandbox(context.Background(), DefaultLimits(), nil, nil).vars(vars)
 			got, gotErr := guarded.RenderValues(vars)
 			if got != want || (gotErr == nil) != (wantErr == nil) {
 				t.Errorf("%s, %s: guarded %q (%v)\nplain %q (%v)", filepath.Base(p), filepath.Base(requests[i]), got, gotErr, want, wantErr)

@@ -40,7 +40,7 @@ func FuzzRender(f *testing.F) {
 		if err != nil {
 			return
 		}
-		msgs := []Message{{"system", "Be brief."}, {"user", content}, {"assistant", "<think>\nhm\n</think>\n\nFour."}, {"user", content}}
+		msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: content}, {Role: "assistant", Content: "<think>\nhm\n</think>\n\nFour."}, {Role: "user", Content: content}}
 		start := time.Now()
 		out, err := tmpl.WithLimits(fuzzLimits).Render(context.Background(), msgs, Options{AddGenerationPrompt: true})
 		if d := time.Since(start); d > fuzzLimits.Time+2*time.Second {

@@ -27,10 +27,16 @@ type sandbox struct {
 // maxDepth bounds the nesting of lists and dicts a render may make.
 const maxDepth = 64
 
-func newSandbox(ctx context.Context, l Limits, messages []Message) *sandbox {
+func newSandbox(ctx context.Context, l Limits, messages []Message, tools []Tool) *sandbox {
 	var in int64
 	for _, m := range messages {
-		in += int64(len(m.Content) + len(m.Role))
+		in += int64(len(m.Content) + len(m.Role) + len(m.ToolCallID) + len(m.Name))
+		for _, c := range m.ToolCalls {
+			in += int64(len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments))
+		}
+	}
+	for _, t := range tools {
+		in += int64(len(t.JSON) + len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters))
 	}
 	// Output printed anywhere but the result (a macro's, a set block's) is
 	// printed again to reach it, so twice the output limit is room enough.

@@ -25,7 +25,7 @@ func allocated(f func()) uint64 {
 // by the render's budget while the values are still small: no render here
 // may allocate more than 64 MB.
 func TestTemplateMemoryBudget(t *testing.T) {
-	msgs := []Message{{"user", "hi"}, {"assistant", "hello"}, {"user", strings.Repeat("x", 1000)}}
+	msgs := []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: strings.Repeat("x", 1000)}}
 	for _, c := range []struct{ name, source string }{
 		{"repeat", "{{ 'a' * 200000000 }}"},
 		{"repeat twice", "{% set s = 'aaaaaaaaaa' * 100000 %}{{ s * 100000 }}"},
@@ -75,7 +75,7 @@ func TestTemplateTimeoutStopsTheRender(t *testing.T) {
 	}
 	msgs := make([]Message, 60) // 60^5 = 7.8e8 iterations
 	for i := range msgs {
-		msgs[i] = Message{"user", "x"}
+		msgs[i] = Message{Role: "user", Content: "x"}
 	}
 	base := runtime.NumGoroutine()
 	for _, c := range []struct {
@@ -114,7 +114,7 @@ func TestTemplateTimeoutStopsTheRender(t *testing.T) {
 // conversation, through Render and through the unguarded engine.
 func BenchmarkRenderQwen3(b *testing.B) {
 	tmpl := configTemplateB(b, "qwen3")
-	msgs := []Message{{"system", "Be brief."}, {"user", "What is 2+2?"}, {"assistant", "<think>\nadd\n</think>\n\n4."}, {"user", "And 3+3?"}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}, {Role: "assistant", Content: "<think>\nadd\n</think>\n\n4."}, {Role: "user", Content: "And 3+3?"}}
 	b.Run("guarded", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := tmpl.Render(context.Background(), msgs, Options{AddGenerationPrompt: true}); err != nil {
@@ -128,7 +128,11 @@ func BenchmarkRenderQwen3(b *testing.B) {
 	}
 	b.Run("plain", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := plain.RenderValues(tmpl.variables(msgs, Options{AddGenerationPrompt: true})); err != nil {
+			vars, err := tmpl.variables(msgs, Options{AddGenerationPrompt: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := plain.RenderValues(vars); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -18,8 +19,13 @@ var ErrTemplate = errors.New("chat template unusable")
 
 // Message is one turn of a conversation.
 type Message struct {
-	Role    string `json:"role"` // "system", "user" or "assistant"
+	Role    string `json:"role"` // "system", "user", "assistant" or "tool"
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Name say which call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
 }
 
 // Options are the per-render template variables.
@@ -29,6 +35,9 @@ type Options struct {
 	// Now, when set, is passed as date_string ("02 Jan 2006"), which Llama
 	// 3.1-style templates print instead of asking the clock.
 	Now time.Time
+	// Tools are the functions the model may call (the template's tools
+	// variable; absent when empty).
+	Tools []Tool
 }
 
 // Limits bound one render. Each is checked as the render goes (see
@@ -68,6 +77,7 @@ type Template struct {
 	compiled *jinja.Template
 	bos, eos string
 	limits   Limits
+	tools    func() ToolSyntax // probed once, on first use
 }
 
 // New compiles a template; bos and eos are the texts of the model's BOS and
@@ -80,7 +90,9 @@ func New(source, bos, eos string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w: %w", err, ErrTemplate)
 	}
-	return &Template{source: source, compiled: compiled, bos: bos, eos: eos, limits: DefaultLimits()}, nil
+	t := &Template{source: source, compiled: compiled, bos: bos, eos: eos, limits: DefaultLimits()}
+	t.tools = sync.OnceValue(t.probeTools)
+	return t, nil
 }
 
 // compile guards the parser too (it is recursive descent over untrusted
@@ -142,8 +154,11 @@ func (t *Template) Render(ctx context.Context, messages []Message, opts Options)
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.limits.Time)
 	defer cancel()
-	vars := t.variables(messages, opts)
-	newSandbox(rctx, t.limits, messages).vars(vars)
+	vars, err := t.variables(messages, opts)
+	if err != nil {
+		return "", fmt.Errorf("chat: %w: %w", err, ErrTemplate)
+	}
+	newSandbox(rctx, t.limits, messages, opts.Tools).vars(vars)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("chat: template engine failed: %v: %w", r, ErrTemplate)
@@ -164,10 +179,10 @@ func (t *Template) Render(ctx context.Context, messages []Message, opts Options)
 }
 
 // variables are what HF transformers passes to a chat template.
-func (t *Template) variables(messages []Message, opts Options) map[string]jinja.Value {
+func (t *Template) variables(messages []Message, opts Options) (map[string]jinja.Value, error) {
 	msgs := make([]jinja.Value, len(messages))
 	for i, m := range messages {
-		msgs[i] = jinja.FromGoValue(map[string]any{"role": m.Role, "content": m.Content})
+		msgs[i] = messageValue(m)
 	}
 	budget := t.limits.Range
 	vars := map[string]jinja.Value{
@@ -188,5 +203,12 @@ func (t *Template) variables(messages []Message, opts Options) map[string]jinja.
 	if !opts.Now.IsZero() {
 		vars["date_string"] = jinja.NewString(opts.Now.Format("02 Jan 2006"))
 	}
-	return vars
+	if len(opts.Tools) > 0 {
+		tools, err := toolsValue(opts.Tools)
+		if err != nil {
+			return nil, err
+		}
+		vars["tools"] = tools
+	}
+	return vars, nil
 }

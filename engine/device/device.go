@@ -1,5 +1,6 @@
 // Package device lists the devices Tandem can place models on: NVIDIA GPUs
-// found through NVML, an inventory read from a JSON file (for tests and for
+// found through NVML (or, in builds without cgo such as the headless one,
+// through the CUDA driver API), an inventory read from a JSON file (for tests and for
 // "what if I had two 3090s" planning), and virtual devices carved out of one
 // GPU or out of host memory, each with a memory cap.
 //

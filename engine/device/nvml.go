@@ -12,10 +12,18 @@ import (
 
 const nvmlSource = "NVML, CUDA_DEVICE_ORDER=PCI_BUS_ID"
 
-// Probe lists the NVIDIA GPUs through NVML. Without a driver it returns an
-// empty inventory and the reason; it never fails otherwise.
+// Probe lists the NVIDIA GPUs through NVML, or through the CUDA driver
+// API where NVML cannot start but the driver can (a driver installed
+// without its NVML library). Without a driver it returns an empty
+// inventory and the reason; it never fails otherwise.
 func Probe() Inventory {
-	return probe(nvml.New())
+	inv := probe(nvml.New())
+	if len(inv.Devices) == 0 && inv.Reason != "" {
+		if d := probeDriver(); len(d.Devices) > 0 {
+			return d
+		}
+	}
+	return inv
 }
 
 // probe does the work on any NVML implementation, so tests can use a mock.

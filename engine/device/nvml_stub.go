@@ -2,11 +2,10 @@
 
 package device
 
-// Probe cannot reach NVML in this build: go-nvml needs cgo on Linux. The
-// inventory is empty and says why; a JSON inventory file still works.
+// Probe lists the GPUs through the CUDA driver API: builds without cgo
+// (the headless one) have no NVML, which go-nvml reaches through cgo.
+// Without a driver the inventory is empty and says why; a JSON inventory
+// file still works.
 func Probe() Inventory {
-	return Inventory{
-		Source: "none",
-		Reason: "this build has no NVML (it needs cgo on Linux); use an inventory file (--devices-file)",
-	}
+	return probeDriver()
 }

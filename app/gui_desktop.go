@@ -1,0 +1,5 @@
+//go:build !headless
+
+package app
+
+const guiSummary = "open the window (what tandem with no command does)"
