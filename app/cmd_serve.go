@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.Target), ".gguf")
 	}
-	s := serve.New(r, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue,
+	s := serve.New(drafted{r, f.engine.draftKnobs}, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue,
 		Log: slog.New(slog.NewTextHandler(errOut, nil))})
 	drafting := "no drafting"
 	if cfg.Draft != "" {
@@ -81,4 +81,18 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	fmt.Fprintf(out, "tandem serve: %s (%s) on http://%s/v1\n", name, drafting, ln.Addr())
 	return s.Serve(ctx, ln)
+}
+
+// drafted gives every request that names no drafting settings those of
+// the command line.
+type drafted struct {
+	gen      serve.Generator
+	drafting engine.Drafting
+}
+
+func (d drafted) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	if req.Drafting == (engine.Drafting{}) {
+		req.Drafting = d.drafting
+	}
+	return d.gen.Generate(ctx, req, emit)
 }

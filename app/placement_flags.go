@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // placementFlags are the planner's placement flags (tandem plan's) on the
@@ -35,7 +36,7 @@ func (p *placementFlags) placement() (*engine.Placement, error) {
 	if err != nil {
 		return nil, err
 	}
-	draft, err := parseDraftPlacement(p.draftDevs, "target", target)
+	draft, err := parseDraftPlacement(p.draftDevs, string(plan.BorrowInPlace))
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func (r *Runner) Forward(ctx context.Context, tokens []int32, pos int, out []int
 		return nil, errors.New("engine: runner is closed")
 	}
 	r.target.cached = nil // the cache no longer holds what the sequence remembers
-	return r.target.Forward(ctx, tokens, pos, out)
+	return r.target.m.Forward(ctx, tokens, pos, out)
 }
 
 // Perplexity scores text with the target as llama.cpp's perplexity tool
@@ -35,5 +35,5 @@ func (r *Runner) Perplexity(ctx context.Context, text string, n int, progress fu
 		return model.PerplexityResult{}, fmt.Errorf("engine: %w", err)
 	}
 	r.target.cached = nil
-	return model.Perplexity(ctx, r.target, tokens, n, progress)
+	return model.Perplexity(ctx, r.target.m, tokens, n, progress)
 }

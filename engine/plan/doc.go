@@ -31,7 +31,7 @@
 //     replicated (a full copy per device) or split by vocabulary rows;
 //   - the KV cache: ctx x kv_heads x head_dim per block, K and V, in the KV type;
 //   - scratch derived from shapes for a batch of B tokens: residual stream,
-//     Q/K/V, attention scores, FFN activations, logits (n_vocab x B, f32) on
+//     Q/K/V, FFN activations, logits (n_vocab x B, f32) on
 //     the head's devices, and receive buffers for activations crossing devices;
 //   - a draft model's own weights, KV and scratch on its devices, and for a
 //     draft that borrows the target's embedding and head (EAGLE-3), either the
