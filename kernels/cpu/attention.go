@@ -155,9 +155,14 @@ func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
 		} else {
 			vs = float32(math.Exp(float64(x - m)))
 		}
-		if vHalf {
+		switch s.v.typ {
+		case quant.F16:
 			accumulateHalf(acc, s.values(t, g), vs)
-		} else {
+		case quant.Q8_0:
+			madQ8_0(acc, s.values(t, g), vs)
+		case quant.Q4_0:
+			madQ4_0(acc, s.values(t, g), vs)
+		default:
 			_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
 			madF32(acc, sc.vrow, vs)
 		}
@@ -175,6 +180,33 @@ func madF32(acc, v []float32, vs float32) {
 	v = v[:len(acc)]
 	for i, a := range acc {
 		acc[i] = fma32(v[i], vs, a)
+	}
+}
+
+// madQ8_0 is madF32 of a Q8_0 row v, dequantized on the way: each value is
+// d*q rounded to float32, as kernels/quant dequantizes it, then fused.
+// Done here rather than through quant.Dequantize, whose dispatch per row
+// of one head cost as much as the arithmetic.
+func madQ8_0(acc []float32, v []byte, vs float32) {
+	for b := range len(acc) / 32 {
+		blk, a := v[b*34:b*34+34], acc[b*32:b*32+32]
+		d := halfBits(uint16(blk[0]) | uint16(blk[1])<<8)
+		for j, q := range blk[2:34] {
+			a[j] = fma32(d*float32(int8(q)), vs, a[j])
+		}
+	}
+}
+
+// madQ4_0 is madQ8_0 for a Q4_0 row: element j of a block in the low
+// nibble of byte j, element j+16 in its high nibble, each d*(q-8).
+func madQ4_0(acc []float32, v []byte, vs float32) {
+	for b := range len(acc) / 32 {
+		blk, a := v[b*18:b*18+18], acc[b*32:b*32+32]
+		d := halfBits(uint16(blk[0]) | uint16(blk[1])<<8)
+		for j, q := range blk[2:18] {
+			a[j] = fma32(d*float32(int(q&15)-8), vs, a[j])
+			a[j+16] = fma32(d*float32(int(q>>4)-8), vs, a[j+16])
+		}
 	}
 }
 
