@@ -38,7 +38,7 @@ func (m *Model) Capture(layers []int, be kernels.Backend, dst kernels.Tensor, fn
 	}
 	// Programs compiled with or without the capture's copies go.
 	for _, pt := range m.parts {
-		if err := pt.closePrograms(); err != nil {
+		if err := pt.progs.close(); err != nil {
 			return fmt.Errorf("model: capture: %w", err)
 		}
 	}

@@ -49,9 +49,7 @@ type Eagle3 struct {
 	own    kernels.Tensor
 	next   int
 
-	fuse map[int]kernels.Program // Encode, by rows
-	body map[int]kernels.Program // Forward, by rows
-	step map[int]kernels.Program // Step (one row)
+	progs programs // Encode's, Forward's and Step's
 
 	// host staging
 	tokens, positions []int32
@@ -100,7 +98,7 @@ type farShard struct {
 	logits kernels.Tensor // [1, rows]
 	probs  kernels.Tensor // [1, rows] their softmax; invalid with a batch of 1
 	id     kernels.Tensor // I32 [1, 1] the shard's argmax
-	prog   kernels.Program
+	progs  programs
 }
 
 // Top is a draft's most likely next token over the target's vocabulary and
@@ -138,7 +136,7 @@ func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 		return nil, fmt.Errorf("model: draft: no backend for device %d", dev)
 	}
 	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t, next: -1,
-		fuse: map[int]kernels.Program{}, body: map[int]kernels.Program{}, step: map[int]kernels.Program{}}
+		progs: newPrograms(be, fmt.Sprintf("device %d, EAGLE-3 draft", dev))}
 	far := &eagle3Far{target: target, bufs: map[kernels.Backend][]kernels.Buffer{}}
 	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
@@ -243,7 +241,8 @@ func (m *Eagle3) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 			if pt == nil || pt.headRows != h.Rows || !pt.w.output.Valid() {
 				return fmt.Errorf("model: the draft's head on device %d rows %v, where the target has none: %w", h.Device, h.Rows, ErrBadParam)
 			}
-			far.heads = append(far.heads, &farShard{be: pt.be, rows: h.Rows, w: pt.w.output})
+			far.heads = append(far.heads, &farShard{be: pt.be, rows: h.Rows, w: pt.w.output,
+				progs: newPrograms(pt.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.Device, h.Rows))})
 		}
 	}
 	return nil
@@ -428,12 +427,8 @@ func (m *Eagle3) Encode(ctx context.Context, pos, n int) error {
 	if err := m.writeInputs(nil, pos, n); err != nil {
 		return err
 	}
-	prog, err := cachedProgram(m.be, m.fuse, n, m.fuseOps)
-	if err != nil {
+	if err := m.progs.run(ctx, progKey{kind: progFuse, n: n}, func() []kernels.Op { return m.fuseOps(n) }); err != nil {
 		return err
-	}
-	if err := prog.Run(ctx); err != nil {
-		return fmt.Errorf("model: EAGLE-3 encode: %w", err)
 	}
 	m.nFused = pos + n
 	return nil
@@ -450,7 +445,7 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 	if err := m.checkForward(tokens, pos); err != nil {
 		return nil, err
 	}
-	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
+	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -464,7 +459,7 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 	if pos != m.next || pos > m.n || pos >= m.context {
 		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	if err := m.run(ctx, []int32{token}, pos, m.step, m.stepOps); err != nil {
+	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -473,7 +468,7 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 // run runs the tokens at pos through the programs ops compiles, in chunks,
 // keeps the last row's pre-norm output and computes its logits, which stay
 // where the head runs until read.
-func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int]kernels.Program, ops func(int) []kernels.Op) error {
+func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, kind progKind, ops func(int) []kernels.Op) error {
 	n := len(tokens)
 	if pos+n > m.context {
 		return fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
@@ -495,12 +490,8 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int
 				return err
 			}
 		}
-		prog, err := cachedProgram(m.be, cache, b, ops)
-		if err != nil {
+		if err := m.progs.run(ctx, progKey{kind: kind, n: b}, func() []kernels.Op { return ops(b) }); err != nil {
 			return err
-		}
-		if err := prog.Run(ctx); err != nil {
-			return fmt.Errorf("model: EAGLE-3 forward: %w", err)
 		}
 		m.n = pos + c + b
 	}
@@ -604,45 +595,26 @@ func (m *Eagle3) embedOps(b int) []kernels.Op {
 // then a pre-norm SwiGLU FFN. It leaves the pre-norm output in s.x.
 func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	p, s, w := m.params, m.s, m.w
-	pos := s.pos.ColSlice(0, b)
 	emb, in := s.emb.RowSlice(0, b), s.in.RowSlice(0, b)
 	embNormed, gNormed := in.ColSlice(0, p.Embd), in.ColSlice(p.Embd, p.Embd)
 	x, h, tmp := s.x.RowSlice(0, b), s.h.RowSlice(0, b), s.tmp.RowSlice(0, b)
-	q, k, v, attn := s.q.RowSlice(0, b), s.k.RowSlice(0, b), s.v.RowSlice(0, b), s.attn.RowSlice(0, b)
-	gate, up := s.gate.RowSlice(0, b), s.up.RowSlice(0, b)
-	rope := func(t kernels.Tensor) kernels.Rope {
-		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
-			Base: p.RopeBase, Scale: p.RopeScale, Factors: w.rope}
-	}
 	residual := g
 	if p.NormBeforeResidual {
 		residual = gNormed
 	}
-	return []kernels.Op{
+	layer := blockWeights{wq: w.wq, wk: w.wk, wv: w.wv, wo: w.wo, gate: w.gate, up: w.up, down: w.down}
+	ops := []kernels.Op{
 		kernels.RMSNorm{Dst: embNormed, X: emb, W: w.embdNorm, Eps: p.NormEps},
 		kernels.RMSNorm{Dst: gNormed, X: g, W: w.gNorm, Eps: p.NormEps},
-
-		// attention
-		kernels.MatMul{Dst: q, W: w.wq, X: in},
-		kernels.MatMul{Dst: k, W: w.wk, X: in},
-		kernels.MatMul{Dst: v, W: w.wv, X: in},
-		rope(q), rope(k),
-		kernels.SetRows{Dst: m.kvK, Src: k, Idx: pos},
-		kernels.SetRows{Dst: m.kvV, Src: v, Idx: pos},
-		kernels.Attention{Dst: attn, Q: q, K: m.kvK, V: m.kvV, Pos: pos,
-			NHead: p.Heads, NKVHead: p.KVHeads, HeadDim: p.HeadDim,
-			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
-		kernels.MatMul{Dst: tmp, W: w.wo, X: attn},
-		kernels.Add{Dst: x, A: tmp, B: residual},
-
-		// feed-forward
-		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps},
-		kernels.MatMul{Dst: gate, W: w.gate, X: h},
-		kernels.MatMul{Dst: up, W: w.up, X: h},
-		kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
-		kernels.MatMul{Dst: tmp, W: w.down, X: gate},
-		kernels.Add{Dst: x, A: x, B: tmp},
 	}
+	ops = append(ops, p.attention(attnArgs{w: layer, factors: w.rope, in: in, out: tmp,
+		q: s.q.RowSlice(0, b), k: s.k.RowSlice(0, b), v: s.v.RowSlice(0, b), attn: s.attn.RowSlice(0, b),
+		keys: m.kvK, values: m.kvV, pos: s.pos.ColSlice(0, b), heads: p.Heads, kvHeads: p.KVHeads})...)
+	ops = append(ops,
+		kernels.Add{Dst: x, A: tmp, B: residual},
+		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps})
+	ops = append(ops, ffn(layer, h, tmp, s.gate.RowSlice(0, b), s.up.RowSlice(0, b))...)
+	return append(ops, kernels.Add{Dst: x, A: x, B: tmp})
 }
 
 // headOps computes the logits of the last row; where the target's head is
@@ -673,7 +645,7 @@ func (m *Eagle3) ForwardTop(ctx context.Context, tokens []int32, pos int) (Top, 
 	if err := m.checkForward(tokens, pos); err != nil {
 		return Top{}, err
 	}
-	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
+	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
 		return Top{}, err
 	}
 	return m.top()
@@ -684,7 +656,7 @@ func (m *Eagle3) StepTop(ctx context.Context, token int32, pos int) (Top, error)
 	if pos != m.next || pos > m.n || pos >= m.context {
 		return Top{}, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	if err := m.run(ctx, []int32{token}, pos, m.step, m.stepOps); err != nil {
+	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
 		return Top{}, err
 	}
 	return m.top()
@@ -796,7 +768,7 @@ func (f *eagle3Far) head(ctx context.Context, m *Eagle3) error {
 				return fmt.Errorf("model: EAGLE-3 head input: %w", err)
 			}
 		}
-		if sh.prog == nil {
+		err := sh.progs.run(ctx, progKey{kind: progFarHead, n: 1}, func() []kernels.Op {
 			ops := []kernels.Op{
 				kernels.MatMul{Dst: sh.logits, W: sh.w, X: sh.in},
 				kernels.Argmax{Dst: sh.id, X: sh.logits},
@@ -804,14 +776,10 @@ func (f *eagle3Far) head(ctx context.Context, m *Eagle3) error {
 			if sh.probs.Valid() {
 				ops = append(ops, kernels.Softmax{Dst: sh.probs, X: sh.logits})
 			}
-			prog, err := sh.be.Compile(ops)
-			if err != nil {
-				return fmt.Errorf("model: EAGLE-3 head rows %v: %w", sh.rows, err)
-			}
-			sh.prog = prog
-		}
-		if err := sh.prog.Run(ctx); err != nil {
-			return fmt.Errorf("model: EAGLE-3 head rows %v: %w", sh.rows, err)
+			return ops
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -835,12 +803,7 @@ func (m *Eagle3) Close() error {
 		errs = append(errs, m.target.Capture(nil, nil, kernels.Tensor{}, nil))
 		m.target = nil
 	}
-	for _, progs := range []map[int]kernels.Program{m.fuse, m.body, m.step} {
-		for k, p := range progs {
-			errs = append(errs, p.Close())
-			delete(progs, k)
-		}
-	}
+	errs = append(errs, m.progs.close())
 	for _, b := range m.bufs {
 		errs = append(errs, m.be.Free(b))
 	}
@@ -868,10 +831,7 @@ func (f *eagle3Far) alloc(be kernels.Backend, label kernels.Label, size int64) (
 func (f *eagle3Far) close() error {
 	var errs []error
 	for _, sh := range f.heads {
-		if sh.prog != nil {
-			errs = append(errs, sh.prog.Close())
-			sh.prog = nil
-		}
+		errs = append(errs, sh.progs.close())
 	}
 	for be, bufs := range f.bufs {
 		for _, b := range bufs {
@@ -880,27 +840,4 @@ func (f *eagle3Far) close() error {
 		delete(f.bufs, be)
 	}
 	return errors.Join(errs...)
-}
-
-// cachedProgram returns the program for n rows from cache, compiling ops(n)
-// when missing; it keeps at most maxPrograms, the one-row program always.
-func cachedProgram(be kernels.Backend, cache map[int]kernels.Program, n int, ops func(int) []kernels.Op) (kernels.Program, error) {
-	if p, ok := cache[n]; ok {
-		return p, nil
-	}
-	p, err := be.Compile(ops(n))
-	if err != nil {
-		return nil, fmt.Errorf("model: compile for %d rows: %w", n, err)
-	}
-	if len(cache) >= maxPrograms {
-		for k, old := range cache {
-			if k != 1 {
-				_ = old.Close()
-				delete(cache, k)
-				break
-			}
-		}
-	}
-	cache[n] = p
-	return p, nil
 }

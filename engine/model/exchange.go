@@ -127,7 +127,7 @@ func (m *Model) sumShares(ctx context.Context, b, l int, kind progKind) error {
 		if err := copier(pt, acc).CopyFrom(recv, acc.be, sum); err != nil {
 			return fmt.Errorf("model: block %d share from device %d to %d: %w", l, acc.dev, pt.dev, err)
 		}
-		err := pt.run(ctx, progKey{kind: progReduce, n: b}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progReduce, n: b}, func() []kernels.Op {
 			return []kernels.Op{kernels.Add{Dst: recv, A: recv, B: pt.s.xn.RowSlice(0, b)}}
 		})
 		if err != nil {

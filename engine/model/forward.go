@@ -11,26 +11,6 @@ import (
 	"github.com/tandem-run/tandem/kernels"
 )
 
-// progKey names one compiled program of a part.
-type progKey struct {
-	kind  progKind
-	block int // the block a program starts at; the head's headKind
-	n     int // rows
-	top   int // a top-k head's k
-}
-
-type progKind uint8
-
-const (
-	progEmbed  progKind = iota // token lookup
-	progStage                  // layer split: the part's blocks (from one captured block to the next)
-	progAttn                   // tensor split: a block's attention, partial output
-	progFFN                    // tensor split: a block's FFN, partial output
-	progFinish                 // tensor split: the last block's sum into the stream
-	progReduce                 // tensor split: a share added to the sum received
-	progHead                   // output norm and the part's head rows, and what headKind adds
-)
-
 // headKind is what a head pass leaves where it runs, besides the logits.
 type headKind uint8
 
@@ -45,10 +25,6 @@ type Candidate struct {
 	ID    int32
 	Logit float32
 }
-
-// maxPrograms bounds each device's program cache by batch sizes; prompts
-// of many lengths would otherwise keep one compiled program per length.
-const maxPrograms = 16
 
 // Forward runs tokens at positions pos, pos+1, ... and returns the logits
 // of the rows listed in out (indices into tokens, ascending) as
@@ -267,7 +243,7 @@ func (m *Model) embed(ctx context.Context, b int) (*part, error) {
 			return nil, err
 		}
 		dst := pt.embedDst(b)
-		err := pt.run(ctx, progKey{kind: progEmbed, n: b}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progEmbed, n: b}, func() []kernels.Op {
 			return []kernels.Op{kernels.GetRows{Dst: dst, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)}}
 		})
 		if err != nil {
@@ -340,7 +316,7 @@ func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
 				return err
 			}
 			last := seg[1] == m.params.Layers
-			err := pt.run(ctx, progKey{kind: progStage, block: seg[0], n: b}, func() []kernels.Op {
+			err := pt.progs.run(ctx, progKey{kind: progStage, block: seg[0], n: b}, func() []kernels.Op {
 				x := pt.s.x.RowSlice(0, b)
 				var ops []kernels.Op
 				switch {
@@ -404,7 +380,7 @@ func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 	for l := range m.params.Layers {
 		for _, kind := range []progKind{progAttn, progFFN} {
 			for _, pt := range m.parts {
-				err := pt.run(ctx, progKey{kind: kind, block: l, n: b}, func() []kernels.Op {
+				err := pt.progs.run(ctx, progKey{kind: kind, block: l, n: b}, func() []kernels.Op {
 					x, recv := pt.s.x.RowSlice(0, b), pt.s.recv.RowSlice(0, b)
 					var ops []kernels.Op
 					switch {
@@ -442,7 +418,7 @@ func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 	final := m.byDev[m.head[0].Device]
 	for _, h := range m.head {
 		pt := m.byDev[h.Device]
-		err := pt.run(ctx, progKey{kind: progFinish, n: b}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progFinish, n: b}, func() []kernels.Op {
 			x := pt.s.x.RowSlice(0, b)
 			ops := []kernels.Op{kernels.Add{Dst: x, A: x, B: pt.s.recv.RowSlice(0, b)}}
 			if pt == final {
@@ -472,7 +448,7 @@ func (m *Model) runHead(ctx context.Context, k int, kind headKind, n int) error 
 			return fmt.Errorf("model: %w", err)
 		}
 		w := int(h.Rows.Len())
-		err := pt.run(ctx, progKey{kind: progHead, block: int(kind), n: k, top: n}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progHead, block: int(kind), n: k, top: n}, func() []kernels.Op {
 			sel, logits := pt.s.xn.RowSlice(0, k), pt.s.logits.RowSlice(0, k)
 			ops := []kernels.Op{
 				kernels.GetRows{Dst: sel, Src: src, Idx: pt.s.outIdx.ColSlice(0, k)},
@@ -618,41 +594,12 @@ func (pt *part) hasBlocks() bool {
 // (pt's share of it, under a tensor split) ends in xn.
 func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
 	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
-	pos := s.pos.ColSlice(0, b)
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
-	q, attn := packed(s.q, b, lb.heads*p.HeadDim), packed(s.attn, b, lb.heads*p.HeadDim)
-	k, v := packed(s.k, b, lb.kvHeads*p.HeadDim), packed(s.v, b, lb.kvHeads*p.HeadDim)
-	rope := func(t kernels.Tensor) kernels.Rope {
-		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
-			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: pt.w.ropeFreqs}
-	}
-	ops := []kernels.Op{
-		kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps},
-		kernels.MatMul{Dst: q, W: w.wq, X: h},
-		kernels.MatMul{Dst: k, W: w.wk, X: h},
-		kernels.MatMul{Dst: v, W: w.wv, X: h},
-	}
-	for _, bias := range []struct{ t, b kernels.Tensor }{{q, w.bq}, {k, w.bk}, {v, w.bv}} {
-		if bias.b.Valid() {
-			ops = append(ops, kernels.Add{Dst: bias.t, A: bias.t, B: bias.b})
-		}
-	}
-	if p.arch.qkNorm {
-		qh, kh := q.Reshape(b*lb.heads, p.HeadDim), k.Reshape(b*lb.kvHeads, p.HeadDim)
-		ops = append(ops,
-			kernels.RMSNorm{Dst: qh, X: qh, W: w.qNorm, Eps: p.NormEps},
-			kernels.RMSNorm{Dst: kh, X: kh, W: w.kNorm, Eps: p.NormEps},
-		)
-	}
-	return append(ops,
-		rope(q), rope(k),
-		kernels.SetRows{Dst: pt.kvK[l], Src: k, Idx: pos},
-		kernels.SetRows{Dst: pt.kvV[l], Src: v, Idx: pos},
-		kernels.Attention{Dst: attn, Q: q, K: pt.kvK[l], V: pt.kvV[l], Pos: pos,
-			NHead: lb.heads, NKVHead: lb.kvHeads, HeadDim: p.HeadDim,
-			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
-		kernels.MatMul{Dst: h, W: w.wo, X: attn},
-	)
+	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
+		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
+			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
+			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
+			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads})...)
 }
 
 // ffnOps is block l's SwiGLU FFN on pt's rows for b tokens: the output (or
@@ -660,13 +607,66 @@ func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
 func (m *Model) ffnOps(pt *part, l, b int) []kernels.Op {
 	s, w, lb := pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
-	gate, up := packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn)
+	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps}},
+		ffn(w, h, h, packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn))...)
+}
+
+// attnArgs are what one block's attention reads and writes on a device.
+type attnArgs struct {
+	w                 blockWeights   // wq, wk, wv, wo; biases and per-head norms where present
+	factors           kernels.Tensor // RoPE frequency factors, optional
+	in, out           kernels.Tensor // [b, input width] normalised input; [b, n_embd] output (may be in)
+	q, k, v, attn     kernels.Tensor // scratch: [b, heads*head_dim], [b, kv_heads*head_dim], [b, heads*head_dim]
+	keys, values, pos kernels.Tensor // the block's caches, and the rows' positions
+	heads, kvHeads    int            // the heads this device computes
+}
+
+// attention is a block's self-attention, the same for decoders and
+// drafts: Q, K and V (biases and per-head norms where the architecture has
+// them), RoPE, the new keys and values written to the caches at their
+// positions, attention over the caches, the output projection.
+func (p Params) attention(a attnArgs) []kernels.Op {
+	w, b := a.w, a.in.Rows
+	rope := func(t kernels.Tensor) kernels.Rope {
+		return kernels.Rope{Dst: t, X: t, Pos: a.pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
+			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: a.factors}
+	}
+	ops := []kernels.Op{
+		kernels.MatMul{Dst: a.q, W: w.wq, X: a.in},
+		kernels.MatMul{Dst: a.k, W: w.wk, X: a.in},
+		kernels.MatMul{Dst: a.v, W: w.wv, X: a.in},
+	}
+	for _, bias := range []struct{ t, b kernels.Tensor }{{a.q, w.bq}, {a.k, w.bk}, {a.v, w.bv}} {
+		if bias.b.Valid() {
+			ops = append(ops, kernels.Add{Dst: bias.t, A: bias.t, B: bias.b})
+		}
+	}
+	if p.arch.qkNorm {
+		qh, kh := a.q.Reshape(b*a.heads, p.HeadDim), a.k.Reshape(b*a.kvHeads, p.HeadDim)
+		ops = append(ops,
+			kernels.RMSNorm{Dst: qh, X: qh, W: w.qNorm, Eps: p.NormEps},
+			kernels.RMSNorm{Dst: kh, X: kh, W: w.kNorm, Eps: p.NormEps},
+		)
+	}
+	return append(ops,
+		rope(a.q), rope(a.k),
+		kernels.SetRows{Dst: a.keys, Src: a.k, Idx: a.pos},
+		kernels.SetRows{Dst: a.values, Src: a.v, Idx: a.pos},
+		kernels.Attention{Dst: a.attn, Q: a.q, K: a.keys, V: a.values, Pos: a.pos,
+			NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
+			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
+		kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn},
+	)
+}
+
+// ffn is a SwiGLU feed-forward network on in into out, gate and up its
+// scratch, the same for decoders and drafts.
+func ffn(w blockWeights, in, out, gate, up kernels.Tensor) []kernels.Op {
 	return []kernels.Op{
-		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps},
-		kernels.MatMul{Dst: gate, W: w.gate, X: h},
-		kernels.MatMul{Dst: up, W: w.up, X: h},
+		kernels.MatMul{Dst: gate, W: w.gate, X: in},
+		kernels.MatMul{Dst: up, W: w.up, X: in},
 		kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
-		kernels.MatMul{Dst: h, W: w.down, X: gate},
+		kernels.MatMul{Dst: out, W: w.down, X: gate},
 	}
 }
 
@@ -674,49 +674,4 @@ func (m *Model) ffnOps(pt *part, l, b int) []kernels.Op {
 // with fewer local heads or FFN rows than the widest use a prefix of it.
 func packed(t kernels.Tensor, rows, cols int) kernels.Tensor {
 	return kernels.NewTensor(t.Buf, t.Type, rows, cols, t.Off)
-}
-
-// run runs pt's program key, compiling it with ops on first use.
-func (pt *part) run(ctx context.Context, key progKey, ops func() []kernels.Op) error {
-	prog, ok := pt.progs[key]
-	if !ok {
-		list := ops()
-		if len(list) == 0 {
-			return nil
-		}
-		var err error
-		if prog, err = pt.be.Compile(list); err != nil {
-			return fmt.Errorf("model: device %d: compile for %d rows: %w", pt.dev, key.n, err)
-		}
-		pt.evict(key.n)
-		pt.progs[key] = prog
-	}
-	if err := prog.Run(ctx); err != nil {
-		return fmt.Errorf("model: device %d: %w", pt.dev, err)
-	}
-	return nil
-}
-
-// evict bounds the program cache: when maxPrograms batch sizes are
-// cached, the programs of one size other than 1 (decode) and n go.
-func (pt *part) evict(n int) {
-	sizes := map[int]bool{}
-	for k := range pt.progs {
-		sizes[k.n] = true
-	}
-	if len(sizes) < maxPrograms {
-		return
-	}
-	for size := range sizes {
-		if size == 1 || size == n {
-			continue
-		}
-		for k, p := range pt.progs {
-			if k.n == size {
-				_ = p.Close()
-				delete(pt.progs, k)
-			}
-		}
-		return
-	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -66,7 +64,7 @@ type part struct {
 	embdRows, headRows plan.Range
 
 	s     scratch
-	progs map[progKey]kernels.Program
+	progs programs
 }
 
 // localBlock is a device's share of one block: query and KV heads and FFN
@@ -121,7 +119,7 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 			return nil, fmt.Errorf("model: %s: no backend for device %d", mp.Role, d)
 		}
 		pt := &part{dev: d, be: be, local: make([]localBlock, params.Layers), kvK: make([]kernels.Tensor, params.Layers),
-			kvV: make([]kernels.Tensor, params.Layers), progs: map[progKey]kernels.Program{}}
+			kvV: make([]kernels.Tensor, params.Layers), progs: newPrograms(be, fmt.Sprintf("device %d", d))}
 		pt.dst = map[string]*kernels.Tensor{}
 		for _, s := range params.specs(&pt.w) {
 			pt.dst[s.name] = s.dst
@@ -298,7 +296,7 @@ func (m *Model) weightBytes() int64 {
 func (m *Model) Close() error {
 	var errs []error
 	for _, pt := range m.parts {
-		errs = append(errs, pt.closePrograms())
+		errs = append(errs, pt.progs.close())
 		for _, b := range pt.bufs {
 			errs = append(errs, pt.be.Free(b))
 		}
@@ -308,14 +306,4 @@ func (m *Model) Close() error {
 		return fmt.Errorf("model: close: %w", err)
 	}
 	return nil
-}
-
-// closePrograms releases the part's compiled programs.
-func (pt *part) closePrograms() error {
-	var errs []error
-	for _, k := range slices.Collect(maps.Keys(pt.progs)) {
-		errs = append(errs, pt.progs[k].Close())
-		delete(pt.progs, k)
-	}
-	return errors.Join(errs...)
 }

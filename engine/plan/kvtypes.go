@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/device"
@@ -18,12 +19,8 @@ func SameKV(t quant.Type) KVTypes { return KVTypes{t, t} }
 // DefaultKVType is the cache type of K and V when none is named.
 const DefaultKVType = quant.F16
 
-// kvNames are the cache types by the names people type, in the order they
-// are offered.
-var kvNames = []struct {
-	name string
-	t    quant.Type
-}{{"f16", quant.F16}, {"q8_0", quant.Q8_0}, {"q4_0", quant.Q4_0}, {"f32", quant.F32}}
+// kvTypes are the cache types, in the order a menu offers them.
+func kvTypes() []quant.Type { return []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.F32} }
 
 // ParseKVType reads a cache type as typed on a command line or stored in
 // settings: "f16", "q8_0", "q4_0" or "f32", any case; "" is DefaultKVType.
@@ -31,12 +28,11 @@ func ParseKVType(s string) (quant.Type, error) {
 	if s == "" {
 		return DefaultKVType, nil
 	}
-	for _, n := range kvNames {
-		if strings.EqualFold(s, n.name) {
-			return n.t, nil
-		}
+	t, err := quant.ParseType(strings.ToUpper(s))
+	if err != nil || !slices.Contains(kvTypes(), t) {
+		return 0, fmt.Errorf("plan: KV cache type %q (want f16, q8_0, q4_0 or f32)", s)
 	}
-	return 0, fmt.Errorf("plan: KV cache type %q (want f16, q8_0, q4_0 or f32)", s)
+	return t, nil
 }
 
 // ParseKVTypes reads the K and V cache types: kv names both, v (when not
@@ -55,25 +51,8 @@ func ParseKVTypes(kv, v string) (KVTypes, error) {
 	return t, nil
 }
 
-// isKVType reports whether t is one of the cache types.
-func isKVType(t quant.Type) bool {
-	for _, n := range kvNames {
-		if n.t == t {
-			return true
-		}
-	}
-	return false
-}
-
 // KVTypeName is the name ParseKVType reads for t ("q8_0").
-func KVTypeName(t quant.Type) string {
-	for _, n := range kvNames {
-		if n.t == t {
-			return n.name
-		}
-	}
-	return strings.ToLower(t.String())
-}
+func KVTypeName(t quant.Type) string { return strings.ToLower(t.String()) }
 
 // String is "q8_0", or "K q8_0, V q4_0" when they differ.
 func (t KVTypes) String() string {
@@ -92,7 +71,7 @@ func (t KVTypes) String() string {
 func (t KVTypes) RunsOn(k device.Kind) bool {
 	switch k {
 	case device.CPU:
-		return isKVType(t.K) && isKVType(t.V)
+		return slices.Contains(kvTypes(), t.K) && slices.Contains(kvTypes(), t.V)
 	case device.CUDA:
 		return t.K == t.V && (t.K == quant.F16 || t.K == quant.F32)
 	}
@@ -116,9 +95,9 @@ func (t KVTypes) MarshalText() ([]byte, error) { return []byte(t.String()), nil 
 // can run, in the order a menu offers them.
 func KVChoices(devs []device.Device) []quant.Type {
 	var out []quant.Type
-	for _, n := range kvNames {
-		if SameKV(n.t).RunsOnAll(devs) {
-			out = append(out, n.t)
+	for _, t := range kvTypes() {
+		if SameKV(t).RunsOnAll(devs) {
+			out = append(out, t)
 		}
 	}
 	return out
