@@ -23,8 +23,9 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON object")
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem bench [--model M] [-p 512] [-n 128] [-r 3] [--backend cpu|cuda] [placement flags] [--json]\n\n"+
-			"Times prefill (-p tokens in one batch) and decode (-n tokens one by one from an empty\n"+
-			"context), as llama-bench's pp and tg tests do; prints tokens/s, mean and spread.")
+			"Times prefill (-p tokens in one batch) and greedy decode (-n tokens one by one from an\n"+
+			"empty context, as a chat decodes), as llama-bench's pp and tg tests do; prints tokens/s,\n"+
+			"mean and spread.")
 		fs.PrintDefaults()
 	}
 	if rest, err := parseFlags(fs, args); err != nil {
@@ -71,12 +72,8 @@ func runBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		}
 		if *decode > 0 {
 			secs, err := timeIt(func() error {
-				for i := range *decode {
-					if _, err := r.Forward(ctx, tokens[i:i+1], i, nil); err != nil {
-						return err
-					}
-				}
-				return nil
+				_, err := r.Decode(ctx, tokens[0], 0, *decode)
+				return err
 			})
 			if err != nil {
 				return err

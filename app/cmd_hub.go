@@ -275,16 +275,10 @@ func (f fit) String() string {
 // fitsOf plans the model (header only) on each device alone and, with
 // several, over all of them by layers.
 func fitsOf(f *gguf.File, inv device.Inventory, ctxSize int) []fit {
-	if ctxSize <= 0 {
-		ctxSize = defaultCtx
-		if n, ok := f.ArchUint("context_length"); ok && n > 0 && n < defaultCtx {
-			ctxSize = int(n)
-		}
-	}
 	place := func(label string, index int, devs []int) fit {
 		r := fit{Device: label, Index: index}
-		p, err := plan.Make(plan.Input{Target: f, Devices: inv.Devices, Ctx: ctxSize, Batch: min(defaultBatch, ctxSize),
-			KVType: quant.F16, TargetPlacement: plan.Placement{Devices: devs}})
+		p, err := plan.Make(plan.Input{Target: f, Devices: inv.Devices, Ctx: ctxSize, KV: plan.SameKV(quant.F16),
+			TargetPlacement: plan.Placement{Devices: devs}})
 		if err != nil {
 			r.Error = err.Error()
 			return r

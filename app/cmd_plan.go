@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -18,13 +17,6 @@ import (
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/plan"
-	"github.com/tandem-run/tandem/kernels/quant"
-)
-
-// Defaults of `tandem plan` (and of the commands that share its flags).
-const (
-	defaultCtx   = 4096
-	defaultBatch = 512
 )
 
 // exitNoFit is the exit status of a plan that does not fit.
@@ -38,13 +30,14 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	virtual := fs.String("virtual-devices", "", "plan against virtual devices, e.g. `cuda0:12GiB,cuda0:12GiB,cpu:8GiB`")
 	targetDevs := fs.String("target-devices", "", "target's device `indices`, in order (default: all)")
 	draftDevs := fs.String("draft-devices", "", "draft's device `indices` (default: where the target runs its head)")
-	split := fs.String("split", "layer", "how the target spreads over its devices: `layer` or tensor")
+	split := fs.String("split", string(plan.SplitLayer), "how the target spreads over its devices: `layer` or tensor")
 	ratios := fs.String("ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
 	head := fs.String("head", "", "target's output head: `single` (on the last device), replicated or split (default: single for layer split, split for tensor split)")
-	borrow := fs.String("borrow", "target", "a draft that borrows the target's head and embedding uses them where the target keeps them (`target`) or copies them (copy)")
-	ctxSize := fs.Int("ctx", 0, "context size in `tokens` (default: 4096, or less if the model was trained shorter)")
-	batch := fs.Int("batch", defaultBatch, "most `tokens` per forward pass (prefill chunk, verification batch)")
-	kvType := fs.String("kv-type", "f16", "KV cache `type`: f16, q8_0 or f32")
+	borrow := fs.String("borrow", string(plan.BorrowInPlace), "a draft that borrows the target's head and embedding uses them where the target keeps them (`target`) or copies them (copy)")
+	ctxSize := fs.Int("ctx", 0, fmt.Sprintf("context size in `tokens` (default: %d, or less if the model was trained shorter)", plan.DefaultCtx))
+	batch := fs.Int("batch", 0, fmt.Sprintf("most `tokens` per forward pass (prefill chunk, verification batch; default: %d, at most the context)", plan.DefaultBatch))
+	kvType := fs.String("kv-type", plan.KVTypeName(plan.DefaultKVType), "KV cache `type` of K and V: f16, q8_0, q4_0 or f32 (llama.cpp's -ctk)")
+	kvTypeV := fs.String("kv-type-v", "", "the V cache's `type` when it differs from --kv-type (llama.cpp's -ctv)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON, every number in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem plan --model M [--draft D] [flags]\n\n"+
@@ -77,22 +70,13 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 		defer draft.Close()
 		in.Draft = draft
 	}
-	if in.Ctx == 0 {
-		in.Ctx = defaultCtx
-		if n, ok := target.ArchUint("context_length"); ok && n > 0 && n < defaultCtx {
-			in.Ctx = int(n)
-		}
-	}
-	if !flagGiven(fs, "batch") {
-		in.Batch = min(in.Batch, in.Ctx)
-	}
-	if in.KVType, err = parseKVType(*kvType); err != nil {
-		return usageError(errOut, err)
+	if in.KV, err = plan.ParseKVTypes(*kvType, *kvTypeV); err != nil {
+		return usageError(errOut, fmt.Errorf("--kv-type: %w", err))
 	}
 	if in.TargetPlacement, err = parsePlacement(*targetDevs, *split, *ratios, *head, inv); err != nil {
 		return usageError(errOut, err)
 	}
-	if in.DraftPlacement, err = parseDraftPlacement(*draftDevs, *borrow, in.TargetPlacement); err != nil {
+	if in.DraftPlacement, err = parseDraftPlacement(*draftDevs, *borrow); err != nil {
 		return usageError(errOut, err)
 	}
 	p, err := plan.Make(in)
@@ -135,41 +119,22 @@ func loadInventory(file, virtual string) (device.Inventory, error) {
 	return inv, err
 }
 
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
-}
-
 func usageError(errOut io.Writer, err error) error {
 	fmt.Fprintf(errOut, "tandem plan: %v\n", err)
 	return errUsage
 }
 
-func parseKVType(s string) (quant.Type, error) {
-	switch strings.ToLower(s) {
-	case "f16":
-		return quant.F16, nil
-	case "q8_0":
-		return quant.Q8_0, nil
-	case "f32":
-		return quant.F32, nil
-	}
-	return 0, fmt.Errorf("--kv-type %q: want f16, q8_0 or f32", s)
-}
-
 // parsePlacement reads the target's placement flags; no device list means
-// every device of the inventory.
+// every device of the inventory (plan.Input.Resolve).
 func parsePlacement(devs, split, ratios, head string, inv device.Inventory) (plan.Placement, error) {
 	var p plan.Placement
 	var err error
 	if p.Devices, err = parseInts("--target-devices", devs); err != nil {
 		return p, err
 	}
-	if p.Devices == nil {
-		for _, d := range inv.Devices {
-			p.Devices = append(p.Devices, d.Index)
-		}
+	if head == string(plan.HeadSingle) && p.Devices == nil {
+		// The head's device is the last of the resolved list.
+		p.Devices = plan.Input{Devices: inv.Devices}.Resolve().TargetPlacement.Devices
 	}
 	switch split {
 	case "layer", "tensor":
@@ -199,20 +164,15 @@ func parsePlacement(devs, split, ratios, head string, inv device.Inventory) (pla
 }
 
 // parseDraftPlacement reads the draft's flags; no device list means the
-// device where the target runs its head (its last device).
-func parseDraftPlacement(devs, borrow string, target plan.Placement) (plan.Placement, error) {
+// target's last device (plan.Input.Resolve).
+func parseDraftPlacement(devs, borrow string) (plan.Placement, error) {
 	p := plan.Placement{Borrow: plan.Borrow(borrow)}
 	if borrow != string(plan.BorrowInPlace) && borrow != string(plan.BorrowCopy) {
 		return p, fmt.Errorf("--borrow %q: want target or copy", borrow)
 	}
 	var err error
-	if p.Devices, err = parseInts("--draft-devices", devs); err != nil {
-		return p, err
-	}
-	if p.Devices == nil && len(target.Devices) > 0 {
-		p.Devices = target.Devices[len(target.Devices)-1:]
-	}
-	return p, nil
+	p.Devices, err = parseInts("--draft-devices", devs)
+	return p, err
 }
 
 func parseInts(flag, s string) ([]int, error) {
@@ -237,7 +197,7 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 	if p.Draft != nil {
 		describeModel(out, p.Draft, inv)
 	}
-	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v\n\n", p.Ctx, p.Batch, p.KVType)
+	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v\n\n", p.Ctx, p.Batch, p.KV)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "DEVICE\tROLE\tWEIGHTS\tEMBEDDING\tHEAD\tKV\tSCRATCH\tDRAFT\tOVERHEAD\tTOTAL\tCAPACITY\t\tVERDICT\t")
@@ -298,12 +258,51 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 	}
 	fmt.Fprintln(out, "Each of these fits:")
 	for _, s := range p.Suggestions {
-		var flags []string
-		for _, k := range slices.Sorted(maps.Keys(s.Changes)) {
-			flags = append(flags, "--"+k+" "+s.Changes[k])
-		}
-		fmt.Fprintf(out, "  %s (%s)\n", s.Text, strings.Join(flags, " "))
+		fmt.Fprintf(out, "  %s (%s)\n", s.Text, strings.Join(changeFlags(s.Change), " "))
 	}
+}
+
+// changeFlags are the command-line flags that make a planner's change.
+func changeFlags(c plan.Change) []string {
+	var flags []string
+	if c.Ratios != nil {
+		flags = append(flags, "--ratios "+floats(c.Ratios))
+	}
+	if c.KV != nil {
+		flags = append(flags, "--kv-type "+plan.KVTypeName(c.KV.K))
+		if c.KV.V != c.KV.K {
+			flags = append(flags, "--kv-type-v "+plan.KVTypeName(c.KV.V))
+		}
+	}
+	if c.Head != "" {
+		flags = append(flags, "--head "+string(c.Head))
+	}
+	if c.Split != "" {
+		flags = append(flags, "--split "+string(c.Split))
+	}
+	if c.Borrow != "" {
+		flags = append(flags, "--borrow "+string(c.Borrow))
+	}
+	if c.Ctx > 0 {
+		flags = append(flags, "--ctx "+strconv.Itoa(c.Ctx))
+	}
+	if c.DraftDevices != nil {
+		var ids []string
+		for _, d := range c.DraftDevices {
+			ids = append(ids, strconv.Itoa(d))
+		}
+		flags = append(flags, "--draft-devices "+strings.Join(ids, ","))
+	}
+	return flags
+}
+
+// floats writes numbers as a flag value: "62,38".
+func floats(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strings.Join(s, ",")
 }
 
 // perDevice writes bytes per device: "GPU 0 1.2 GiB, GPU 1 900 MiB".

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/plan/plantest"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
@@ -43,7 +44,9 @@ func TestPlanExitStatus(t *testing.T) {
 		{"does not fit", []string{"--model", big, "--devices-file", inventoryFile("1x24GB.json")}, 3, "The plan does not fit."},
 		{"no model", []string{"--devices-file", inventoryFile("1x24GB.json")}, 2, "Usage"},
 		{"bad split", []string{"--model", q4, "--split", "rows", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--split"},
-		{"bad kv type", []string{"--model", q4, "--kv-type", "q4_0", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--kv-type"},
+		{"bad kv type", []string{"--model", q4, "--kv-type", "q4_k", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--kv-type"},
+		{"kv type a GPU cannot run", []string{"--model", q4, "--kv-type", "q4_0", "--devices-file", inventoryFile("1x24GB.json")}, 1, "cannot run on GPU 0"},
+		{"quantized kv on the CPU", []string{"--model", q4, "--kv-type", "q8_0", "--kv-type-v", "q4_0", "--virtual-devices", "cpu:64GiB"}, 0, "KV cache K q8_0, V q4_0"},
 		{"bad device list", []string{"--model", q4, "--target-devices", "0,x", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--target-devices"},
 		{"unknown device", []string{"--model", q4, "--target-devices", "0,5", "--devices-file", inventoryFile("1x24GB.json")}, 1, "device 5 is not in the inventory"},
 		{"missing model", []string{"--model", "/nonexistent.gguf", "--devices-file", inventoryFile("1x24GB.json")}, 1, "nonexistent"},
@@ -102,8 +105,8 @@ func TestPlanJSON(t *testing.T) {
 		}
 	}
 	var sugg []struct {
-		Text    string            `json:"text"`
-		Changes map[string]string `json:"changes"`
+		Text   string          `json:"text"`
+		Change json.RawMessage `json:"change"`
 	}
 	if err := json.Unmarshal(r["suggestions"], &sugg); err != nil || len(sugg) == 0 {
 		t.Fatalf("suggestions: %v, %d", err, len(sugg))
@@ -111,8 +114,26 @@ func TestPlanJSON(t *testing.T) {
 	// Each suggestion, given back as flags, fits.
 	for _, s := range sugg {
 		args := []string{"plan", "--model", q4, "--devices-file", inventoryFile("2x12GB.json"), "--ctx", "65536", "--json"}
-		for k, v := range s.Changes {
-			args = append(args, "--"+k, v)
+		var c struct {
+			Ratios       []float64 `json:"ratios"`
+			KV           string    `json:"kv_type"`
+			Ctx          int       `json:"ctx"`
+			Head         string    `json:"head"`
+			DraftDevices []int     `json:"draft_devices"`
+		}
+		if err := json.Unmarshal(s.Change, &c); err != nil {
+			t.Fatal(err)
+		}
+		change := plan.Change{Ratios: c.Ratios, Ctx: c.Ctx, Head: plan.HeadMode(c.Head), DraftDevices: c.DraftDevices}
+		if c.KV != "" {
+			kv, err := plan.ParseKVTypes(c.KV, "")
+			if err != nil {
+				t.Fatalf("suggestion %q: %v", s.Text, err)
+			}
+			change.KV = &kv
+		}
+		for _, f := range changeFlags(change) {
+			args = append(args, strings.Fields(f)...)
 		}
 		if code := Main(args, io.Discard, io.Discard); code != 0 {
 			t.Errorf("suggestion %q: %v exits %d", s.Text, args, code)

@@ -10,22 +10,22 @@ import (
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // engineFlags are the load-time flags that run, bench, perplexity and serve share.
 type engineFlags struct {
-	model, draft       string
-	pull               bool // download hf:// models that are not cached
-	lookup             bool
-	backend            string
-	gpu                int
-	ctx                int
-	kvType             string
-	threads            int
-	draftMax, draftMin int
-	draftPMin          float64
-	place              placementFlags
-	drafting           bool // the draft flags are registered
+	model, draft    string
+	pull            bool // download hf:// models that are not cached
+	lookup          bool
+	backend         string
+	gpu             int
+	ctx             int
+	kvType, kvTypeV string
+	threads         int
+	draftKnobs      engine.Drafting // the request's drafting settings (run, serve)
+	place           placementFlags
+	drafting        bool // the draft flags are registered
 }
 
 // register adds the flags of a command that generates: the target's and the draft's.
@@ -34,9 +34,10 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	e.drafting = true
 	fs.StringVar(&e.draft, "draft", "", "draft GGUF: a small model of the same vocabulary, or an EAGLE-3 draft")
 	fs.BoolVar(&e.lookup, "lookup", false, "draft by prompt lookup (n-grams of the context); alone when no --draft")
-	fs.IntVar(&e.draftMax, "draft-max", engine.DefaultDraftMax, "most tokens drafted per step")
-	fs.IntVar(&e.draftMin, "draft-min", engine.DefaultDraftMin, "fewest tokens the adaptive draft length goes down to")
-	fs.Float64Var(&e.draftPMin, "draft-p-min", engine.DefaultDraftPMin, "stop drafting when the draft's top probability is below this")
+	def := engine.DefaultDrafting()
+	fs.IntVar(&e.draftKnobs.Max, "draft-max", def.Max, "most tokens drafted per step")
+	fs.IntVar(&e.draftKnobs.Min, "draft-min", def.Min, "fewest tokens the adaptive draft length goes down to")
+	fs.Float64Var(&e.draftKnobs.PMin, "draft-p-min", def.PMin, "stop drafting when the draft's top probability is below this")
 }
 
 // registerTarget adds the flags of a command that measures the target alone
@@ -47,7 +48,8 @@ func (e *engineFlags) registerTarget(fs *flag.FlagSet) {
 	fs.StringVar(&e.backend, "backend", "cpu", "compute backend: cpu or cuda")
 	fs.IntVar(&e.gpu, "gpu", 0, "GPU number for --backend cuda")
 	fs.IntVar(&e.ctx, "ctx", 0, "context size in tokens (default: the model's, at most 4096)")
-	fs.StringVar(&e.kvType, "kv-type", "f16", "KV cache type: f16 or f32")
+	fs.StringVar(&e.kvType, "kv-type", plan.KVTypeName(plan.DefaultKVType), "KV cache type of K and V: f16, q8_0, q4_0 or f32 (llama.cpp's -ctk)")
+	fs.StringVar(&e.kvTypeV, "kv-type-v", "", "the V cache's type when it differs from --kv-type (llama.cpp's -ctv)")
 	fs.IntVar(&e.threads, "threads", 0, "CPU threads (default: all cores)")
 	e.place.register(fs)
 }
@@ -75,8 +77,7 @@ func (e *engineFlags) config(ctx context.Context, errOut io.Writer) (engine.Conf
 		return engine.Config{}, err
 	}
 	return engine.Config{Target: target, Draft: draft, Lookup: e.lookup, Backend: e.backend, GPU: e.gpu, Context: e.ctx,
-		KVType: e.kvType, Threads: e.threads, DraftMax: e.draftMax, DraftMin: e.draftMin, DraftPMin: e.draftPMin,
-		Placement: place}, nil
+		KVType: e.kvType, KVTypeV: e.kvTypeV, Threads: e.threads, Placement: place}, nil
 }
 
 // samplingFlags are the per-request sampling settings.
@@ -160,7 +161,8 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sf.sampling(), Stop: stops}
+	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sf.sampling(), Stop: stops,
+		Drafting: ef.draftKnobs}
 	if *message != "" {
 		if *system != "" {
 			req.Messages = append(req.Messages, chat.Message{Role: "system", Content: *system})

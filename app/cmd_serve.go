@@ -84,7 +84,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 		name = strings.TrimSuffix(filepath.Base(cfg.Target), ".gguf")
 	}
 	host, _, _ := net.SplitHostPort(f.addr) // Listen has checked it
-	s := serve.New(r, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue, MaxClientRequests: f.maxClient,
+	s := serve.New(drafted{r, f.engine.draftKnobs}, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue, MaxClientRequests: f.maxClient,
 		Hosts: []string{host}, AllowOrigins: f.allowOrigins, Log: slog.New(slog.NewTextHandler(errOut, nil))})
 	drafting := "no drafting"
 	if cfg.Draft != "" {
@@ -94,4 +94,18 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	fmt.Fprintf(out, "tandem serve: %s (%s) on http://%s/v1\n", name, drafting, ln.Addr())
 	return s.Serve(ctx, ln)
+}
+
+// drafted gives every request that names no drafting settings those of
+// the command line.
+type drafted struct {
+	gen      serve.Generator
+	drafting engine.Drafting
+}
+
+func (d drafted) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	if req.Drafting == (engine.Drafting{}) {
+		req.Drafting = d.drafting
+	}
+	return d.gen.Generate(ctx, req, emit)
 }

@@ -4,11 +4,13 @@ package app
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
@@ -86,8 +88,8 @@ func TestBorrowedHeadShownAndSwitched(t *testing.T) {
 	// engine borrowed.
 	m.startLoad()
 	h.waitFor("the load", func() bool { return m.model != nil })
-	if p := loadedWith.Placement; p == nil || p.Draft.Borrow != plan.BorrowCopy || len(p.Draft.Devices) != 1 || p.Draft.Devices[0] != 1 {
-		t.Fatalf("loaded with placement %+v", loadedWith.Placement)
+	if p := loadedWith.Plan; p == nil || p.Draft.Placement.Borrow != plan.BorrowCopy || len(p.Draft.Placement.Devices) != 1 || p.Draft.Placement.Devices[0] != 1 {
+		t.Fatalf("loaded with plan %+v", loadedWith.Plan)
 	}
 	if want := "on " + deviceName(m.inv.Devices[0]) + " (draft on " + deviceName(m.inv.Devices[1]) + ")"; !strings.Contains(m.status.Text, want) {
 		t.Errorf("status %q does not say %q", m.status.Text, want)
@@ -133,4 +135,48 @@ func TestEagle3DraftLoadsAsPlanned(t *testing.T) {
 	if err != nil || st.GeneratedTokens != 4 {
 		t.Errorf("generation: %+v, %v", st, err)
 	}
+}
+
+// The planner's "store the KV cache as q8_0" fix, one click in the window,
+// turns a layout that does not fit (a context whose F16 cache outgrows the
+// host's 1 GiB) into one that loads through the real engine, with the
+// plan's q8_0 cache, and chats.
+func TestKVFixLoadsAndChats(t *testing.T) {
+	h := newHarness(t, func(s *Settings) {
+		s.Layout.TargetDevices, s.Layout.Ctx = []int{2}, 300000
+	}, engineLoad)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	m.setModel("draft", nil)
+	h.settle()
+	if kv := m.kvSelect.Options; !slices.Equal(kv, []string{"f16", "q8_0", "q4_0", "f32"}) {
+		t.Errorf("the CPU's cache types offered: %v", kv)
+	}
+	pv := m.preview.Preview()
+	fix := slices.Index(pv.Suggestions, "Store the KV cache as q8_0.")
+	if pv.Fits || fix < 0 {
+		t.Fatalf("preview %+v: want one over budget with the q8_0 fix", pv)
+	}
+	m.preview.Apply(fix)
+	h.settle()
+	if !m.preview.Preview().Fits || m.set.Layout.KVType != "q8_0" || m.kvSelect.Selected != "q8_0" {
+		t.Fatalf("after the fix: %+v, KV %q, select %q", m.preview.Preview(), m.set.Layout.KVType, m.kvSelect.Selected)
+	}
+	m.startLoad()
+	h.waitFor("the load", func() bool { return m.cancelLoad == nil })
+	if m.model == nil {
+		t.Fatalf("not loaded: %q", m.errNotice.Text())
+	}
+	r := m.model.(*engine.Runner)
+	if kv := r.Plan().KV; kv != plan.SameKV(quant.Q8_0) {
+		t.Errorf("loaded with a %v cache", kv)
+	}
+	c := m.chat
+	c.input.SetText("Quote Genesis 1:1.")
+	c.sendInput()
+	h.waitFor("the answer", func() bool {
+		msgs := c.view.Messages()
+		return len(msgs) == 2 && !msgs[1].Streaming && msgs[1].Text != ""
+	})
+	t.Logf("answer: %q", c.view.Messages()[1].Text)
 }

@@ -56,9 +56,8 @@ func TestLoadShowsProgressAndOpensChat(t *testing.T) {
 func TestLoadCancelAndError(t *testing.T) {
 	started := make(chan struct{})
 	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices = []int{2} }, func(ctx context.Context, cfg engine.Config, progress func(engine.Progress)) (loadedModel, error) {
-		// The engine gets the placement the preview was planned from.
-		if cfg.Threads < 1 || cfg.Context == 0 || cfg.Placement == nil ||
-			!slices.Equal(cfg.Placement.Target.Devices, []int{2}) || len(cfg.Placement.Devices) != 3 {
+		// The engine gets the plan the preview showed.
+		if cfg.Threads < 1 || cfg.Plan == nil || !cfg.Plan.Fits || !slices.Equal(cfg.Plan.Target.Placement.Devices, []int{2}) {
 			return nil, fmt.Errorf("bad config %+v", cfg)
 		}
 		close(started)

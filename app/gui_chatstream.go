@@ -126,7 +126,8 @@ func (c *chatPage) request(conv *Conversation) engine.Request {
 	}
 	s := c.m.set.Chat
 	return engine.Request{Messages: msgs, ChatMLFallback: true, MaxTokens: s.MaxTokens, NoDraft: !s.UseDraft,
-		Sampling: engine.Sampling{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed}}
+		Sampling: engine.Sampling{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed},
+		Drafting: engine.Drafting{Max: s.DraftMax, PMin: s.DraftPMin}}
 }
 
 // showChunk adds streamed text to message i of conv (main goroutine).

@@ -81,7 +81,7 @@ func TestFindSearchShowsFitVerdicts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, d := range g.m.inv.Devices {
-			pl, err := plan.Make(plan.Input{Target: local, Devices: g.m.inv.Devices, Ctx: 2048, Batch: 512, KVType: quant.F16,
+			pl, err := plan.Make(plan.Input{Target: local, Devices: g.m.inv.Devices, Ctx: 2048, Batch: 512, KV: plan.SameKV(quant.F16),
 				TargetPlacement: plan.Placement{Devices: []int{d.Index}}})
 			if err != nil {
 				t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
-	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // frameInterval is how often streamed text and progress reach the widgets:
@@ -43,19 +43,15 @@ func draftOK(m *mainWindow) bool {
 	return ok
 }
 
-// engineConfig is what Load loads for the current choices: the plan's
-// placement, so the engine allocates exactly what the preview showed (an
-// EAGLE-3 draft included: its device, and its borrowed embedding and head
-// used in place or copied, as the plan chose).
+// engineConfig is what Load loads for the current choices: the plan the
+// preview shows, so the engine allocates exactly that (an EAGLE-3 draft
+// included: its device, and its borrowed embedding and head used in place
+// or copied, as the plan chose).
 func (m *mainWindow) engineConfig() engine.Config {
-	c := m.set.Chat
-	in := m.planIn
 	// One core is left to the window, so it keeps drawing while the CPU
 	// backend loads and decodes.
-	return engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: c.Lookup, Backend: "cpu",
-		Context: m.plan.Ctx, KVType: cmpOr(m.set.Layout.KVType, "f16"), DraftMax: c.DraftMax, DraftPMin: c.DraftPMin,
-		Threads:   max(1, runtime.NumCPU()-1),
-		Placement: &engine.Placement{Devices: in.Devices, Target: in.TargetPlacement, Draft: in.DraftPlacement, Batch: in.Batch}}
+	return engine.Config{Target: m.set.Target, Draft: m.set.Draft, Lookup: m.set.Chat.Lookup,
+		Threads: max(1, runtime.NumCPU()-1), Plan: m.plan}
 }
 
 // describeConfig is one line on what is loaded.
@@ -67,23 +63,24 @@ func describeConfig(c engine.Config) string {
 	case c.Lookup:
 		s += " with prompt lookup"
 	}
-	where := strings.ToUpper(c.Backend)
-	if p := c.Placement; p != nil {
-		where = placedOn(p.Devices, p.Target.Devices)
-		if c.Draft != "" && len(p.Draft.Devices) > 0 && !slices.Equal(p.Draft.Devices, p.Target.Devices) {
-			where += " (draft on " + placedOn(p.Devices, p.Draft.Devices) + ")"
-		}
+	p := c.Plan
+	if p == nil {
+		return s + "."
 	}
-	return fmt.Sprintf("%s on %s, context %d tokens.", s, where, c.Context)
+	where := placedOn(p, p.Target.Placement.Devices)
+	if p.Draft != nil && !slices.Equal(p.Draft.Placement.Devices, p.Target.Placement.Devices) {
+		where += " (draft on " + placedOn(p, p.Draft.Placement.Devices) + ")"
+	}
+	return fmt.Sprintf("%s on %s, context %d tokens, KV cache %v.", s, where, p.Ctx, p.KV)
 }
 
-// placedOn names the devices idx of inv: "GPU 0 + GPU 1".
-func placedOn(inv []device.Device, idx []int) string {
+// placedOn names the devices idx of p: "GPU 0 + GPU 1".
+func placedOn(p *plan.Plan, idx []int) string {
 	var names []string
 	for _, i := range idx {
-		for _, d := range inv {
-			if d.Index == i {
-				names = append(names, deviceName(d))
+		for _, b := range p.Devices {
+			if b.Device.Index == i {
+				names = append(names, deviceName(b.Device))
 			}
 		}
 	}

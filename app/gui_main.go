@@ -43,7 +43,6 @@ type mainWindow struct {
 	disk          worker     // settings and conversation writes, in order
 	planSeq       int
 	plan          *plan.Plan // the plan of what is shown; nil: none
-	planIn        plan.Input // what plan was made from
 
 	model     loadedModel // loaded local models; nil: none
 	loadedCfg engine.Config
@@ -102,7 +101,7 @@ func (m *mainWindow) build() {
 			m.changed()
 		}
 	}
-	m.kvSelect = widget.NewSelect([]string{"f16", "q8_0", "f32"}, func(s string) {
+	m.kvSelect = widget.NewSelect(kvChoices(m.set.Layout, m.inv), func(s string) {
 		if s != m.set.Layout.KVType {
 			m.set.Layout.KVType = s
 			m.changed()
@@ -179,11 +178,19 @@ func (m *mainWindow) showLayout() {
 	} else {
 		m.ctxEntry.SetText("")
 	}
-	m.kvSelect.SetSelected(cmpOr(l.KVType, "f16"))
+	m.showKVChoices()
+}
+
+// showKVChoices offers the KV cache types the layout's devices run.
+func (m *mainWindow) showKVChoices() {
+	m.kvSelect.Options = kvChoices(m.set.Layout, m.inv)
+	m.kvSelect.SetSelected(plan.KVTypeName(kvTypeOf(m.set.Layout)))
+	m.kvSelect.Refresh()
 }
 
 // changed replans and remembers the settings after any edit.
 func (m *mainWindow) changed() {
+	m.showKVChoices()
 	m.replan()
 	m.saveSettings()
 }

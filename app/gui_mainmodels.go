@@ -137,7 +137,6 @@ func (m *mainWindow) replan() {
 		m.filesMu.Unlock()
 		m.post(func() {
 			if seq == m.planSeq {
-				m.planIn = in
 				m.showPlan(p, err)
 			}
 		})
@@ -175,12 +174,7 @@ func (m *mainWindow) applySuggestion(i int) {
 	if m.plan == nil || i >= len(m.plan.Suggestions) {
 		return
 	}
-	l, err := applyChanges(m.set.Layout, m.plan.Suggestions[i].Changes)
-	if err != nil {
-		m.showError("The suggestion could not be applied.", err)
-		return
-	}
-	m.set.Layout = l
+	m.set.Layout = applyChange(m.set.Layout, m.plan.Suggestions[i].Change)
 	m.showLayout()
 	m.changed()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -15,6 +14,7 @@ import (
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/widgets"
 )
 
@@ -43,18 +43,12 @@ func defaultLayout(l Layout, inv device.Inventory) Layout {
 }
 
 // planInput is the planner's input for a layout. Files are nil when not
-// chosen; a draft with no devices runs where the target's head is.
+// chosen; the planner fills in what the layout leaves open (the context,
+// the batch, the draft's device: plan.Input.Resolve).
 func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.Input, error) {
-	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: l.Ctx, Batch: defaultBatch}
-	if in.Ctx == 0 {
-		in.Ctx = defaultCtx
-		if n, ok := target.ArchUint("context_length"); ok && n > 0 && n < defaultCtx {
-			in.Ctx = int(n)
-		}
-	}
-	in.Batch = min(in.Batch, in.Ctx)
+	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: l.Ctx}
 	var err error
-	if in.KVType, err = parseKVType(cmpOr(l.KVType, "f16")); err != nil {
+	if in.KV, err = plan.ParseKVTypes(l.KVType, ""); err != nil {
 		return in, err
 	}
 	if len(l.TargetDevices) == 0 {
@@ -66,10 +60,33 @@ func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.I
 		in.TargetPlacement.Ratios = nil
 	}
 	in.DraftPlacement = plan.Placement{Devices: l.DraftDevices, Borrow: plan.Borrow(l.Borrow)}
-	if draft != nil && len(l.DraftDevices) == 0 {
-		in.DraftPlacement.Devices = l.TargetDevices[len(l.TargetDevices)-1:]
-	}
 	return in, nil
+}
+
+// kvChoices are the KV cache types the window offers for a layout: those
+// every device of it runs.
+func kvChoices(l Layout, inv device.Inventory) []string {
+	var devs []device.Device
+	for _, d := range inv.Devices {
+		if slices.Contains(l.TargetDevices, d.Index) || slices.Contains(l.DraftDevices, d.Index) {
+			devs = append(devs, d)
+		}
+	}
+	var names []string
+	for _, t := range plan.KVChoices(devs) {
+		names = append(names, plan.KVTypeName(t))
+	}
+	return names
+}
+
+// kvTypeOf is the layout's KV cache type: the planner's default where it
+// names none, or none the planner knows.
+func kvTypeOf(l Layout) quant.Type {
+	t, err := plan.ParseKVType(l.KVType)
+	if err != nil {
+		return plan.DefaultKVType
+	}
+	return t
 }
 
 func cmpOr(s, def string) string {
@@ -107,7 +124,7 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 			over = append(over, fmt.Sprintf("%s is over by %s", deviceName(b.Device), ibytes(-b.Spare())))
 		}
 	}
-	ctx := fmt.Sprintf("context %d tokens, KV cache %v", p.Ctx, p.KVType)
+	ctx := fmt.Sprintf("context %d tokens, KV cache %v", p.Ctx, p.KV)
 	if p.Fits {
 		pv.Summary = "Fits (" + ctx + ")."
 	} else {
@@ -177,50 +194,30 @@ func planDeviceName(p *plan.Plan, i int) string {
 	return fmt.Sprintf("device %d", i)
 }
 
-// applyChanges applies a planner suggestion (flag names and values, as
-// `tandem plan` prints them) to a layout.
-func applyChanges(l Layout, changes map[string]string) (Layout, error) {
-	for _, k := range slices.Sorted(maps.Keys(changes)) {
-		v := changes[k]
-		switch k {
-		case "ratios":
-			var r []float64
-			for _, f := range strings.Split(v, ",") {
-				x, err := strconv.ParseFloat(f, 64)
-				if err != nil {
-					return l, fmt.Errorf("app: suggestion ratios %q: %w", v, err)
-				}
-				r = append(r, x)
-			}
-			l.TargetRatios = r
-		case "kv-type":
-			l.KVType = v
-		case "head":
-			l.Head = v
-		case "split":
-			l.Split = v
-			if v == string(plan.SplitLayer) {
-				l.Head = ""
-			}
-		case "borrow":
-			l.Borrow = v
-		case "ctx":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return l, fmt.Errorf("app: suggestion ctx %q: %w", v, err)
-			}
-			l.Ctx = n
-		case "draft-devices":
-			ids, err := parseInts("draft-devices", v)
-			if err != nil {
-				return l, err
-			}
-			l.DraftDevices = ids
-		default:
-			return l, fmt.Errorf("app: suggestion changes %q, which the window does not know", k)
-		}
+// applyChange makes a planner suggestion's change in a layout.
+func applyChange(l Layout, c plan.Change) Layout {
+	if c.Ratios != nil {
+		l.TargetRatios = slices.Clone(c.Ratios)
 	}
-	return l, nil
+	if c.KV != nil {
+		l.KVType = plan.KVTypeName(c.KV.K)
+	}
+	if c.Head != "" {
+		l.Head = string(c.Head)
+	}
+	if c.Split != "" {
+		l.Split = string(c.Split)
+	}
+	if c.Borrow != "" {
+		l.Borrow = string(c.Borrow)
+	}
+	if c.Ctx > 0 {
+		l.Ctx = c.Ctx
+	}
+	if c.DraftDevices != nil {
+		l.DraftDevices = slices.Clone(c.DraftDevices)
+	}
+	return l
 }
 
 // sentence is an error as a person reads it: the package prefixes the

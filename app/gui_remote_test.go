@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // A layout with no fix offers the remote engine in words; taking it opens
@@ -16,7 +17,8 @@ func TestNoFitOffersRemoteEngine(t *testing.T) {
 	over := &plan.Plan{Ctx: 4096, Devices: []plan.Budget{{Device: m.inv.Devices[0], Capacity: 64 * mib}}}
 	over.Devices[0].Target.Weights = 100 * mib
 	fixable := *over
-	fixable.Suggestions = []plan.Suggestion{{Text: "store the KV cache as q8_0", Changes: map[string]string{"kv-type": "q8_0"}}}
+	q8 := plan.SameKV(quant.Q8_0)
+	fixable.Suggestions = []plan.Suggestion{{Text: "store the KV cache as q8_0", Change: plan.Change{KV: &q8}}}
 	if pv := previewOf(&fixable, nil); pv.Remote != "" {
 		t.Errorf("a layout with a fix offers a remote engine: %q", pv.Remote)
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // placementFlags are the planner's placement flags (tandem plan's) on the
@@ -17,7 +18,7 @@ func (p *placementFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.virtual, "virtual-devices", "", "run on virtual devices, e.g. `cpu:8GiB,cpu:8GiB` or cuda0:12GiB,cuda0:12GiB")
 	fs.StringVar(&p.targetDevs, "target-devices", "", "target's device `indices`, in order (default: all)")
 	fs.StringVar(&p.draftDevs, "draft-devices", "", "draft's device `indices` (default: the target's last)")
-	fs.StringVar(&p.split, "split", "layer", "how the target spreads over its devices: `layer` or tensor")
+	fs.StringVar(&p.split, "split", string(plan.SplitLayer), "how the target spreads over its devices: `layer` or tensor")
 	fs.StringVar(&p.ratios, "ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
 	fs.StringVar(&p.head, "head", "", "target's output head: `single`, replicated or split")
 }
@@ -35,7 +36,7 @@ func (p *placementFlags) placement() (*engine.Placement, error) {
 	if err != nil {
 		return nil, err
 	}
-	draft, err := parseDraftPlacement(p.draftDevs, "target", target)
+	draft, err := parseDraftPlacement(p.draftDevs, string(plan.BorrowInPlace))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // settingsVersion is the settings.json schema this build reads and writes.
@@ -48,7 +51,7 @@ type Layout struct {
 	DraftDevices  []int     `json:"draft_devices,omitempty"`
 	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
 	Ctx           int       `json:"ctx,omitempty"`
-	KVType        string    `json:"kv_type,omitempty"` // "f16", "q8_0" or "f32"
+	KVType        string    `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
 }
 
 // ChatSettings are the sampling and drafting settings of the chat page.
@@ -76,12 +79,14 @@ type Remote struct {
 
 // defaultSettings is a first start: the demo pair is chosen elsewhere.
 func defaultSettings() Settings {
+	drafting := engine.DefaultDrafting()
 	return Settings{
 		Version: settingsVersion,
-		Layout:  Layout{Split: "layer", Borrow: "target", KVType: "f16"},
+		Layout: Layout{Split: string(plan.SplitLayer), Borrow: string(plan.BorrowInPlace),
+			KVType: plan.KVTypeName(plan.DefaultKVType)},
 		Chat: ChatSettings{
 			System: "You are a helpful assistant.", MaxTokens: 256,
-			UseDraft: true, DraftMax: 8, DraftPMin: 0.5, TopK: 40, TopP: 0.95,
+			UseDraft: true, DraftMax: drafting.Max, DraftPMin: drafting.PMin, TopK: 40, TopP: 0.95,
 		},
 	}
 }

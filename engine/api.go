@@ -7,10 +7,13 @@ package engine
 
 import (
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 )
 
-// Config says what to load.
+// Config says what to load. Context, Batch, the KV types and Placement are
+// what the memory planner plans (the defaults are plan.Input.Resolve's);
+// Plan, when set, is such a plan made beforehand, loaded as it is.
 type Config struct {
 	Target string // path of the target GGUF
 	// Draft is an optional draft GGUF: a small model of the same vocabulary,
@@ -19,18 +22,22 @@ type Config struct {
 	// Lookup drafts from the context itself (prompt lookup / n-grams); with
 	// no Draft it is the whole drafting scheme.
 	Lookup  bool
-	Backend string // "cpu" (default) or "cuda"
+	Backend string // "cpu" (default) or "cuda": the one device when Placement is nil
 	GPU     int    // CUDA device number for the cuda backend (PCI bus order)
 	Context int    // KV-cache length in tokens; 0 = min(trained context, 4096)
-	KVType  string // "f16" (default), "q8_0" or "f32"
-	Threads int    // CPU worker threads; 0 = all cores
+	Batch   int    // most tokens per forward pass; 0 = 512, at most Context
+	// KVType is the K and V caches' type: "f16" (default), "q8_0", "q4_0"
+	// or "f32"; KVTypeV, when set, is V's (llama.cpp's -ctk and -ctv).
+	KVType, KVTypeV string
+	Threads         int // CPU worker threads; 0 = all cores
 	// Placement spreads the models over several devices (placement.go);
 	// nil runs both on the one device of Backend and GPU.
 	Placement *Placement
-
-	DraftMax  int     // most tokens drafted per step (default 8)
-	DraftMin  int     // fewest the adaptive length goes down to (default 1)
-	DraftPMin float64 // stop drafting when the draft's top probability is below this (default 0.5)
+	// Plan is the plan to load, as a preview made it (PlanFor, or
+	// plan.Make on the window's layout): the models load exactly as it
+	// says, and Context, Batch, the KV types and Placement are not read.
+	// It must be a plan of Target and Draft.
+	Plan *plan.Plan
 }
 
 // Sampling are the settings that turn logits into a token; the zero value
@@ -57,6 +64,38 @@ type Request struct {
 	Sampling  Sampling
 	// NoDraft generates with the target alone even when a draft is loaded.
 	NoDraft bool
+	// Drafting bounds the drafts of this request; the zero value is
+	// DefaultDrafting.
+	Drafting Drafting
+}
+
+// Drafting are the per-request settings of speculative drafting, changeable
+// between requests without reloading the models. Zero fields take
+// DefaultDrafting's.
+type Drafting struct {
+	Max  int     // most tokens drafted per step
+	Min  int     // fewest the adaptive length goes down to (at most Max)
+	PMin float64 // stop drafting when the draft's top probability is below this; negative: never
+}
+
+// DefaultDrafting is what a zero Drafting field means.
+func DefaultDrafting() Drafting { return Drafting{Max: 8, Min: 1, PMin: 0.5} }
+
+// Resolve fills the zero fields from DefaultDrafting and keeps Min at most
+// Max.
+func (d Drafting) Resolve() Drafting {
+	def := DefaultDrafting()
+	if d.Max <= 0 {
+		d.Max = def.Max
+	}
+	if d.Min <= 0 {
+		d.Min = def.Min
+	}
+	d.Min = min(d.Min, d.Max)
+	if d.PMin == 0 {
+		d.PMin = def.PMin
+	}
+	return d
 }
 
 // EventKind says what an Event carries.

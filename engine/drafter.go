@@ -9,23 +9,23 @@ import (
 	"github.com/tandem-run/tandem/engine/spec"
 )
 
-// drafter proposes tokens to follow a history. dists[i] is the distribution
+// drafter proposes up to n tokens to follow a history, stopping early where
+// its own top probability falls below pMin. dists[i] is the distribution
 // tokens[i] was drawn from under the request's sampling settings; a nil
 // dists means each proposal is certain (a one-hot distribution), as for
 // greedy drafting and prompt lookup.
 type drafter interface {
-	draft(ctx context.Context, history []int32, n int, s *sample.Sampler) (tokens []int32, dists [][]float32, err error)
+	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (tokens []int32, dists [][]float32, err error)
 }
 
 // modelDrafter drafts with a small model of the same vocabulary.
 type modelDrafter struct {
 	seq   sequence
-	pMin  float64
 	toks  []int32
 	dists [][]float32
 }
 
-func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sample.Sampler) ([]int32, [][]float32, error) {
+func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) ([]int32, [][]float32, error) {
 	d.toks = append(d.toks[:0], history...)
 	proposed := d.toks[len(history):]
 	greedy := s.Params().Greedy()
@@ -47,7 +47,7 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, s *sam
 		}
 		// A draft unsure of its own next token is likely wrong: stop here
 		// rather than spend the target's time verifying a guess.
-		if top < d.pMin {
+		if top < pMin {
 			break
 		}
 		d.toks = append(d.toks, t)
@@ -87,6 +87,6 @@ func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float3
 // lookupDrafter drafts by prompt lookup: no model, certain proposals.
 type lookupDrafter struct{ l spec.Lookup }
 
-func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ *sample.Sampler) ([]int32, [][]float32, error) {
+func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler) ([]int32, [][]float32, error) {
 	return d.l.Draft(history, n), nil, nil
 }

@@ -3,15 +3,13 @@ package engine
 import (
 	"context"
 
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/engine/sample"
-	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // eagle3Drafter drafts with an EAGLE-3 head. The target hands it the hidden
-// states of every position it runs, prompt and verification batches alike;
+// states of every position it runs, prompt and verification batches alike
+// (model.LoadEagle3 sets that up);
 // before drafting, the head catches up on the positions the target has run
 // since the last step, then drafts on its own states.
 //
@@ -21,41 +19,12 @@ import (
 type eagle3Drafter struct {
 	m      *model.Eagle3
 	target *sequence // its cache says which captured states are current
-	pMin   float64
-	fed    []int32 // fed[p]: the token draft position p read, from the history
+	fed    []int32   // fed[p]: the token draft position p read, from the history
 	toks   []int32
 	dists  [][]float32
 }
 
-// newEagle3Drafter reads the draft's header and sets opts, the target's
-// load options, to capture the states the draft reads; load completes it
-// once the target is loaded.
-func newEagle3Drafter(f *gguf.File, pMin float64, opts *model.Options) (*eagle3Drafter, error) {
-	p, err := model.ReadEagle3Params(f)
-	if err != nil {
-		return nil, err
-	}
-	d := &eagle3Drafter{pMin: pMin}
-	opts.CaptureLayers = p.TargetLayers
-	opts.OnCapture = func(pos int, hidden kernels.Tensor) error {
-		// This runs inside the target's pass, which checks its context
-		// between chunks; fusing a chunk is one matrix product.
-		return d.m.Encode(context.Background(), pos, hidden)
-	}
-	return d, nil
-}
-
-// load places the draft next to target, borrowing what it lacks.
-func (d *eagle3Drafter) load(ctx context.Context, f *gguf.File, target *sequence, kv quant.Type, progress func(model.Progress)) error {
-	m, err := model.LoadEagle3(ctx, f, target.m, model.Eagle3Options{Owner: "draft", KVType: kv, Progress: progress})
-	if err != nil {
-		return err
-	}
-	d.m, d.target = m, target
-	return nil
-}
-
-func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sample.Sampler) ([]int32, [][]float32, error) {
+func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) ([]int32, [][]float32, error) {
 	last := len(history) - 1
 	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
 	if ran < last || ran == 0 || n <= 0 {
@@ -97,7 +66,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, s *sa
 				return nil, nil, err
 			}
 		}
-		if p < d.pMin {
+		if p < pMin {
 			break
 		}
 		d.toks = append(d.toks, t)

@@ -41,10 +41,12 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 	target := modelPath(t, "factory-target-F16.gguf")
 	draft := modelPath(t, "factory-eagle3-F16.gguf")
 	const tokens = 64
+	var k int // the drafted tokens a step of the next generation
 	generate := func(r *Runner, prompt string, ignoreEOS bool) ([]int32, Stats) {
 		t.Helper()
 		var ids []int32
-		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: tokens, IgnoreEOS: ignoreEOS},
+		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: tokens, IgnoreEOS: ignoreEOS,
+			Drafting: Drafting{Max: k, Min: k, PMin: -1}},
 			func(e Event) { ids = append(ids, e.IDs...) })
 		if err != nil {
 			t.Fatal(err)
@@ -63,11 +65,12 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 		}
 	}
 	within := func(got, ref int) bool { return float64(got) >= 0.8*float64(ref) && float64(got) <= 1.2*float64(ref) }
-	for _, k := range []int{1, 4} {
-		r := load(t, Config{Target: target, Draft: draft, DraftMax: k, DraftMin: k, DraftPMin: -1})
-		if kind := r.Info().DraftKind; kind != spec.DraftEagle3 {
-			t.Fatalf("draft kind %q", kind)
-		}
+	// One load: the draft length is the request's.
+	r := load(t, Config{Target: target, Draft: draft})
+	if kind := r.Info().DraftKind; kind != spec.DraftEagle3 {
+		t.Fatalf("draft kind %q", kind)
+	}
+	for _, k = range []int{1, 4} {
 		var ours, theirs eagle3Run
 		var at []int
 		for i, p := range prompts {
@@ -109,10 +112,10 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 // A generation cancelled halfway leaves the EAGLE-3 draft's state behind
 // the target's; the next one still reproduces the target.
 func TestEagle3AfterCancel(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf"), DraftMax: 4})
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf")})
 	ctx, cancel := context.WithCancel(context.Background())
 	events := 0
-	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true}, func(Event) {
+	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 4}}, func(Event) {
 		events++
 		if events == 3 {
 			cancel()
@@ -123,7 +126,7 @@ func TestEagle3AfterCancel(t *testing.T) {
 	}
 	p := loadOracle(t)[3]
 	var ids []int32
-	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true},
+	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 4}},
 		func(e Event) { ids = append(ids, e.IDs...) })
 	if err != nil {
 		t.Fatal(err)

@@ -73,14 +73,15 @@ func TestGreedySpeculativeIsTheTargets(t *testing.T) {
 	target := modelPath(t, "factory-target-F16.gguf")
 	runners := map[string]*Runner{
 		"target alone": load(t, Config{Target: target}),
-		"draft Q8_0":   load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf"), DraftMax: 4, DraftPMin: -1}),
+		"draft Q8_0":   load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf")}),
 		"lookup":       load(t, Config{Target: target, Lookup: true}),
 	}
 	for name, r := range runners {
 		var drafted, accepted int
 		for i, p := range prompts {
 			var ids []int32
-			st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true},
+			st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true,
+				Drafting: Drafting{Max: 4, PMin: -1}},
 				func(e Event) { ids = append(ids, e.IDs...) })
 			if err != nil {
 				t.Fatalf("%s: prompt %d: %v", name, i, err)
@@ -129,7 +130,7 @@ func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 	alpha := familyAlpha / float64(2*len(cases))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			with := load(t, Config{Target: target, Draft: modelPath(t, c.draft), DraftMax: 3, DraftPMin: -1})
+			with := load(t, Config{Target: target, Draft: modelPath(t, c.draft)})
 			counts, drafted := sampledPairs(t, with, c.n, 0)
 			if drafted == 0 {
 				t.Fatal("the draft proposed nothing")
@@ -158,7 +159,8 @@ func sampledPairs(t *testing.T, r *Runner, n int, seedBase uint64) (map[[2]int32
 		s := sampling
 		s.Seed = seedBase + i
 		var ids []int32
-		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s},
+		st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true, Sampling: s,
+			Drafting: Drafting{Max: 3, PMin: -1}},
 			func(e Event) { ids = append(ids, e.IDs...) })
 		if err != nil || len(ids) != 2 {
 			t.Fatalf("sample %d: %v %v", i, ids, err)
@@ -346,13 +348,14 @@ func BenchmarkDemoPair(b *testing.B) {
 	draft := sharedtest.Path(b, "models", "factory-draft-Q8_0.gguf")
 	prompt := "<|im_start|>user\nQuote Genesis 1:1.<|im_end|>\n<|im_start|>assistant\n"
 	for _, c := range []struct {
-		name string
-		cfg  Config
+		name     string
+		cfg      Config
+		drafting Drafting
 	}{
-		{"target", Config{Target: target}},
-		{"draft", Config{Target: target, Draft: draft}},
-		{"draft-k4", Config{Target: target, Draft: draft, DraftMax: 4, DraftMin: 4, DraftPMin: -1}},
-		{"lookup", Config{Target: target, Lookup: true}},
+		{"target", Config{Target: target}, Drafting{}},
+		{"draft", Config{Target: target, Draft: draft}, Drafting{}},
+		{"draft-k4", Config{Target: target, Draft: draft}, Drafting{Max: 4, Min: 4, PMin: -1}},
+		{"lookup", Config{Target: target, Lookup: true}, Drafting{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			c.cfg.Backend = *backend
@@ -364,7 +367,7 @@ func BenchmarkDemoPair(b *testing.B) {
 			var tokens int
 			var secs float64
 			for b.Loop() {
-				st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 64, IgnoreEOS: true}, nil)
+				st, err := r.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 64, IgnoreEOS: true, Drafting: c.drafting}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

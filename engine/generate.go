@@ -26,16 +26,17 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	if err != nil {
 		return Stats{}, err
 	}
-	n := r.target.Context()
+	n := r.target.m.Context()
 	switch {
 	case len(prompt) == 0:
 		return Stats{}, errors.New("engine: empty prompt")
 	case len(prompt) >= n:
 		return Stats{PromptTokens: len(prompt)}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
 	}
-	g := &generation{r: r, req: req, emit: emit, sampler: sample.NewSeeded(req.Sampling),
+	drafting := req.Drafting.Resolve()
+	g := &generation{r: r, req: req, drafting: drafting, emit: emit, sampler: sample.NewSeeded(req.Sampling),
 		history: prompt, stream: r.tok.NewStreamDecoder(),
-		length: spec.NewLength(r.cfg.DraftMin, r.cfg.DraftMax)}
+		length: spec.NewLength(drafting.Min, drafting.Max)}
 	g.stats.PromptTokens = len(prompt)
 	if emit == nil {
 		g.emit = func(Event) {}
@@ -83,17 +84,18 @@ func (r *Runner) RenderChat(ctx context.Context, msgs []chat.Message, fallback b
 
 // generation is the state of one Generate call.
 type generation struct {
-	r       *Runner
-	req     Request
-	emit    func(Event)
-	sampler *sample.Sampler
-	history []int32 // prompt and every accepted token
-	stream  *tokenizer.StreamDecoder
-	length  *spec.Length
-	stats   Stats
-	text    strings.Builder // everything emitted, for stop strings
-	held    string          // decoded text held back: it may begin a stop string
-	probs   []float32
+	r        *Runner
+	req      Request
+	drafting Drafting // req.Drafting resolved
+	emit     func(Event)
+	sampler  *sample.Sampler
+	history  []int32 // prompt and every accepted token
+	stream   *tokenizer.StreamDecoder
+	length   *spec.Length
+	stats    Stats
+	text     strings.Builder // everything emitted, for stop strings
+	held     string          // decoded text held back: it may begin a stop string
+	probs    []float32
 }
 
 func (g *generation) run(ctx context.Context) error {
@@ -122,21 +124,21 @@ func (g *generation) run(ctx context.Context) error {
 // step drafts, verifies the drafts in one target pass and accepts the
 // result. It reports whether generation is finished.
 func (g *generation) step(ctx context.Context) (bool, error) {
-	room := g.r.target.Context() - len(g.history) // positions left after the pending token
+	room := g.r.target.m.Context() - len(g.history) // positions left after the pending token
 	var drafted []int32
 	var dists [][]float32
 	if g.r.draft != nil && !g.req.NoDraft && room > 0 {
 		n := min(g.length.Next(), room, g.remaining()-1)
 		if n > 0 {
 			var err error
-			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.sampler); err != nil {
+			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.drafting.PMin, g.sampler); err != nil {
 				return false, err
 			}
 		}
 	}
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
-	if p := g.req.Sampling; p.Greedy() && !p.Penalised() && g.r.target.argmaxOnDevice() {
+	if p := g.req.Sampling; p.Greedy() && !p.Penalised() {
 		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
 		if err != nil {
 			return false, err
@@ -215,7 +217,7 @@ func oneHot(dists [][]float32, i int, d int32, n int) []float32 {
 
 // remaining is how many more tokens the request allows.
 func (g *generation) remaining() int {
-	left := g.r.target.Context() - len(g.history)
+	left := g.r.target.m.Context() - len(g.history)
 	if g.req.MaxTokens > 0 {
 		left = min(left, g.req.MaxTokens-g.stats.GeneratedTokens)
 	}

@@ -80,7 +80,7 @@ func TestGPUMemoryPlacedMatchesPlan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// llama-bench's context for pp512 and tg128, so its peaks compare.
-			r := load(t, Config{Target: target, Context: 640, Placement: &Placement{Devices: gpus, Target: tc.tp, Batch: 512}})
+			r := load(t, Config{Target: target, Context: 640, Batch: 512, Placement: &Placement{Devices: gpus, Target: tc.tp}})
 			report := func(when string) {
 				held := r.DeviceUsage()
 				for _, b := range r.Plan().Devices {

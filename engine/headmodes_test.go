@@ -41,7 +41,7 @@ func BenchmarkHeadModes(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			const pp, tg = 512, 128
 			r, err := Load(context.Background(), Config{Target: target, Context: pp + tg,
-				Placement: &Placement{Devices: devs, Target: c.tp, Batch: pp}}, nil)
+				Batch: pp, Placement: &Placement{Devices: devs, Target: c.tp}}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -85,7 +85,7 @@ func TestNaNLogitsAreAnError(t *testing.T) {
 	})
 	for name, cfg := range map[string]Config{
 		"target alone": {Target: path},
-		"draft":        {Target: path, Draft: modelPath(t, "factory-draft-Q8_0.gguf"), DraftPMin: -1},
+		"draft":        {Target: path, Draft: modelPath(t, "factory-draft-Q8_0.gguf")},
 	} {
 		r := load(t, cfg)
 		for _, s := range []Sampling{
@@ -95,7 +95,7 @@ func TestNaNLogitsAreAnError(t *testing.T) {
 			{RepeatPenalty: 1.3},
 		} {
 			for range 2 { // the second request finds the runner usable
-				_, err := generateWithin(t, r, Request{Prompt: "Once upon a time", MaxTokens: 8, Sampling: s})
+				_, err := generateWithin(t, r, Request{Prompt: "Once upon a time", MaxTokens: 8, Sampling: s, Drafting: Drafting{PMin: -1}})
 				if !errors.Is(err, sample.ErrNonFinite) {
 					t.Errorf("%s, %+v: err = %v, want sample.ErrNonFinite", name, s, err)
 				}

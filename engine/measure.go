@@ -19,7 +19,32 @@ func (r *Runner) Forward(ctx context.Context, tokens []int32, pos int, out []int
 		return nil, errors.New("engine: runner is closed")
 	}
 	r.target.cached = nil // the cache no longer holds what the sequence remembers
-	return r.target.Forward(ctx, tokens, pos, out)
+	return r.target.m.Forward(ctx, tokens, pos, out)
+}
+
+// Decode is greedy decoding as a chat runs it, without the text: n steps
+// from token first at position pos, each running one token and taking the
+// argmax of its logits where the head runs (only the id crosses to the
+// host), the next step's token. It returns the tokens chosen (valid until
+// the next call). This is the decode `tandem bench` times.
+func (r *Runner) Decode(ctx context.Context, first int32, pos, n int) ([]int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.target == nil {
+		return nil, errors.New("engine: runner is closed")
+	}
+	r.target.cached = nil
+	out := make([]int32, 0, n)
+	tok := first
+	for i := range n {
+		ids, err := r.target.m.ForwardArgmax(ctx, []int32{tok}, pos+i, nil)
+		if err != nil {
+			return out, err
+		}
+		tok = ids[0]
+		out = append(out, tok)
+	}
+	return out, nil
 }
 
 // Perplexity scores text with the target as llama.cpp's perplexity tool
@@ -35,5 +60,5 @@ func (r *Runner) Perplexity(ctx context.Context, text string, n int, progress fu
 		return model.PerplexityResult{}, fmt.Errorf("engine: %w", err)
 	}
 	r.target.cached = nil
-	return model.Perplexity(ctx, r.target, tokens, n, progress)
+	return model.Perplexity(ctx, r.target.m, tokens, n, progress)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/device"
@@ -24,55 +25,84 @@ type Placement struct {
 	// device.Probe, or virtual devices from device.ParseVirtual (each a
 	// backend of its own, capped at its size).
 	Devices []device.Device
-	Target  plan.Placement
-	// Draft is where a draft model runs; no devices means the target's last.
-	Draft plan.Placement
-	// Batch is the most tokens per forward pass; 0 is model.DefaultBatch.
-	Batch int
+	// Target and Draft are where the models run; no devices means every
+	// device for the target and the target's last for the draft
+	// (plan.Input.Resolve).
+	Target plan.Placement
+	Draft  plan.Placement
 }
 
 // ErrNoFit is a placement the planner finds too big for its devices.
 var ErrNoFit = errors.New("placement does not fit")
 
-// placed is what a Runner holds when its models span devices.
+// placed is the plan a Runner loaded and the backends of its devices.
 type placed struct {
 	plan     *plan.Plan
 	backends map[int]kernels.Backend
 	gpu      *cuda.Worker // the thread all CUDA backends share; nil: none
 }
 
-// loadPlaced plans cfg.Placement for the target tf and draft df, refuses a
-// plan that does not fit, opens a backend per device in use and loads each
-// model as its ModelPlan says.
-func (r *Runner) loadPlaced(ctx context.Context, tf, df *gguf.File, progress func(Progress)) error {
-	pl := r.cfg.Placement
-	kv, err := kvType(r.cfg.KVType)
+// planInput is what the planner plans for cfg: its placement, or both
+// models on the one device of Backend and GPU. The defaults are the
+// planner's (plan.Input.Resolve).
+func (c Config) planInput(tf, df *gguf.File) (plan.Input, error) {
+	kv, err := plan.ParseKVTypes(c.KVType, c.KVTypeV)
 	if err != nil {
-		return err
+		return plan.Input{}, fmt.Errorf("engine: %w", err)
 	}
-	in := plan.Input{Target: tf, Draft: df, Devices: pl.Devices, TargetPlacement: pl.Target,
-		DraftPlacement: pl.Draft, Ctx: r.cfg.Context, Batch: pl.Batch, KVType: kv}
-	if in.Ctx <= 0 {
-		p, err := model.ReadParams(tf)
-		if err != nil {
-			return fmt.Errorf("engine: %w", err)
+	in := plan.Input{Target: tf, Draft: df, Ctx: c.Context, Batch: c.Batch, KV: kv}
+	if c.Placement != nil {
+		in.Devices, in.TargetPlacement, in.DraftPlacement = c.Placement.Devices, c.Placement.Target, c.Placement.Draft
+		return in, nil
+	}
+	d, err := oneDevice(c)
+	if err != nil {
+		return in, err
+	}
+	in.Devices = []device.Device{d}
+	return in, nil
+}
+
+// oneDevice is the device of Backend and GPU, as the planner sees it: the
+// host's memory, or the GPU's as its driver reports it.
+func oneDevice(c Config) (device.Device, error) {
+	switch strings.ToLower(c.Backend) {
+	case "", "cpu":
+		d := device.Host()
+		if d.MemoryTotal == 0 { // unknown: the plan cannot be checked against it
+			d.MemoryTotal = math.MaxInt64
 		}
-		in.Ctx = min(p.TrainCtx, model.DefaultContext)
+		return d, nil
+	case "cuda":
+		infos, err := cuda.Devices()
+		if err != nil {
+			return device.Device{}, fmt.Errorf("engine: %w", err)
+		}
+		if c.GPU < 0 || c.GPU >= len(infos) {
+			return device.Device{}, fmt.Errorf("engine: GPU %d: %d found: %w", c.GPU, len(infos), model.ErrUnsupported)
+		}
+		info := infos[c.GPU]
+		return device.Device{Index: c.GPU, Kind: device.CUDA, Name: info.Name, MemoryTotal: uint64(info.TotalMemory),
+			ComputeCapability: fmt.Sprintf("%d.%d", info.ComputeMajor, info.ComputeMinor)}, nil
 	}
-	if in.Batch <= 0 {
-		in.Batch = model.DefaultBatch
+	return device.Device{}, fmt.Errorf("engine: backend %q: %w (cpu or cuda)", c.Backend, model.ErrUnsupported)
+}
+
+// checkPlan refuses a plan that is not of the configured files.
+func (c Config) checkPlan(p *plan.Plan) error {
+	draft := ""
+	if p.Draft != nil {
+		draft = p.Draft.Path
 	}
-	in.Batch = min(in.Batch, in.Ctx)
-	if df != nil && len(in.DraftPlacement.Devices) == 0 && len(pl.Target.Devices) > 0 {
-		in.DraftPlacement.Devices = pl.Target.Devices[len(pl.Target.Devices)-1:]
+	if p.Target.Path != c.Target || draft != c.Draft {
+		return fmt.Errorf("engine: the plan is of %q and %q, not of %q and %q: %w", p.Target.Path, draft, c.Target, c.Draft, model.ErrBadParam)
 	}
-	p, err := plan.Make(in)
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if !p.Fits {
-		return noFit(p)
-	}
+	return nil
+}
+
+// loadPlan opens a backend per device of p and loads each model as its
+// ModelPlan says.
+func (r *Runner) loadPlan(ctx context.Context, p *plan.Plan, tf, df *gguf.File, progress func(Progress)) error {
 	r.placed = &placed{plan: p, backends: map[int]kernels.Backend{}}
 	for _, b := range p.Devices {
 		be, err := r.placed.open(b.Device, r.cfg.Threads)
@@ -81,26 +111,25 @@ func (r *Runner) loadPlaced(ctx context.Context, tf, df *gguf.File, progress fun
 		}
 		r.placed.backends[b.Device.Index] = be
 	}
-	tm, err := model.LoadPlaced(ctx, tf, p, &p.Target, r.placed.backends, reporter("target", progress))
+	tm, err := model.LoadPlan(ctx, tf, p, &p.Target, r.placed.backends, reporter("target", progress))
 	if err != nil {
 		return fmt.Errorf("engine: target %s: %w", r.cfg.Target, err)
 	}
-	r.target = &sequence{placed: tm}
-	if df != nil && r.draftKind == spec.DraftEagle3 {
-		d, err := loadPlacedEagle3(ctx, df, tf, p, r.placed.backends, r.target, r.cfg.DraftPMin, reporter("draft", progress))
+	r.target = &sequence{m: tm}
+	switch {
+	case df != nil && r.draftKind == spec.DraftEagle3:
+		d, err := model.LoadEagle3(ctx, df, tf, p, p.Draft, tm, r.placed.backends, reporter("draft", progress))
 		if err != nil {
 			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
 		}
-		r.draft = d
-		return nil
-	}
-	if df != nil {
-		dm, err := model.LoadPlaced(ctx, df, p, p.Draft, r.placed.backends, reporter("draft", progress))
+		r.draft = &eagle3Drafter{m: d, target: r.target}
+	case df != nil:
+		dm, err := model.LoadPlan(ctx, df, p, p.Draft, r.placed.backends, reporter("draft", progress))
 		if err != nil {
 			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
 		}
-		r.draft = &modelDrafter{seq: sequence{placed: dm}, pMin: r.cfg.DraftPMin}
-	} else if r.cfg.Lookup {
+		r.draft = &modelDrafter{seq: sequence{m: dm}}
+	case r.cfg.Lookup:
 		r.draft = lookupDrafter{spec.NewLookup()}
 	}
 	return nil
@@ -156,23 +185,12 @@ func (p *placed) open(d device.Device, threads int) (kernels.Backend, error) {
 	return be, nil
 }
 
-// Plan is the memory plan the models were loaded from; nil on one device.
-func (r *Runner) Plan() *plan.Plan {
-	if r.placed == nil {
-		return nil
-	}
-	return r.placed.plan
-}
+// Plan is the memory plan the models were loaded from, one device or many.
+func (r *Runner) Plan() *plan.Plan { return r.placed.plan }
 
 // DeviceUsage is what each device holds now, by device index.
 func (r *Runner) DeviceUsage() map[int]kernels.Usage {
 	out := map[int]kernels.Usage{}
-	if r.placed == nil {
-		if r.backend != nil {
-			out[r.cfg.GPU] = r.backend.Usage()
-		}
-		return out
-	}
 	for d, be := range r.placed.backends {
 		out[d] = be.Usage()
 	}
@@ -200,29 +218,4 @@ func (p *placed) close() error {
 		errs = append(errs, p.gpu.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Forward runs the sequence's model, whichever kind it is (a sequence is a
-// model.Batcher).
-func (s *sequence) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
-	if s.placed != nil {
-		return s.placed.Forward(ctx, tokens, pos, out)
-	}
-	return s.m.Forward(ctx, tokens, pos, out)
-}
-
-// Context is the model's KV cache length.
-func (s *sequence) Context() int {
-	if s.placed != nil {
-		return s.placed.Context()
-	}
-	return s.m.Context()
-}
-
-// close releases the model.
-func (s *sequence) close() error {
-	if s.placed != nil {
-		return s.placed.Close()
-	}
-	return s.m.Close()
 }

@@ -23,7 +23,8 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 	prompts := loadOracle(t)[:3]
 	target, draft := placedTargetPath(t), modelPath(t, "factory-eagle3-F16.gguf")
 	one := load(t, Config{Target: target, Context: 256})
-	pair := load(t, Config{Target: target, Draft: draft, DraftMax: 4, DraftPMin: -1, Context: 256})
+	pair := load(t, Config{Target: target, Draft: draft, Context: 256})
+	drafting := Drafting{Max: 4, PMin: -1}
 	want := make([][]int32, len(prompts))
 	wantAccepted := 0
 	for i, p := range prompts {
@@ -31,7 +32,7 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 			func(e Event) { want[i] = append(want[i], e.IDs...) }); err != nil {
 			t.Fatal(err)
 		}
-		st, err := pair.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true}, func(Event) {})
+		st, err := pair.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true, Drafting: drafting}, func(Event) {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,8 +51,8 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 		for _, borrow := range []plan.Borrow{plan.BorrowInPlace, plan.BorrowCopy} {
 			t.Run(fmt.Sprintf("%s, draft on 2, borrow %s", tc.name, borrow), func(t *testing.T) {
 				r := load(t, Config{
-					Target: target, Draft: draft, DraftMax: 4, DraftPMin: -1, Context: 256,
-					Placement: &Placement{Devices: devs, Target: tc.target, Draft: plan.Placement{Devices: []int{2}, Borrow: borrow}, Batch: 64},
+					Target: target, Draft: draft, Context: 256, Batch: 64,
+					Placement: &Placement{Devices: devs, Target: tc.target, Draft: plan.Placement{Devices: []int{2}, Borrow: borrow}},
 				})
 				if got := r.Info().DraftBorrows; !slices.Equal(got, []string{"token_embd.weight", "output.weight"}) {
 					t.Errorf("the draft borrows %v", got)
@@ -59,7 +60,7 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 				accepted := 0
 				for i, p := range prompts {
 					var got []int32
-					st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true},
+					st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true, Drafting: drafting},
 						func(e Event) { got = append(got, e.IDs...) })
 					if err != nil {
 						t.Fatal(err)

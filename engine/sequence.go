@@ -11,7 +11,6 @@ import (
 // speculative step the cache rolls back to the longest common prefix.
 type sequence struct {
 	m      *model.Model
-	placed *model.Placed // instead of m when the model spans devices (placement.go)
 	cached []int32
 }
 
@@ -19,16 +18,13 @@ type sequence struct {
 // tokens, row after row (valid until the next call).
 func (s *sequence) run(ctx context.Context, tokens []int32, rows int) ([]float32, error) {
 	return runOn(s, tokens, rows, func(tokens []int32, pos int, out []int) ([]float32, error) {
-		return s.Forward(ctx, tokens, pos, out)
+		return s.m.Forward(ctx, tokens, pos, out)
 	})
 }
 
-// argmaxOnDevice reports whether runArgmax can be used: the model runs on
-// one device, where the head's argmax is taken without reading logits back.
-func (s *sequence) argmaxOnDevice() bool { return s.placed == nil }
-
 // runArgmax is run for greedy decoding: it returns the index of the largest
-// logit of each of the last rows tokens (valid until the next call).
+// logit of each of the last rows tokens (valid until the next call), taken
+// where the head runs, so only token ids cross to the host.
 func (s *sequence) runArgmax(ctx context.Context, tokens []int32, rows int) ([]int32, error) {
 	return runOn(s, tokens, rows, func(tokens []int32, pos int, out []int) ([]int32, error) {
 		return s.m.ForwardArgmax(ctx, tokens, pos, out)

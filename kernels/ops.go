@@ -34,9 +34,12 @@ func Check(op Op) error {
 type GetRows struct{ Dst, Src, Idx Tensor }
 
 // SetRows scatters rows, converting from F32: Dst[Idx[i]] = Src[i]. This is
-// the KV-cache write at the batch's positions.
+// the KV-cache write at the batch's positions. A quantized Dst (a Q8_0 or
+// Q4_0 cache) gets each row as kernels/quant's quantizer for its type
+// writes it (quant.Quantize: ggml's rounding), block by block of 32 along
+// the row, so every backend stores the same bytes.
 //
-//	Src F32 [B, cols]  Idx I32 [1, B]  Dst F32|F16 [n, cols]
+//	Src F32 [B, cols]  Idx I32 [1, B]  Dst F32|F16|Q8_0|Q4_0 [n, cols]
 type SetRows struct{ Dst, Src, Idx Tensor }
 
 // MatMul multiplies activations by a weight matrix stored row by row, as
@@ -92,12 +95,15 @@ type Rope struct {
 // grouped KV heads. Query row b (at position Pos[b]) attends cache rows
 // 0..Pos[b] inclusive, so one op serves decode (B = 1), prefill and
 // verification batches; the batch's own K/V must be written (SetRows) first.
-// Query head h reads KV head h / (NHead/NKVHead). With an F16 cache a
-// backend may round the query to F16 and accumulate values in F16, as
-// llama.cpp's flash attention does (the CPU backend does, to reproduce its
-// results); kerneltest allows for that.
+// Query head h reads KV head h / (NHead/NKVHead). K and V may be of
+// different types (llama.cpp's -ctk and -ctv); quantized caches need
+// HeadDim to be whole blocks. As llama.cpp's flash attention does (the
+// CPU backend follows it, to reproduce its results), a backend may round
+// the query to F16 for an F16 K, quantize it to Q8_0 for a Q8_0 or Q4_0 K
+// (their products' activation type), and accumulate values in F16 for an
+// F16 V; kerneltest allows for that.
 //
-//	Q F32 [B, NHead*HeadDim]  K, V F32|F16 [n_ctx, NKVHead*HeadDim]
+//	Q F32 [B, NHead*HeadDim]  K, V F32|F16|Q8_0|Q4_0 [n_ctx, NKVHead*HeadDim]
 //	Pos I32 [1, B]  Dst F32 [B, NHead*HeadDim] (must not overlap Q)
 type Attention struct {
 	Dst, Q, K, V, Pos Tensor
@@ -155,9 +161,13 @@ func (o SetRows) check() error {
 		return err
 	}
 	return first(
-		isType(o.Dst, quant.F32, quant.F16), isType(o.Src, quant.F32), isType(o.Idx, quant.I32),
+		isKVType(o.Dst), isType(o.Src, quant.F32), isType(o.Idx, quant.I32),
 		shape(o.Idx, 1, o.Src.Rows), shape(o.Src, o.Src.Rows, o.Dst.Cols))
 }
+
+// isKVType checks t is a type a KV cache may have: what SetRows writes and
+// Attention reads. Which of them a backend runs, its Supports says.
+func isKVType(t Tensor) error { return isType(t, quant.F32, quant.F16, quant.Q8_0, quant.Q4_0) }
 
 func (o MatMul) check() error {
 	if err := views(o.Dst, o.W, o.X); err != nil {
@@ -232,9 +242,14 @@ func (o Attention) check() error {
 	if o.HeadDim <= 0 || o.NHead <= 0 || o.NKVHead <= 0 || o.NHead%o.NKVHead != 0 {
 		return fmt.Errorf("%w: %d query heads, %d KV heads of %d", ErrShape, o.NHead, o.NKVHead, o.HeadDim)
 	}
+	for _, t := range []Tensor{o.K, o.V} {
+		if bs := t.Type.BlockSize(); bs > 0 && o.HeadDim%bs != 0 {
+			return fmt.Errorf("%w: heads of %d split the %d-element blocks of a %v cache", ErrShape, o.HeadDim, bs, t.Type)
+		}
+	}
 	return first(
 		isType(o.Dst, quant.F32), isType(o.Q, quant.F32), isType(o.Pos, quant.I32),
-		isType(o.K, quant.F32, quant.F16), isType(o.V, o.K.Type),
+		isKVType(o.K), isKVType(o.V),
 		shape(o.Q, o.Q.Rows, o.NHead*o.HeadDim), shape(o.Dst, o.Q.Rows, o.Q.Cols),
 		shape(o.K, o.K.Rows, o.NKVHead*o.HeadDim), shape(o.V, o.K.Rows, o.K.Cols),
 		shape(o.Pos, 1, o.Q.Rows), positive("scale", float64(o.Scale), false),

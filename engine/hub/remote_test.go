@@ -23,7 +23,7 @@ func planJSON(t *testing.T, target, draft *gguf.File) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: 2048, Batch: 512, KVType: quant.F16,
+	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: 2048, Batch: 512, KV: plan.SameKV(quant.F16),
 		TargetPlacement: plan.Placement{Devices: []int{0, 1}}, DraftPlacement: plan.Placement{Devices: []int{1}}}
 	if draft == nil {
 		in.DraftPlacement = plan.Placement{}

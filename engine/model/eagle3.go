@@ -5,26 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/quant"
 )
-
-// Eagle3Options configure LoadEagle3. The zero value is a usable default.
-type Eagle3Options struct {
-	// Owner labels every allocation for the memory accounting; "draft" when
-	// empty. Borrowed tensors stay counted under the target.
-	Owner string
-	// Batch is the most positions one pass takes; longer runs go in chunks.
-	// 0 means DefaultBatch.
-	Batch int
-	// KVType is the cache element type: quant.F32 (the zero value) or quant.F16.
-	KVType quant.Type
-	// Progress, if set, is called after each tensor is placed.
-	Progress func(Progress)
-}
 
 // Eagle3 is an EAGLE-3 draft: one decoder layer that proposes tokens from
 // the target's hidden states. At position p it reads the pair
@@ -35,6 +20,10 @@ type Eagle3Options struct {
 // head, and its token embedding from a table, that are the target's unless
 // the file has its own.
 //
+// The draft runs on one device. What it borrows is used where the target
+// keeps it, in its own programs when that is the draft's device, else
+// through the host (eagle3Far), or copied beside it, as the plan chose.
+//
 // The draft's positions are the target's: the KV cache and the fused
 // states span the target's context, and both roll back with it.
 type Eagle3 struct {
@@ -43,12 +32,14 @@ type Eagle3 struct {
 	context     int
 	batch       int
 	be          kernels.Backend
+	target      *Model
 	w           eagle3Weights
 	d2t         []int32 // draft id -> target id; nil when the head is over target ids
-	kv          kvCache
+	kvK, kvV    kernels.Tensor
+	n           int // cached positions
 	s           eagle3Scratch
 	bufs        []kernels.Buffer
-	far         *eagle3Far // a placed draft's borrowed tensors on other devices (eagle3_placed.go)
+	far         *eagle3Far // borrowed tensors used on other devices
 
 	// fused are the target's states, fc'ed: [context, n_embd], rows
 	// [0, nFused) current. own is the draft's last pre-norm output
@@ -58,9 +49,7 @@ type Eagle3 struct {
 	own    kernels.Tensor
 	next   int
 
-	fuse map[int]kernels.Program // Encode, by rows
-	body map[int]kernels.Program // Forward, by rows
-	step map[int]kernels.Program // Step (one row)
+	progs programs // Encode's, Forward's and Step's
 
 	// host staging
 	tokens, positions []int32
@@ -68,10 +57,12 @@ type Eagle3 struct {
 	logits            []float32 // [target vocab]
 }
 
-// eagle3Scratch is the activations of one pass, sized for the largest batch.
+// eagle3Scratch is the activations of one pass, views of the plan's
+// buffers: several share one buffer where their lifetimes in a pass allow
+// (allocBuffers says which).
 type eagle3Scratch struct {
 	tokens, pos kernels.Tensor // I32 [1, batch]: token[p+1] and p of each row
-	hidden      kernels.Tensor // [batch, n_fused] target states being fused
+	hidden      kernels.Tensor // [batch, n_fused] target states being fused (the target writes them)
 	fcOut       kernels.Tensor // [batch, n_embd] their g
 	emb, g      kernels.Tensor // [batch, n_embd] token embedding, state read
 	in          kernels.Tensor // [batch, 2*n_embd] RMSNorm(emb) | RMSNorm(g)
@@ -83,115 +74,286 @@ type eagle3Scratch struct {
 	logits      kernels.Tensor // [1, draft vocab]
 }
 
-// LoadEagle3 reads an EAGLE-3 draft for target, places its weights on the
-// target's backend and borrows the target's token embedding and head where
-// the file has none. target must capture the blocks the draft reads
-// (Options.CaptureLayers equal to Eagle3Params.TargetLayers, see
-// ReadEagle3Params) and hand each capture to Encode. f must stay open while
-// the draft lives.
-func LoadEagle3(ctx context.Context, f *gguf.File, target *Model, opts Eagle3Options) (_ *Eagle3, err error) {
+// eagle3Far is what an EAGLE-3 draft runs beyond its own device: the
+// target's token lookups and head shards, used where the target keeps them
+// (plan.BorrowInPlace). Token ids and the normalised hidden state go there
+// through the host; embeddings and per-shard results come back.
+type eagle3Far struct {
+	target *Model
+	embed  bool        // tokens are looked up by the target (Model.lookUp)
+	heads  []*farShard // the head's shards, in vocabulary order
+	emb    []float32   // [batch, n_embd] looked-up rows
+	sel    []float32   // [n_embd] the normalised state the head reads
+	bufs   map[kernels.Backend][]kernels.Buffer
+}
+
+// farShard is one device's rows of the borrowed head, with the draft's
+// buffers there.
+type farShard struct {
+	be     kernels.Backend
+	rows   plan.Range
+	w      kernels.Tensor // the target's rows of the head
+	in     kernels.Tensor // [1, n_embd] the draft's normalised state
+	sent   bool           // in is filled from the host (another device)
+	logits kernels.Tensor // [1, rows]
+	probs  kernels.Tensor // [1, rows] their softmax; invalid with a batch of 1
+	id     kernels.Tensor // I32 [1, 1] the shard's argmax
+	progs  programs
+}
+
+// Top is a draft's most likely next token over the target's vocabulary and
+// its softmax probability.
+type Top struct {
+	ID int32
+	P  float64
+}
+
+// LoadEagle3 loads the EAGLE-3 draft of f as mp, the draft of plan p,
+// beside target, the plan's target (tf its file), and sets the target to
+// hand it the block inputs it reads (Model.Capture): straight into its
+// features buffer when they are computed on the draft's device. The plan's
+// buffers (and a CUDA backend's workspace at the plan's figure) are what
+// it allocates. f and tf must stay open while the draft lives.
+func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.ModelPlan, target *Model, backends map[int]kernels.Backend, progress func(Progress)) (_ *Eagle3, err error) {
+	if !p.Fits {
+		return nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
+	}
+	if len(mp.Placement.Devices) != 1 {
+		return nil, fmt.Errorf("model: an EAGLE-3 draft over devices %v: %w (one device)", mp.Placement.Devices, ErrUnsupported)
+	}
 	tp := target.params
-	e, d2t, err := readEagle3For(f, tp, target.opts.CaptureLayers)
+	e, d2t, err := readEagle3For(f, tp)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Owner == "" {
-		opts.Owner = "draft"
+	if e.FF < e.Embd || e.FusedWidth() <= e.Embd {
+		// The layer's activations share the plan's buffers (allocBuffers).
+		return nil, fmt.Errorf("model: EAGLE-3 draft of width %d, FFN %d, %d fused: %w", e.Embd, e.FF, e.FusedWidth(), ErrUnsupported)
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = DefaultBatch
+	dev := mp.Placement.Devices[0]
+	be, ok := backends[dev]
+	if !ok {
+		return nil, fmt.Errorf("model: draft: no backend for device %d", dev)
 	}
-	if opts.KVType != quant.F32 && opts.KVType != quant.F16 {
-		return nil, fmt.Errorf("model: KV cache type %v: %w (F32 or F16)", opts.KVType, ErrUnsupported)
-	}
-
-	be := target.be
-	l := &loader{ctx: ctx, f: f, be: be, owner: opts.Owner, progress: opts.Progress}
+	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t, next: -1,
+		progs: newPrograms(be, fmt.Sprintf("device %d, EAGLE-3 draft", dev))}
+	far := &eagle3Far{target: target, bufs: map[kernels.Backend][]kernels.Buffer{}}
+	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
 		if err != nil {
 			for _, b := range l.bufs {
 				_ = be.Free(b)
 			}
+			_ = far.close()
 		}
 	}()
-	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: target.opts.Context, batch: min(opts.Batch, target.opts.Context),
-		be: be, d2t: d2t, next: -1,
-		fuse: map[int]kernels.Program{}, body: map[int]kernels.Program{}, step: map[int]kernels.Program{}}
-	if err := l.placeAll(e.specs(&m.w, tp.Vocab)); err != nil {
+	specs := e.specs(&m.w, tp.Vocab)
+	if err := l.placeAll(specs); err != nil {
 		return nil, err
 	}
-	if err := m.borrow(target); err != nil {
+	m.w.ownEmbd, m.w.ownHead = m.w.tokEmbd.Valid(), m.w.output.Valid()
+	if err := m.placeBorrowed(l, tf, mp, far, specs); err != nil {
 		return nil, err
 	}
-	kvOpts := Options{Owner: opts.Owner, Context: m.context, KVType: opts.KVType}
-	if m.kv, err = newKVCache(l, e.Params, kvOpts); err != nil {
+	if err := m.allocBuffers(l, mp, backends, far); err != nil {
 		return nil, err
 	}
-	if err := m.allocState(l, opts.Owner); err != nil {
-		return nil, err
+	if r, ok := be.(reserver); ok {
+		for _, b := range p.Devices {
+			if b.Device.Index == dev {
+				if err := r.Reserve(b.Workspace); err != nil {
+					return nil, fmt.Errorf("model: workspace on device %d: %w", dev, err)
+				}
+			}
+		}
 	}
 	m.bufs = l.bufs
-	m.tokens = make([]int32, m.batch)
-	m.positions = make([]int32, m.batch)
+	m.tokens, m.positions = make([]int32, m.batch), make([]int32, m.batch)
 	m.logits = make([]float32, tp.Vocab)
 	if d2t != nil {
 		m.draftLogits = make([]float32, e.Vocab)
 	}
+	far.emb, far.sel = make([]float32, m.batch*e.Embd), make([]float32, e.Embd)
+	m.far = far
+	// This runs inside the target's pass, which checks its context
+	// between chunks; fusing a chunk is one matrix product.
+	err = target.Capture(e.TargetLayers, be, m.s.hidden, func(pos, n int) error { return m.Encode(context.Background(), pos, n) })
+	if err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// borrow takes the target's token embedding and head where the draft has
-// none of its own. They are used in place, on the target's device.
-func (m *Eagle3) borrow(target *Model) error {
-	w, embd := &m.w, m.params.Embd
-	w.ownEmbd, w.ownHead = w.tokEmbd.Valid(), w.output.Valid()
-	if !w.ownEmbd {
-		w.tokEmbd = target.w.tokEmbd
+// placeBorrowed gives the draft the target tensors it lacks as the plan
+// says: copies from tf on the draft's device, or the target's own where
+// it keeps them.
+func (m *Eagle3) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far *eagle3Far, specs []tensorSpec) error {
+	if len(mp.Borrowed) == 0 {
+		return nil
 	}
-	if !w.ownHead {
-		if m.d2t != nil {
-			return fmt.Errorf("model: the draft maps its vocabulary to the target's (%s) but has no head of its own: %w", nameD2T, ErrMissing)
+	if m.d2t != nil && !m.w.ownHead {
+		return fmt.Errorf("model: the draft maps its vocabulary to the target's (%s) but has no head of its own: %w", nameD2T, ErrMissing)
+	}
+	if far.target.params.Embd != m.params.Embd {
+		return fmt.Errorf("model: the EAGLE-3 draft of width %d borrows the target's embedding or head of width %d: %w", m.params.Embd, far.target.params.Embd, ErrShape)
+	}
+	if !mp.BorrowInPlace {
+		copies := &loader{ctx: l.ctx, f: tf, be: l.be, owner: l.owner, progress: l.progress}
+		var want []tensorSpec
+		for _, s := range specs {
+			if (s.dst == &m.w.tokEmbd && !m.w.ownEmbd) || (s.dst == &m.w.output && !m.w.ownHead) {
+				s.optional = false
+				want = append(want, s)
+			}
 		}
-		w.output = target.w.output
+		err := copies.placeAll(want)
+		l.bufs = append(l.bufs, copies.bufs...)
+		return err
 	}
-	if (!w.ownEmbd || !w.ownHead) && target.params.Embd != embd {
-		return fmt.Errorf("model: the EAGLE-3 draft of width %d borrows the target's embedding or head of width %d: %w", embd, target.params.Embd, ErrShape)
+	t, dev := far.target, mp.Placement.Devices[0]
+	// Whole tables on the draft's own device are used in its programs.
+	local := func(run []plan.Holder, vocab int) (*part, bool) {
+		if len(run) != 1 || run[0].Device != dev || run[0].Rows.Len() != int64(vocab) {
+			return nil, false
+		}
+		pt := t.byDev[dev]
+		return pt, pt != nil
+	}
+	if !m.w.ownEmbd {
+		if pt, ok := local(mp.EmbeddingRun, t.params.Vocab); ok && pt.embdRows == mp.EmbeddingRun[0].Rows {
+			m.w.tokEmbd = pt.w.tokEmbd
+		} else {
+			for _, h := range mp.EmbeddingRun {
+				if pt := t.byDev[h.Device]; pt == nil || pt.embdRows != h.Rows {
+					return fmt.Errorf("model: the draft's lookups on device %d rows %v, where the target has none: %w", h.Device, h.Rows, ErrBadParam)
+				}
+			}
+			far.embed = true
+		}
+	}
+	if !m.w.ownHead {
+		if pt, ok := local(mp.HeadRun, t.params.Vocab); ok && pt.headRows == mp.HeadRun[0].Rows && pt.w.output.Valid() {
+			m.w.output = pt.w.output
+			return nil
+		}
+		for _, h := range mp.HeadRun {
+			pt := t.byDev[h.Device]
+			if pt == nil || pt.headRows != h.Rows || !pt.w.output.Valid() {
+				return fmt.Errorf("model: the draft's head on device %d rows %v, where the target has none: %w", h.Device, h.Rows, ErrBadParam)
+			}
+			far.heads = append(far.heads, &farShard{be: pt.be, rows: h.Rows, w: pt.w.output,
+				progs: newPrograms(pt.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.Device, h.Rows))})
+		}
 	}
 	return nil
 }
 
-// allocState allocates the fused states (counted with the KV cache: both
-// hold one row per position), the draft's own state and the scratch.
-func (m *Eagle3) allocState(l *loader, owner string) error {
-	p, b := m.params, m.batch
-	var state arena
-	state.add(&m.fused, quant.F32, m.context, p.Embd)
-	if err := state.alloc(l, kernels.Label{Owner: owner, Cat: kernels.KV}); err != nil {
-		return fmt.Errorf("model: EAGLE-3 state: %w", err)
+// allocBuffers allocates the draft's buffers of the plan and binds them:
+// on its own device the layer's activations, the KV cache, the fused
+// states and the carried state; on the target's head devices the state
+// sent there, the logits and the best id.
+func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far *eagle3Far) error {
+	p, s, dev := m.params, &m.s, mp.Placement.Devices[0]
+	byDev := map[int]*farShard{}
+	for i, h := range mp.HeadRun {
+		if i < len(far.heads) {
+			byDev[h.Device] = far.heads[i]
+		}
 	}
-	s := &m.s
-	var a arena
-	a.add(&m.own, quant.F32, 1, p.Embd)
-	a.add(&s.tokens, quant.I32, 1, b)
-	a.add(&s.pos, quant.I32, 1, b)
-	a.add(&s.hidden, quant.F32, b, p.FusedWidth())
-	a.add(&s.fcOut, quant.F32, b, p.Embd)
-	a.add(&s.emb, quant.F32, b, p.Embd)
-	a.add(&s.g, quant.F32, b, p.Embd)
-	a.add(&s.in, quant.F32, b, 2*p.Embd)
-	a.add(&s.q, quant.F32, b, p.Heads*p.HeadDim)
-	a.add(&s.attn, quant.F32, b, p.Heads*p.HeadDim)
-	a.add(&s.k, quant.F32, b, p.KVHeads*p.HeadDim)
-	a.add(&s.v, quant.F32, b, p.KVHeads*p.HeadDim)
-	a.add(&s.x, quant.F32, b, p.Embd)
-	a.add(&s.h, quant.F32, b, p.Embd)
-	a.add(&s.tmp, quant.F32, b, p.Embd)
-	a.add(&s.gate, quant.F32, b, p.FF)
-	a.add(&s.up, quant.F32, b, p.FF)
-	a.add(&s.sel, quant.F32, 1, p.Embd)
-	a.add(&s.logits, quant.F32, 1, p.Vocab)
-	if err := a.alloc(l, kernels.Label{Owner: owner, Cat: kernels.Scratch}); err != nil {
-		return fmt.Errorf("model: EAGLE-3 scratch: %w", err)
+	for _, b := range mp.Buffers {
+		be := backends[b.Device]
+		if be == nil {
+			return fmt.Errorf("model: draft buffer %s: no backend for device %d", b.Name(), b.Device)
+		}
+		label := kernels.Label{Owner: string(mp.Role), Cat: category(b)}
+		var buf kernels.Buffer
+		var err error
+		if b.Device == dev {
+			buf, err = l.alloc(label, b.Bytes)
+		} else {
+			buf, err = far.alloc(be, label, b.Bytes)
+		}
+		if err != nil {
+			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
+		}
+		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
+		headRole := b.Role == plan.RoleLogits || b.Role == plan.RoleTopIDs || b.Role == plan.RoleTopLogits
+		if sh := byDev[b.Device]; sh != nil && (b.Device != dev || headRole) {
+			switch b.Role {
+			case plan.RoleReceive:
+				sh.in, sh.sent = t.Row(0), true
+			case plan.RoleLogits:
+				sh.logits = t.Row(0)
+				if t.Rows > 1 {
+					sh.probs = t.Row(1)
+				}
+			case plan.RoleTopIDs:
+				sh.id = packed(t, 1, 1)
+			}
+			continue
+		}
+		if b.Device != dev {
+			return fmt.Errorf("model: draft buffer %s on device %d, which runs none of it: %w", b.Name(), b.Device, ErrBadParam)
+		}
+		// Lifetimes in a pass let one buffer serve several views: the
+		// embedding is read before the residual overwrites x, the fused
+		// states are read from the features' space (free once fused),
+		// the sub-layer outputs use ffn_up's space (free but during the
+		// FFN's SwiGLU), and the normalised FFN input and head input use
+		// xn's (free once Q, K and V are made).
+		switch b.Role {
+		case plan.RoleKeys:
+			m.kvK = t
+		case plan.RoleValues:
+			m.kvV = t
+		case plan.RoleFused:
+			m.fused = t
+		case plan.RoleState:
+			m.own = t
+		case plan.RoleInputs:
+			s.tokens, s.pos = t.Row(0), t.Row(1)
+		case plan.RoleStream:
+			s.x, s.fcOut = t, t
+			if !s.emb.Valid() {
+				s.emb = t
+			}
+		case plan.RoleReceive: // the looked-up embedding arrives from the target's device
+			s.emb = t
+		case plan.RoleNormed:
+			s.in, s.h, s.sel = t, packed(t, m.batch, p.Embd), packed(t, 1, p.Embd)
+		case plan.RoleQueries:
+			s.q = t
+		case plan.RoleNewKeys:
+			s.k = t
+		case plan.RoleNewValues:
+			s.v = t
+		case plan.RoleAttention:
+			s.attn = t
+		case plan.RoleFFNGate:
+			s.gate = t
+		case plan.RoleFFNUp:
+			s.up, s.tmp = t, packed(t, m.batch, p.Embd)
+		case plan.RoleFeatures:
+			s.hidden, s.g = t, packed(t, m.batch, p.Embd)
+		case plan.RoleLogits:
+			s.logits = t.Row(0)
+		}
+	}
+	for _, t := range []kernels.Tensor{m.kvK, m.kvV, m.fused, m.own, s.tokens, s.x, s.in, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
+		if !t.Valid() {
+			return fmt.Errorf("model: the plan lacks buffers of the EAGLE-3 draft on device %d: %w", dev, ErrMissing)
+		}
+	}
+	if m.w.output.Valid() && !s.logits.Valid() {
+		return fmt.Errorf("model: the plan has no logits for the draft's head on device %d: %w", dev, ErrMissing)
+	}
+	for _, sh := range far.heads {
+		if !sh.logits.Valid() || !sh.id.Valid() {
+			return fmt.Errorf("model: the plan has no logits for the draft on the device of head rows %v: %w", sh.rows, ErrMissing)
+		}
+		if !sh.sent {
+			sh.in = s.sel // the target keeps these rows on the draft's device
+		}
 	}
 	return nil
 }
@@ -212,29 +374,26 @@ func (m *Eagle3) Borrowed() []string {
 }
 
 // Len is the number of positions in the draft's KV cache.
-func (m *Eagle3) Len() int { return m.kv.n }
+func (m *Eagle3) Len() int { return m.n }
 
 // Truncate drops cached positions n and later. n may not exceed Len().
 func (m *Eagle3) Truncate(n int) error {
-	if n < 0 || n > m.kv.n {
-		return fmt.Errorf("model: truncate to %d with %d cached: %w", n, m.kv.n, ErrPosition)
+	if n < 0 || n > m.n {
+		return fmt.Errorf("model: truncate to %d with %d cached: %w", n, m.n, ErrPosition)
 	}
-	m.kv.n = n
+	m.n = n
 	return nil
 }
 
 // readEagle3For reads the draft's header and d2t map and checks them
-// against a target of params tp that captures blocks captured.
-func readEagle3For(f *gguf.File, tp Params, captured []int) (Eagle3Params, []int32, error) {
+// against a target of params tp.
+func readEagle3For(f *gguf.File, tp Params) (Eagle3Params, []int32, error) {
 	e, err := ReadEagle3Params(f)
 	if err != nil {
 		return e, nil, err
 	}
 	if err := e.checkTarget(tp); err != nil {
 		return e, nil, err
-	}
-	if !slices.Equal(captured, e.TargetLayers) {
-		return e, nil, fmt.Errorf("model: the target captures blocks %v, the EAGLE-3 draft reads %v: %w", captured, e.TargetLayers, ErrBadParam)
 	}
 	d2t, err := readD2T(f, tp.Vocab)
 	if err != nil {
@@ -249,51 +408,29 @@ func readEagle3For(f *gguf.File, tp Params, captured []int) (Eagle3Params, []int
 	return e, d2t, nil
 }
 
-// Encode fuses the target's captured states of positions pos, pos+1, ...
-// (hidden [n, n_fused], as Options.OnCapture hands them over, on the
-// target's backend) into the states those positions read. Fused states
-// from pos on are replaced, and draft positions that read them are dropped
-// from the cache; pos may not be past the states held.
-func (m *Eagle3) Encode(ctx context.Context, pos int, hidden kernels.Tensor) error {
-	n := hidden.Rows
+// Encode fuses the target's captured states of positions pos..pos+n-1,
+// which the target has just written into the first n rows of the draft's
+// features buffer (Model.Capture), into the states those positions read.
+// Fused states from pos on are replaced, and draft positions that read
+// them are dropped from the cache; pos may not be past the states held.
+func (m *Eagle3) Encode(ctx context.Context, pos, n int) error {
 	switch {
-	case hidden.Cols != m.params.FusedWidth() || n <= 0:
-		return fmt.Errorf("model: EAGLE-3 encode of %v, want [n,%d]: %w", hidden, m.params.FusedWidth(), ErrShape)
+	case n <= 0 || n > m.batch:
+		return fmt.Errorf("model: EAGLE-3 encode of %d positions in a batch of %d: %w", n, m.batch, ErrShape)
 	case pos < 0 || pos > m.nFused:
 		return fmt.Errorf("model: EAGLE-3 encode at %d with states up to %d: %w", pos, m.nFused, ErrPosition)
-	}
-	// The capture belongs to the target's pass: copy it before the
-	// target's next pass reuses the buffer.
-	return m.encode(ctx, pos, n, func(c, b int) error {
-		return m.be.Copy(m.s.hidden.RowSlice(0, b), hidden.RowSlice(c, b))
-	})
-}
-
-// encode fuses n positions from pos, load putting rows c..c+b of them in
-// s.hidden before each chunk.
-func (m *Eagle3) encode(ctx context.Context, pos, n int, load func(c, b int) error) error {
-	if pos+n > m.context {
+	case pos+n > m.context:
 		return fmt.Errorf("model: EAGLE-3 encode of %d positions at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
-	m.kv.n = min(m.kv.n, pos)
+	m.n = min(m.n, pos)
 	m.nFused = pos
-	for c := 0; c < n; c += m.batch {
-		b := min(m.batch, n-c)
-		if err := m.writeInputs(nil, pos+c, b); err != nil {
-			return err
-		}
-		if err := load(c, b); err != nil {
-			return fmt.Errorf("model: EAGLE-3 encode: %w", err)
-		}
-		prog, err := cachedProgram(m.be, m.fuse, b, m.fuseOps)
-		if err != nil {
-			return err
-		}
-		if err := prog.Run(ctx); err != nil {
-			return fmt.Errorf("model: EAGLE-3 encode: %w", err)
-		}
-		m.nFused = pos + c + b
+	if err := m.writeInputs(nil, pos, n); err != nil {
+		return err
 	}
+	if err := m.progs.run(ctx, progKey{kind: progFuse, n: n}, func() []kernels.Op { return m.fuseOps(n) }); err != nil {
+		return err
+	}
+	m.nFused = pos + n
 	return nil
 }
 
@@ -308,7 +445,7 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 	if err := m.checkForward(tokens, pos); err != nil {
 		return nil, err
 	}
-	if err := m.run(ctx, tokens, pos, m.body, m.bodyOps); err != nil {
+	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -319,10 +456,10 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 // left at pos-1. It returns the logits as Forward does and keeps its own
 // output for the next Step.
 func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, error) {
-	if pos != m.next || pos > m.kv.n || pos >= m.context {
-		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.kv.n, ErrPosition)
+	if pos != m.next || pos > m.n || pos >= m.context {
+		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	if err := m.run(ctx, []int32{token}, pos, m.step, m.stepOps); err != nil {
+	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -331,7 +468,7 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 // run runs the tokens at pos through the programs ops compiles, in chunks,
 // keeps the last row's pre-norm output and computes its logits, which stay
 // where the head runs until read.
-func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int]kernels.Program, ops func(int) []kernels.Op) error {
+func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, kind progKind, ops func(int) []kernels.Op) error {
 	n := len(tokens)
 	if pos+n > m.context {
 		return fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
@@ -341,7 +478,7 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int
 			return fmt.Errorf("model: token %d at %d: %w (vocabulary %d)", t, i, ErrToken, m.targetVocab)
 		}
 	}
-	m.kv.n, m.next = pos, -1
+	m.n, m.next = pos, -1
 	b := 0
 	for c := 0; c < n; c += b {
 		b = min(m.batch, n-c)
@@ -353,14 +490,10 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, cache map[int
 				return err
 			}
 		}
-		prog, err := cachedProgram(m.be, cache, b, ops)
-		if err != nil {
+		if err := m.progs.run(ctx, progKey{kind: kind, n: b}, func() []kernels.Op { return ops(b) }); err != nil {
 			return err
 		}
-		if err := prog.Run(ctx); err != nil {
-			return fmt.Errorf("model: EAGLE-3 forward: %w", err)
-		}
-		m.kv.n = pos + c + b
+		m.n = pos + c + b
 	}
 	if err := m.be.Copy(m.own, m.s.x.Row(b-1)); err != nil {
 		return fmt.Errorf("model: EAGLE-3 state: %w", err)
@@ -462,45 +595,26 @@ func (m *Eagle3) embedOps(b int) []kernels.Op {
 // then a pre-norm SwiGLU FFN. It leaves the pre-norm output in s.x.
 func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	p, s, w := m.params, m.s, m.w
-	pos := s.pos.ColSlice(0, b)
 	emb, in := s.emb.RowSlice(0, b), s.in.RowSlice(0, b)
 	embNormed, gNormed := in.ColSlice(0, p.Embd), in.ColSlice(p.Embd, p.Embd)
 	x, h, tmp := s.x.RowSlice(0, b), s.h.RowSlice(0, b), s.tmp.RowSlice(0, b)
-	q, k, v, attn := s.q.RowSlice(0, b), s.k.RowSlice(0, b), s.v.RowSlice(0, b), s.attn.RowSlice(0, b)
-	gate, up := s.gate.RowSlice(0, b), s.up.RowSlice(0, b)
-	rope := func(t kernels.Tensor) kernels.Rope {
-		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
-			Base: p.RopeBase, Scale: p.RopeScale, Factors: w.rope}
-	}
 	residual := g
 	if p.NormBeforeResidual {
 		residual = gNormed
 	}
-	return []kernels.Op{
+	layer := blockWeights{wq: w.wq, wk: w.wk, wv: w.wv, wo: w.wo, gate: w.gate, up: w.up, down: w.down}
+	ops := []kernels.Op{
 		kernels.RMSNorm{Dst: embNormed, X: emb, W: w.embdNorm, Eps: p.NormEps},
 		kernels.RMSNorm{Dst: gNormed, X: g, W: w.gNorm, Eps: p.NormEps},
-
-		// attention
-		kernels.MatMul{Dst: q, W: w.wq, X: in},
-		kernels.MatMul{Dst: k, W: w.wk, X: in},
-		kernels.MatMul{Dst: v, W: w.wv, X: in},
-		rope(q), rope(k),
-		kernels.SetRows{Dst: m.kv.k[0], Src: k, Idx: pos},
-		kernels.SetRows{Dst: m.kv.v[0], Src: v, Idx: pos},
-		kernels.Attention{Dst: attn, Q: q, K: m.kv.k[0], V: m.kv.v[0], Pos: pos,
-			NHead: p.Heads, NKVHead: p.KVHeads, HeadDim: p.HeadDim,
-			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
-		kernels.MatMul{Dst: tmp, W: w.wo, X: attn},
-		kernels.Add{Dst: x, A: tmp, B: residual},
-
-		// feed-forward
-		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps},
-		kernels.MatMul{Dst: gate, W: w.gate, X: h},
-		kernels.MatMul{Dst: up, W: w.up, X: h},
-		kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
-		kernels.MatMul{Dst: tmp, W: w.down, X: gate},
-		kernels.Add{Dst: x, A: x, B: tmp},
 	}
+	ops = append(ops, p.attention(attnArgs{w: layer, factors: w.rope, in: in, out: tmp,
+		q: s.q.RowSlice(0, b), k: s.k.RowSlice(0, b), v: s.v.RowSlice(0, b), attn: s.attn.RowSlice(0, b),
+		keys: m.kvK, values: m.kvV, pos: s.pos.ColSlice(0, b), heads: p.Heads, kvHeads: p.KVHeads})...)
+	ops = append(ops,
+		kernels.Add{Dst: x, A: tmp, B: residual},
+		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps})
+	ops = append(ops, ffn(layer, h, tmp, s.gate.RowSlice(0, b), s.up.RowSlice(0, b))...)
+	return append(ops, kernels.Add{Dst: x, A: x, B: tmp})
 }
 
 // headOps computes the logits of the last row; where the target's head is
@@ -524,16 +638,172 @@ func (m *Eagle3) weightBytes() int64 {
 	return n
 }
 
-// Close releases the programs and the draft's own device memory; borrowed
-// tensors stay with the target.
-func (m *Eagle3) Close() error {
-	var errs []error
-	for _, progs := range []map[int]kernels.Program{m.fuse, m.body, m.step} {
-		for k, p := range progs {
-			errs = append(errs, p.Close())
-			delete(progs, k)
+// ForwardTop is Forward returning only the most likely token: with the
+// head split by vocabulary, each shard's argmax, maximum and softmax sum
+// are merged, and no logits are gathered.
+func (m *Eagle3) ForwardTop(ctx context.Context, tokens []int32, pos int) (Top, error) {
+	if err := m.checkForward(tokens, pos); err != nil {
+		return Top{}, err
+	}
+	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
+		return Top{}, err
+	}
+	return m.top()
+}
+
+// StepTop is Step returning only the most likely token, as ForwardTop.
+func (m *Eagle3) StepTop(ctx context.Context, token int32, pos int) (Top, error) {
+	if pos != m.next || pos > m.n || pos >= m.context {
+		return Top{}, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
+	}
+	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
+		return Top{}, err
+	}
+	return m.top()
+}
+
+// checkForward validates Forward's arguments.
+func (m *Eagle3) checkForward(tokens []int32, pos int) error {
+	n := len(tokens)
+	switch {
+	case n == 0:
+		return fmt.Errorf("model: EAGLE-3 forward: no tokens: %w", ErrBadParam)
+	case pos < 0 || pos > m.n:
+		return fmt.Errorf("model: EAGLE-3 forward at %d with %d cached: %w", pos, m.n, ErrPosition)
+	case pos+n > m.nFused:
+		return fmt.Errorf("model: EAGLE-3 forward of %d positions at %d with target states up to %d: %w", n, pos, m.nFused, ErrPosition)
+	}
+	return nil
+}
+
+// top is the last pass's most likely token: from the shards where the
+// head runs elsewhere, from the logits where it runs on the draft's device.
+func (m *Eagle3) top() (Top, error) {
+	if m.far == nil || len(m.far.heads) == 0 || !m.far.heads[0].probs.Valid() {
+		logits, err := m.readLogits()
+		if err != nil {
+			return Top{}, err
+		}
+		return topOf(logits), nil
+	}
+	// Over shards s with maxima M_s and sums S_s = sum exp(l - M_s): the
+	// maximum M is the largest M_s (the lowest id on ties, as shards come
+	// in vocabulary order), S = sum S_s exp(M_s - M), and the top's
+	// probability exp(M - M)/S.
+	var best Top
+	maxv, sum := math.Inf(-1), 0.0
+	for _, sh := range m.far.heads {
+		id, mx, inv, err := sh.read()
+		if err != nil {
+			return Top{}, err
+		}
+		if mx > maxv {
+			sum *= math.Exp(maxv - mx)
+			maxv, best.ID = mx, int32(sh.rows.Lo)+id
+		}
+		sum += math.Exp(mx-maxv) / inv
+	}
+	best.P = 1 / sum
+	return best, nil
+}
+
+// topOf is the argmax of logits (the lowest id on ties) and its softmax
+// probability.
+func topOf(logits []float32) Top {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
 		}
 	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v - logits[best]))
+	}
+	return Top{ID: int32(best), P: 1 / sum}
+}
+
+// read is the shard's argmax (an id in its rows), maximum and the inverse
+// of its softmax sum (the softmax at the maximum).
+func (sh *farShard) read() (int32, float64, float64, error) {
+	var id [1]int32
+	if err := sh.be.Read(kernels.I32Bytes(id[:]), sh.id); err != nil {
+		return 0, 0, 0, fmt.Errorf("model: draft head rows %v: %w", sh.rows, err)
+	}
+	if id[0] < 0 || int64(id[0]) >= sh.rows.Len() {
+		return 0, 0, 0, fmt.Errorf("model: draft head rows %v: argmax %d: %w", sh.rows, id[0], ErrShape)
+	}
+	var v [2]float32
+	if err := sh.be.Read(kernels.F32Bytes(v[:1]), sh.logits.ColSlice(int(id[0]), 1)); err != nil {
+		return 0, 0, 0, fmt.Errorf("model: draft head rows %v: %w", sh.rows, err)
+	}
+	if err := sh.be.Read(kernels.F32Bytes(v[1:]), sh.probs.ColSlice(int(id[0]), 1)); err != nil {
+		return 0, 0, 0, fmt.Errorf("model: draft head rows %v: %w", sh.rows, err)
+	}
+	return id[0], float64(v[0]), float64(v[1]), nil
+}
+
+// lookUp has the target look up tokens in its embedding and writes the
+// rows to the draft's s.emb.
+func (f *eagle3Far) lookUp(ctx context.Context, m *Eagle3, tokens []int32) error {
+	b, e := len(tokens), m.params.Embd
+	if err := f.target.lookUp(ctx, tokens, f.emb[:b*e]); err != nil {
+		return err
+	}
+	if err := m.be.Write(m.s.emb.RowSlice(0, b), kernels.F32Bytes(f.emb[:b*e])); err != nil {
+		return fmt.Errorf("model: EAGLE-3 embedding: %w", err)
+	}
+	return nil
+}
+
+// head sends the normalised state to every shard of the target's head and
+// runs the shard's rows of it there, with its argmax and softmax.
+func (f *eagle3Far) head(ctx context.Context, m *Eagle3) error {
+	if err := m.be.Read(kernels.F32Bytes(f.sel), m.s.sel); err != nil {
+		return fmt.Errorf("model: EAGLE-3 head input: %w", err)
+	}
+	for _, sh := range f.heads {
+		if sh.sent {
+			if err := sh.be.Write(sh.in, kernels.F32Bytes(f.sel)); err != nil {
+				return fmt.Errorf("model: EAGLE-3 head input: %w", err)
+			}
+		}
+		err := sh.progs.run(ctx, progKey{kind: progFarHead, n: 1}, func() []kernels.Op {
+			ops := []kernels.Op{
+				kernels.MatMul{Dst: sh.logits, W: sh.w, X: sh.in},
+				kernels.Argmax{Dst: sh.id, X: sh.logits},
+			}
+			if sh.probs.Valid() {
+				ops = append(ops, kernels.Softmax{Dst: sh.probs, X: sh.logits})
+			}
+			return ops
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gather reads every shard's logits into their rows of dst.
+func (f *eagle3Far) gather(dst []float32) error {
+	for _, sh := range f.heads {
+		if err := sh.be.Read(kernels.F32Bytes(dst[sh.rows.Lo:sh.rows.Hi]), sh.logits); err != nil {
+			return fmt.Errorf("model: EAGLE-3 logits rows %v: %w", sh.rows, err)
+		}
+	}
+	return nil
+}
+
+// Close releases the programs and the draft's own device memory, and
+// stops the target's capture; borrowed tensors stay with the target.
+func (m *Eagle3) Close() error {
+	var errs []error
+	if m.target != nil {
+		errs = append(errs, m.target.Capture(nil, nil, kernels.Tensor{}, nil))
+		m.target = nil
+	}
+	errs = append(errs, m.progs.close())
 	for _, b := range m.bufs {
 		errs = append(errs, m.be.Free(b))
 	}
@@ -547,25 +817,27 @@ func (m *Eagle3) Close() error {
 	return nil
 }
 
-// cachedProgram returns the program for n rows from cache, compiling ops(n)
-// when missing; like Model.program, it keeps at most maxPrograms.
-func cachedProgram(be kernels.Backend, cache map[int]kernels.Program, n int, ops func(int) []kernels.Op) (kernels.Program, error) {
-	if p, ok := cache[n]; ok {
-		return p, nil
-	}
-	p, err := be.Compile(ops(n))
+// alloc allocates on another device and remembers the buffer for close.
+func (f *eagle3Far) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
+	buf, err := be.Alloc(label, size)
 	if err != nil {
-		return nil, fmt.Errorf("model: compile for %d rows: %w", n, err)
+		return nil, err
 	}
-	if len(cache) >= maxPrograms {
-		for k, old := range cache {
-			if k != 1 {
-				_ = old.Close()
-				delete(cache, k)
-				break
-			}
+	f.bufs[be] = append(f.bufs[be], buf)
+	return buf, nil
+}
+
+// close releases the programs and buffers on the other devices.
+func (f *eagle3Far) close() error {
+	var errs []error
+	for _, sh := range f.heads {
+		errs = append(errs, sh.progs.close())
+	}
+	for be, bufs := range f.bufs {
+		for _, b := range bufs {
+			errs = append(errs, be.Free(b))
 		}
+		delete(f.bufs, be)
 	}
-	cache[n] = p
-	return p, nil
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // Eagle3Params are the hyper-parameters of an EAGLE-3 draft (llama.cpp's
@@ -63,7 +64,7 @@ func ReadEagle3Params(f *gguf.File) (Eagle3Params, error) {
 			return e, err
 		}
 	}
-	if err := optional("context_length", &p.TrainCtx, DefaultContext); err != nil {
+	if err := optional("context_length", &p.TrainCtx, plan.DefaultCtx); err != nil {
 		return e, err
 	}
 	if err := optional("attention.head_count_kv", &p.KVHeads, p.Heads); err != nil {

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -16,77 +17,88 @@ import (
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
+// captureAll captures layers of m, in chunks, into a buffer on be and
+// keeps every chunk's rows on the host: all positions' states, row-major,
+// and the position each chunk started at.
+func captureAll(t *testing.T, m *Model, be kernels.Backend, layers []int) (*[]float32, *[]int) {
+	t.Helper()
+	width := len(layers) * m.params.Embd
+	buf, err := be.Alloc(kernels.Label{Owner: "test", Cat: kernels.Scratch}, int64(4*m.batch*width))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Free(buf) })
+	dst := kernels.NewTensor(buf, quant.F32, m.batch, width, 0)
+	var got []float32
+	var starts []int
+	err = m.Capture(layers, be, dst, func(pos, n int) error {
+		host := make([]float32, n*width)
+		if err := be.Read(kernels.F32Bytes(host), dst.RowSlice(0, n)); err != nil {
+			return err
+		}
+		starts = append(starts, pos)
+		got = append(got[:pos*width], host...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &got, &starts
+}
+
 // A placed target hands over the same block inputs as one device: the
 // embedding (block 0), a block that starts a device's run, one inside it,
-// and the final state, in chunks of the batch.
+// and the final state, in chunks of the batch, into a buffer on a device
+// that runs all of them (copied there by the programs) or not (through
+// the host).
 func TestPlacedCaptureIsTheModels(t *testing.T) {
 	seq := demoSequence(t)
 	layers := []int{0, 2, 5, 8}
-	width := len(layers) * 384
-	var want []float32
-	var one *Model
-	one = openModel(t, "factory-target-F16.gguf", Options{Context: 128, Batch: 16, CaptureLayers: layers,
-		OnCapture: func(pos int, hidden kernels.Tensor) error {
-			host := make([]float32, hidden.Elements())
-			if err := one.be.Read(kernels.F32Bytes(host), hidden); err != nil {
-				return err
-			}
-			want = append(want[:pos*width], host...)
-			return nil
-		}})
-	if _, err := one.Forward(context.Background(), seq, 0, nil); err != nil {
+	one := placeModel(t, "factory-target-F16.gguf", "cpu:1GiB", plan.Placement{Devices: []int{0}}, 128, 16)
+	wantp, _ := captureAll(t, one.m, one.backends[0], layers)
+	if _, err := one.m.Forward(context.Background(), seq, 0, nil); err != nil {
 		t.Fatal(err)
 	}
+	if !one.m.cap.direct {
+		t.Error("one device copies the states through the host")
+	}
+	want := *wantp
 	for _, l := range []placedLayout{placedLayouts[0], placedLayouts[1], placedLayouts[3], placedLayouts[6]} {
-		t.Run(l.name, func(t *testing.T) {
-			r := placeModel(t, "factory-target-F16.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 16)
-			var got []float32
-			var starts []int
-			err := r.m.Capture(layers, func(pos int, hidden []float32) error {
-				starts = append(starts, pos)
-				got = append(got[:pos*width], hidden...)
-				return nil
+		for _, to := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/to device %d", l.name, to), func(t *testing.T) {
+				r := placeModel(t, "factory-target-F16.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 16)
+				got, starts := captureAll(t, r.m, r.backends[to], layers)
+				if _, err := r.m.Forward(context.Background(), seq, 0, nil); err != nil {
+					t.Fatal(err)
+				}
+				var chunks []int
+				for c := 0; c < len(seq); c += 16 {
+					chunks = append(chunks, c)
+				}
+				if len(*got) != len(want) || !slices.Equal(*starts, chunks) {
+					t.Fatalf("captured %d values in chunks at %v, want %d in chunks of 16", len(*got), *starts, len(want))
+				}
+				var worst, scale float64
+				for i := range want {
+					scale = max(scale, math.Abs(float64(want[i])))
+					worst = max(worst, math.Abs(float64((*got)[i]-want[i])))
+				}
+				t.Logf("largest difference from one device: %.2e of the largest state (direct %v)", worst/scale, r.m.cap.direct)
+				if worst > 1e-5*scale {
+					t.Errorf("captured states depart from one device's by %.2e of the largest", worst/scale)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.m.Forward(context.Background(), seq, 0, nil); err != nil {
-				t.Fatal(err)
-			}
-			var chunks []int
-			for c := 0; c < len(seq); c += 16 {
-				chunks = append(chunks, c)
-			}
-			if len(got) != len(want) || !slices.Equal(starts, chunks) {
-				t.Fatalf("captured %d values in chunks at %v, want %d in chunks of 16", len(got), starts, len(want))
-			}
-			var worst, scale float64
-			for i := range want {
-				scale = max(scale, math.Abs(float64(want[i])))
-				worst = max(worst, math.Abs(float64(got[i]-want[i])))
-			}
-			t.Logf("largest difference from one device: %.2e of the largest state", worst/scale)
-			if worst > 1e-5*scale {
-				t.Errorf("captured states depart from one device's by %.2e of the largest", worst/scale)
-			}
-		})
+		}
 	}
 }
 
 // placedEagle3 is the demo target placed by tp and its EAGLE-3 draft on a
 // device of its own, borrowing as the plan says.
-func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Placed, *Eagle3) {
+func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Model, *Eagle3) {
 	t.Helper()
-	target, load := placedEagle3Rig(t, tp, plan.Placement{Devices: []int{2}, Borrow: borrow})
-	var draft *Eagle3
-	ep, err := ReadEagle3Params(load.df)
+	_, load := placedEagle3Rig(t, tp, plan.Placement{Devices: []int{2}, Borrow: borrow})
+	draft, err := load.draft()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := target.Capture(ep.TargetLayers, func(pos int, h []float32) error { return draft.EncodeHost(context.Background(), pos, h) }); err != nil {
-		t.Fatal(err)
-	}
-	if draft, err = load.draft(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -94,24 +106,24 @@ func placedEagle3(t *testing.T, tp plan.Placement, borrow plan.Borrow) (*Placed,
 			t.Error(err)
 		}
 	})
-	return target, draft
+	return load.target, draft
 }
 
 // eagle3Load loads the draft of a planned pair.
 type eagle3Load struct {
 	tf, df   *gguf.File
 	p        *plan.Plan
-	target   *Placed
+	target   *Model
 	backends map[int]kernels.Backend
 }
 
 func (l eagle3Load) draft() (*Eagle3, error) {
-	return LoadEagle3Placed(context.Background(), l.df, l.tf, l.p, l.p.Draft, l.target, l.backends, nil)
+	return LoadEagle3(context.Background(), l.df, l.tf, l.p, l.p.Draft, l.target, l.backends, nil)
 }
 
 // placedEagle3Rig plans the demo target and EAGLE-3 draft on three CPU
 // virtual devices and loads the target.
-func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Placed, eagle3Load) {
+func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Model, eagle3Load) {
 	t.Helper()
 	open := func(name string) *gguf.File {
 		f, err := gguf.Open(sharedtest.Path(t, "models", name))
@@ -127,7 +139,7 @@ func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Placed, eagle3Load) 
 		t.Fatal(err)
 	}
 	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: inv.Devices, TargetPlacement: tp,
-		DraftPlacement: dp, Ctx: 128, Batch: 16, KVType: quant.F32})
+		DraftPlacement: dp, Ctx: 128, Batch: 16, KV: plan.SameKV(quant.F32)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +149,7 @@ func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Placed, eagle3Load) 
 		backends[d.Index] = be
 		t.Cleanup(func() { be.Close() })
 	}
-	target, err := LoadPlaced(context.Background(), tf, p, &p.Target, backends, nil)
+	target, err := LoadPlan(context.Background(), tf, p, &p.Target, backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,41 +157,26 @@ func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Placed, eagle3Load) 
 	return target, eagle3Load{tf: tf, df: df, p: p, target: target, backends: backends}
 }
 
-// A placed draft is refused, with nothing left allocated, when the target
-// does not capture the blocks it reads or when the plan spreads it over
-// two devices.
+// A placed draft is refused, with nothing left allocated, when the plan
+// spreads it over two devices.
 func TestPlacedEagle3Refused(t *testing.T) {
-	layers := plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}
-	for _, tc := range []struct {
-		name    string
-		tp, dp  plan.Placement
-		capture []int
-		want    error
-	}{
-		{"no capture", layers, plan.Placement{Devices: []int{2}}, nil, ErrBadParam},
-		{"other blocks captured", layers, plan.Placement{Devices: []int{2}}, []int{2, 4}, ErrBadParam},
-		{"draft by tensors on two devices", plan.Placement{Devices: []int{0}}, plan.Placement{Devices: []int{1, 2}, Split: plan.SplitTensor}, []int{2, 4, 5}, ErrUnsupported},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			target, load := placedEagle3Rig(t, tc.tp, tc.dp)
-			if err := target.Capture(tc.capture, func(int, []float32) error { return nil }); err != nil {
-				t.Fatal(err)
-			}
-			before := map[int]int64{}
-			for i, be := range load.backends {
-				before[i] = be.Usage().Total()
-			}
-			d, err := load.draft()
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("got %v, %v; want %v", d, err, tc.want)
-			}
-			t.Log(err)
-			for i, be := range load.backends {
-				if n := be.Usage().Total(); n != before[i] {
-					t.Errorf("device %d holds %d bytes after the refusal, %d before", i, n, before[i])
-				}
-			}
-		})
+	target, load := placedEagle3Rig(t, plan.Placement{Devices: []int{0}}, plan.Placement{Devices: []int{1, 2}, Split: plan.SplitTensor})
+	before := map[int]int64{}
+	for i, be := range load.backends {
+		before[i] = be.Usage().Total()
+	}
+	d, err := load.draft()
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("got %v, %v; want %v", d, err, ErrUnsupported)
+	}
+	t.Log(err)
+	for i, be := range load.backends {
+		if n := be.Usage().Total(); n != before[i] {
+			t.Errorf("device %d holds %d bytes after the refusal, %d before", i, n, before[i])
+		}
+	}
+	if target.cap != nil {
+		t.Error("the refused draft left the target capturing")
 	}
 }
 
@@ -190,7 +187,7 @@ func TestPlacedEagle3Refused(t *testing.T) {
 func TestPlacedEagle3Drafts(t *testing.T) {
 	seq := demoSequence(t)
 	n, drafted := 20, []int32{seq[21], seq[22], 7}
-	ref, err := loadEagle3Pair(t, demoEagle3(t), 16, Eagle3Options{Batch: 16})
+	ref, err := loadEagle3Pair(t, demoEagle3(t), 16)
 	if err != nil {
 		t.Fatal(err)
 	}

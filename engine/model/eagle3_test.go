@@ -8,17 +8,21 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
-// eagle3Pair is the F16 demo target loaded to feed an EAGLE-3 draft, with
-// the captured target states kept on the host for the reference.
+// eagle3Pair is the F16 demo target and an EAGLE-3 draft on one CPU
+// device, as one plan, with the captured target states kept on the host
+// for the reference.
 type eagle3Pair struct {
 	target *Model
 	draft  *Eagle3
@@ -26,7 +30,9 @@ type eagle3Pair struct {
 	states [][]float64 // per position: the concatenated captured block inputs
 }
 
-func loadEagle3Pair(t testing.TB, draftPath string, targetBatch int, opts Eagle3Options) (*eagle3Pair, error) {
+// loadEagle3Pair plans and loads the pair with a context of 128 and the
+// given batch (0: the planner's), F32 caches.
+func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, error) {
 	t.Helper()
 	pr := &eagle3Pair{}
 	var err error
@@ -42,29 +48,18 @@ func loadEagle3Pair(t testing.TB, draftPath string, targetBatch int, opts Eagle3
 	if err != nil {
 		return nil, err
 	}
-	be := cpu.New(cpu.Options{})
-	t.Cleanup(func() { be.Close() })
-	onCapture := func(pos int, hidden kernels.Tensor) error {
-		host := make([]float32, hidden.Elements())
-		if err := be.Read(kernels.F32Bytes(host), hidden); err != nil {
-			return err
-		}
-		for i := range hidden.Rows {
-			row := make([]float64, hidden.Cols)
-			for j := range row {
-				row[j] = float64(host[i*hidden.Cols+j])
-			}
-			pr.states = append(pr.states[:pos+i], row)
-		}
-		return pr.draft.Encode(context.Background(), pos, hidden)
-	}
-	pr.target, err = Load(context.Background(), pr.tf, be, Options{Context: 128, Batch: targetBatch,
-		CaptureLayers: ep.TargetLayers, OnCapture: onCapture})
+	p, err := plan.Make(plan.Input{Target: pr.tf, Draft: pr.df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: batch})
 	if err != nil {
 		return nil, err
 	}
+	be := cpu.New(cpu.Options{})
+	t.Cleanup(func() { be.Close() })
+	backends := map[int]kernels.Backend{0: be}
+	if pr.target, err = LoadPlan(context.Background(), pr.tf, p, &p.Target, backends, nil); err != nil {
+		return nil, err
+	}
 	t.Cleanup(func() { pr.target.Close() })
-	if pr.draft, err = LoadEagle3(context.Background(), pr.df, pr.target, opts); err != nil {
+	if pr.draft, err = LoadEagle3(context.Background(), pr.df, pr.tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() {
@@ -72,7 +67,32 @@ func loadEagle3Pair(t testing.TB, draftPath string, targetBatch int, opts Eagle3
 			t.Error(err)
 		}
 	})
+	// The draft receives the states in its features buffer; keep a copy
+	// of each chunk before it is fused.
+	features := pr.draft.s.hidden
+	err = pr.target.Capture(ep.TargetLayers, be, features, func(pos, n int) error {
+		host := make([]float32, n*features.Cols)
+		if err := be.Read(kernels.F32Bytes(host), features.RowSlice(0, n)); err != nil {
+			return err
+		}
+		for i := range n {
+			row := make([]float64, features.Cols)
+			for j := range row {
+				row[j] = float64(host[i*features.Cols+j])
+			}
+			pr.states = append(pr.states[:pos+i], row)
+		}
+		return pr.draft.Encode(context.Background(), pos, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return pr, nil
+}
+
+// oneCPU is a CPU device of unbounded memory, for one-device plans.
+func oneCPU() device.Device {
+	return device.Device{Kind: device.CPU, Name: "cpu", Virtual: true, Physical: -1, MemoryTotal: 1 << 40}
 }
 
 func demoEagle3(t testing.TB) string { return sharedtest.Path(t, "models", "factory-eagle3-F16.gguf") }
@@ -140,7 +160,7 @@ func TestEagle3MatchesReference(t *testing.T) {
 		batch int // both models' batch: chunked runs when small
 	}{{"one pass", 0}, {"chunks", 5}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, err := loadEagle3Pair(t, demoEagle3(t), tc.batch, Eagle3Options{Batch: tc.batch})
+			pr, err := loadEagle3Pair(t, demoEagle3(t), tc.batch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +208,7 @@ func TestEagle3Variants(t *testing.T) {
 	seq := demoSequence(t)
 	n := 20
 	drafted := seq[n+1 : n+3]
-	base, err := loadEagle3Pair(t, demoEagle3(t), 0, Eagle3Options{})
+	base, err := loadEagle3Pair(t, demoEagle3(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +233,7 @@ func TestEagle3Variants(t *testing.T) {
 		path := eagle3Variant(t, nil,
 			rawTensor{"token_embd.weight", embd.Type, embd.Dims, embdData},
 			rawTensor{"output.weight", head.Type, head.Dims, headData})
-		pr, err := loadEagle3Pair(t, path, 0, Eagle3Options{})
+		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +262,7 @@ func TestEagle3Variants(t *testing.T) {
 		path := eagle3Variant(t, nil,
 			rawTensor{"output.weight", head.Type, []int64{head.Dims[0], int64(len(ids))}, rows},
 			rawTensor{"d2t", quant.I64, []int64{int64(len(ids))}, d2t})
-		pr, err := loadEagle3Pair(t, path, 0, Eagle3Options{})
+		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +291,7 @@ func TestEagle3Variants(t *testing.T) {
 		}
 		path := eagle3Variant(t, map[string]any{"eagle3.norm_before_fc": true, "eagle3.norm_before_residual": true},
 			rawTensor{"enc.output_norm.weight", quant.F32, []int64{int64(width)}, kernels.F32Bytes(norm)})
-		pr, err := loadEagle3Pair(t, path, 0, Eagle3Options{})
+		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +314,12 @@ func TestEagle3Variants(t *testing.T) {
 	})
 }
 
-// Drafts that cannot serve the target are refused with the reason.
+// errPlan stands for a refusal by the planner in TestEagle3LoadErrors.
+var errPlan = errors.New("refused by the planner")
+
+// Drafts that cannot serve the target are refused with the reason: by the
+// planner where the plan cannot be made (it reads the same headers), else
+// by LoadEagle3.
 func TestEagle3LoadErrors(t *testing.T) {
 	ids := func(v ...int64) []byte {
 		var b []byte
@@ -315,8 +340,8 @@ func TestEagle3LoadErrors(t *testing.T) {
 	}{
 		{"two layers", map[string]any{"eagle3.block_count": uint32(2)}, nil, ErrUnsupported},
 		{"no target layers", map[string]any{"eagle3.target_layers": []int32{}}, nil, ErrMissing},
-		{"wide target", map[string]any{"eagle3.target_hidden_size": uint32(512)}, nil, ErrBadParam},
-		{"block past the target", map[string]any{"eagle3.target_layers": []int32{2, 4, 9}}, nil, ErrBadParam},
+		{"wide target", map[string]any{"eagle3.target_hidden_size": uint32(512)}, nil, errPlan},
+		{"block past the target", map[string]any{"eagle3.target_layers": []int32{2, 4, 9}}, nil, errPlan},
 		{"norm_before_fc without its weight", map[string]any{"eagle3.norm_before_fc": true}, nil, ErrMissing},
 		{"d2t without a head", nil, []rawTensor{d2t(5, 7)}, ErrMissing},
 		{"d2t out of range", nil, []rawTensor{head(2), d2t(5, 9000)}, ErrBadParam},
@@ -325,8 +350,8 @@ func TestEagle3LoadErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := eagle3Variant(t, tc.kv, tc.extra...)
-			_, err := loadEagle3Pair(t, path, 0, Eagle3Options{})
-			if !errors.Is(err, tc.want) {
+			_, err := loadEagle3Pair(t, path, 0)
+			if tc.want == errPlan && (err == nil || !strings.HasPrefix(err.Error(), "plan: ")) || tc.want != errPlan && !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 			t.Log(err)
@@ -336,7 +361,7 @@ func TestEagle3LoadErrors(t *testing.T) {
 
 // The draft refuses to run past the states it holds.
 func TestEagle3Positions(t *testing.T) {
-	pr, err := loadEagle3Pair(t, demoEagle3(t), 0, Eagle3Options{})
+	pr, err := loadEagle3Pair(t, demoEagle3(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +565,7 @@ func (pr *eagle3Pair) reference(t *testing.T, tokens, drafted []int32) [][]float
 // BenchmarkEagle3Draft times one drafted token: the decoder layer and the
 // borrowed head, reporting tokens/s and weight bytes streamed per second.
 func BenchmarkEagle3Draft(b *testing.B) {
-	pr, err := loadEagle3Pair(b, demoEagle3(b), 0, Eagle3Options{})
+	pr, err := loadEagle3Pair(b, demoEagle3(b), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

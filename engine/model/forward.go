@@ -1,19 +1,38 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 )
 
-// Forward runs tokens at positions pos, pos+1, ... and returns the logits of
-// the rows listed in out (indices into tokens, ascending) as
+// headKind is what a head pass leaves where it runs, besides the logits.
+type headKind uint8
+
+const (
+	headLogits headKind = iota // nothing: Forward gathers the logits
+	headArgmax                 // each row's argmax (and its logit, where the head is split)
+	headTop                    // each row's best ids and logits
+)
+
+// Candidate is one of a row's best tokens and its logit.
+type Candidate struct {
+	ID    int32
+	Logit float32
+}
+
+// Forward runs tokens at positions pos, pos+1, ... and returns the logits
+// of the rows listed in out (indices into tokens, ascending) as
 // len(out)*Vocab floats, row after row; a nil out means the last row only.
 // Positions from pos on are overwritten, so pos may be below Len()
-// (speculative rollback) but not above it. Inputs longer than the batch run
-// in chunks. The returned slice is reused by the next call.
+// (speculative rollback) but not above it. Inputs longer than the batch
+// run in chunks. A vocabulary-split head's shards are gathered into whole
+// rows. The returned slice is reused by the next call.
 func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error) {
 	out = m.outputs(tokens, out)
 	vocab := m.params.Vocab
@@ -22,13 +41,10 @@ func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int)
 	}
 	logits := m.logits[:len(out)*vocab]
 	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
-		if err := m.runHead(ctx, m.head, k, m.headOps); err != nil {
+		if err := m.runHead(ctx, k, headLogits, 0); err != nil {
 			return err
 		}
-		if err := m.be.Read(kernels.F32Bytes(logits[done*vocab:(done+k)*vocab]), m.s.logits.RowSlice(0, k)); err != nil {
-			return fmt.Errorf("model: logits: %w", err)
-		}
-		return nil
+		return m.gather(k, logits[done*vocab:(done+k)*vocab])
 	})
 	if err != nil {
 		return nil, err
@@ -38,8 +54,10 @@ func (m *Model) Forward(ctx context.Context, tokens []int32, pos int, out []int)
 
 // ForwardArgmax is Forward for greedy decoding: it returns the index of the
 // largest logit of each row in out (the lowest on ties), found where the
-// head runs, so that only the token ids cross to the host, not the
-// logits. The returned slice is reused by the next call.
+// head runs, so that only token ids cross to the host, not the logits;
+// with the head split by vocabulary, each shard's best and its logit, and
+// the host keeps the largest. The returned slice is reused by the next
+// call.
 func (m *Model) ForwardArgmax(ctx context.Context, tokens []int32, pos int, out []int) ([]int32, error) {
 	out = m.outputs(tokens, out)
 	if cap(m.ids) < len(out) {
@@ -47,18 +65,41 @@ func (m *Model) ForwardArgmax(ctx context.Context, tokens []int32, pos int, out 
 	}
 	ids := m.ids[:len(out)]
 	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
-		if err := m.runHead(ctx, m.argmax, k, m.argmaxOps); err != nil {
+		if err := m.runHead(ctx, k, headArgmax, 0); err != nil {
 			return err
 		}
-		if err := m.be.Read(kernels.I32Bytes(ids[done:done+k]), m.s.ids.ColSlice(0, k)); err != nil {
-			return fmt.Errorf("model: token ids: %w", err)
-		}
-		return nil
+		return m.readArgmax(k, ids[done:done+k])
 	})
 	if err != nil {
 		return nil, err
 	}
 	return ids, nil
+}
+
+// ForwardTopK is Forward returning each row's n best tokens (n at most
+// plan.TopK) with their logits, best first and the lower id first on
+// ties, as len(out)*n candidates row after row: each device's head shard
+// picks its own best and the host merges them, so no logits are
+// gathered. The returned slice is reused by the next call.
+func (m *Model) ForwardTopK(ctx context.Context, tokens []int32, pos int, out []int, n int) ([]Candidate, error) {
+	if n < 1 || n > plan.TopK || n > m.params.Vocab {
+		return nil, fmt.Errorf("model: top %d of %d (at most %d): %w", n, m.params.Vocab, plan.TopK, ErrBadParam)
+	}
+	out = m.outputs(tokens, out)
+	if cap(m.top) < len(out)*n {
+		m.top = make([]Candidate, len(out)*n)
+	}
+	top := m.top[:len(out)*n]
+	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
+		if err := m.runHead(ctx, k, headTop, n); err != nil {
+			return err
+		}
+		return m.readTop(k, n, top[done*n:(done+k)*n])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return top, nil
 }
 
 // outputs is out, or the last row of tokens when out is nil.
@@ -71,33 +112,32 @@ func (m *Model) outputs(tokens []int32, out []int) []int {
 }
 
 // forward runs the body over tokens in chunks of the batch and, after each
-// chunk, calls head(done, k) for the next k rows of out that the chunk
-// holds, in groups of at most Options.Outputs, with their indices in the
-// chunk staged in outIdx; done counts the rows of out handled before.
+// chunk, hands the chunk's captured states over and calls head(done, k)
+// for the k rows of out that the chunk holds (at most the batch, so one
+// head pass), with their indices in the chunk staged in outIdx; done
+// counts the rows of out handled before.
 func (m *Model) forward(ctx context.Context, tokens []int32, pos int, out []int, head func(done, k int) error) error {
 	n := len(tokens)
-	if err := checkForward(tokens, pos, out, m.kv.n, m.opts.Context, m.params.Vocab); err != nil {
+	if err := checkForward(tokens, pos, out, m.n, m.ctx, m.params.Vocab); err != nil {
 		return err
 	}
-	m.kv.n = pos
-	done := 0 // rows of out finished
-	for c := 0; c < n; c += m.opts.Batch {
-		b := min(m.opts.Batch, n-c)
-		if err := m.runBody(ctx, tokens[c:c+b], pos+c); err != nil {
+	m.n = pos
+	done := 0
+	for c := 0; c < n; c += m.batch {
+		b := min(m.batch, n-c)
+		if err := m.body(ctx, tokens[c:c+b], pos+c); err != nil {
 			return err
 		}
-		m.kv.n = pos + c + b
-		if m.opts.OnCapture != nil {
-			if err := m.opts.OnCapture(pos+c, m.s.hidden.RowSlice(0, b)); err != nil {
-				return fmt.Errorf("model: capture: %w", err)
-			}
+		m.n = pos + c + b
+		if err := m.handOver(pos+c, b); err != nil {
+			return err
 		}
-		for done < len(out) && out[done] < c+b {
-			k := 0
-			for done+k < len(out) && out[done+k] < c+b && k < m.opts.Outputs {
-				m.outIdx[k] = int32(out[done+k] - c)
-				k++
-			}
+		k := 0
+		for done+k < len(out) && out[done+k] < c+b {
+			m.outIdx[k] = int32(out[done+k] - c)
+			k++
+		}
+		if k > 0 {
 			if err := head(done, k); err != nil {
 				return err
 			}
@@ -133,159 +173,505 @@ func checkForward(tokens []int32, pos int, out []int, cached, ctx, vocab int) er
 	return nil
 }
 
-// runBody embeds b tokens and runs every block, leaving the final hidden
-// states in s.x and the keys and values in the cache.
-func (m *Model) runBody(ctx context.Context, tokens []int32, pos int) error {
+// body embeds b tokens and runs every block on its devices.
+func (m *Model) body(ctx context.Context, tokens []int32, pos int) error {
 	b := len(tokens)
 	copy(m.tokens, tokens)
 	for i := range b {
 		m.positions[i] = int32(pos + i)
 	}
-	if err := m.be.Write(m.s.tokens.ColSlice(0, b), kernels.I32Bytes(m.tokens[:b])); err != nil {
-		return fmt.Errorf("model: %w", err)
+	for _, pt := range m.parts {
+		if err := pt.be.Write(pt.s.pos.ColSlice(0, b), kernels.I32Bytes(m.positions[:b])); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
 	}
-	if err := m.be.Write(m.s.pos.ColSlice(0, b), kernels.I32Bytes(m.positions[:b])); err != nil {
-		return fmt.Errorf("model: %w", err)
+	if pt := m.inlineEmbedding(); pt != nil {
+		if err := m.writeIDs(pt, m.embd[0], b); err != nil {
+			return err
+		}
+		return m.layerBody(ctx, b, pt)
 	}
-	prog, err := m.program(m.body, b, m.bodyOps)
+	local, err := m.embed(ctx, b)
 	if err != nil {
 		return err
 	}
-	if err := prog.Run(ctx); err != nil {
-		return fmt.Errorf("model: forward: %w", err)
+	if m.layered {
+		return m.layerBody(ctx, b, local)
+	}
+	return m.tensorBody(ctx, b, local)
+}
+
+// inlineEmbedding is the part whose first stage program starts with the
+// token lookup, as one device's whole pass is one program (one CUDA graph):
+// under a layer split, where the one embedding device runs the first
+// blocks, unless block inputs are read back between programs.
+func (m *Model) inlineEmbedding() *part {
+	if !m.layered || len(m.embd) != 1 || m.cap != nil && !m.cap.direct {
+		return nil
+	}
+	pt := m.byDev[m.embd[0].Device]
+	if !pt.local[0].present() {
+		return nil
+	}
+	return pt
+}
+
+// writeIDs stages the b token ids for h's rows of the embedding on its
+// device: ids outside its rows are clamped to its first row.
+func (m *Model) writeIDs(pt *part, h plan.Holder, b int) error {
+	ids := m.outIdx[:b] // free until the head runs
+	for i, t := range m.tokens[:b] {
+		ids[i] = 0
+		if int64(t) >= h.Rows.Lo && int64(t) < h.Rows.Hi {
+			ids[i] = t - int32(h.Rows.Lo)
+		}
+	}
+	if err := pt.be.Write(pt.s.tokens.ColSlice(0, b), kernels.I32Bytes(ids)); err != nil {
+		return fmt.Errorf("model: %w", err)
 	}
 	return nil
 }
 
-// runHead runs the head program for the first k entries of m.outIdx,
-// compiled with ops into cache.
-func (m *Model) runHead(ctx context.Context, cache map[int]kernels.Program, k int, ops func(int) []kernels.Op) error {
-	if err := m.be.Write(m.s.outIdx.ColSlice(0, k), kernels.I32Bytes(m.outIdx[:k])); err != nil {
-		return fmt.Errorf("model: %w", err)
-	}
-	prog, err := m.program(cache, k, ops)
-	if err != nil {
-		return err
-	}
-	if err := prog.Run(ctx); err != nil {
-		return fmt.Errorf("model: head: %w", err)
-	}
-	return nil
-}
-
-// maxPrograms bounds each program cache; prompts of many lengths would
-// otherwise keep one compiled program per length.
-const maxPrograms = 16
-
-// program returns the compiled program for size n from cache, building it
-// with ops when missing.
-func (m *Model) program(cache map[int]kernels.Program, n int, ops func(int) []kernels.Op) (kernels.Program, error) {
-	if p, ok := cache[n]; ok {
-		return p, nil
-	}
-	p, err := m.be.Compile(ops(n))
-	if err != nil {
-		return nil, fmt.Errorf("model: compile for %d rows: %w", n, err)
-	}
-	if len(cache) >= maxPrograms {
-		for k, old := range cache {
-			if k != 1 { // keep the decode program
-				_ = old.Close()
-				delete(cache, k)
-				break
+// embed looks the tokens up where the embedding is. With one embedding
+// device it returns that part, whose x holds the result; with the
+// vocabulary split, every shard looks up all tokens and the host keeps
+// each token's own row, leaving the stream in hostX and returning nil.
+func (m *Model) embed(ctx context.Context, b int) (*part, error) {
+	for _, h := range m.embd {
+		pt := m.byDev[h.Device]
+		if err := m.writeIDs(pt, h, b); err != nil {
+			return nil, err
+		}
+		dst := pt.embedDst(b)
+		err := pt.progs.run(ctx, progKey{kind: progEmbed, n: b}, func() []kernels.Op {
+			return []kernels.Op{kernels.GetRows{Dst: dst, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)}}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(m.embd) == 1 {
+			return pt, nil
+		}
+		if err := pt.be.Read(kernels.F32Bytes(m.partial[:b*m.params.Embd]), dst); err != nil {
+			return nil, fmt.Errorf("model: embedding: %w", err)
+		}
+		e := m.params.Embd
+		for i, t := range m.tokens[:b] {
+			if int64(t) >= h.Rows.Lo && int64(t) < h.Rows.Hi {
+				copy(m.hostX[i*e:(i+1)*e], m.partial[i*e:(i+1)*e])
 			}
 		}
 	}
-	cache[n] = p
-	return p, nil
+	return nil, nil
 }
 
-// bodyOps is the decoder for a batch of b tokens: embedding, then per block
-// pre-norm attention and a pre-norm SwiGLU FFN, each added to the residual.
-func (m *Model) bodyOps(b int) []kernels.Op {
-	p, s, w := m.params, m.s, m.w
-	tokens, pos := s.tokens.ColSlice(0, b), s.pos.ColSlice(0, b)
-	x, h, tmp := s.x.RowSlice(0, b), s.h.RowSlice(0, b), s.tmp.RowSlice(0, b)
-	q, k, v, attn := s.q.RowSlice(0, b), s.k.RowSlice(0, b), s.v.RowSlice(0, b), s.attn.RowSlice(0, b)
-	gate, up := s.gate.RowSlice(0, b), s.up.RowSlice(0, b)
+// embedDst is where a part's token lookup lands: its stream, or its normed
+// input buffer on a part without blocks.
+func (pt *part) embedDst(b int) kernels.Tensor {
+	if pt.s.x.Valid() {
+		return pt.s.x.RowSlice(0, b)
+	}
+	return pt.s.xn.RowSlice(0, b)
+}
+
+// layerBody runs each device's blocks in pipeline order, the stream
+// crossing to the next device after each. With the lookup inline, local's
+// first program starts with it.
+func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
+	inline := m.inlineEmbedding()
+	var prev *part
+	for _, pt := range m.parts {
+		if !pt.hasBlocks() {
+			continue
+		}
+		from := prev
+		if from == nil {
+			from = local
+		}
+		received := from != pt
+		if received {
+			var err error
+			switch {
+			case from == nil: // a vocabulary-split embedding left the stream in hostX
+				err = m.send(pt, b)
+			case from == prev:
+				err = m.spread(from, from.s.x.RowSlice(0, b), []*part{pt})
+			default:
+				err = m.spread(from, from.embedDst(b), []*part{pt})
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// A block whose input is read back to the host starts a program
+		// of its own, its input read first: from the receive buffer when
+		// it has just arrived.
+		for i, seg := range m.segments(pt) {
+			first := i == 0 && received
+			in := pt.s.x.RowSlice(0, b)
+			if first {
+				in = pt.s.recv.RowSlice(0, b)
+			}
+			if err := m.keepFrom(pt, seg[0], in); err != nil {
+				return err
+			}
+			last := seg[1] == m.params.Layers
+			err := pt.progs.run(ctx, progKey{kind: progStage, block: seg[0], n: b}, func() []kernels.Op {
+				x := pt.s.x.RowSlice(0, b)
+				var ops []kernels.Op
+				switch {
+				case first:
+					ops = append(ops, kernels.Copy{Dst: x, Src: pt.s.recv.RowSlice(0, b)})
+				case pt == inline && seg[0] == 0:
+					ops = append(ops, kernels.GetRows{Dst: x, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)})
+				}
+				for l := seg[0]; l < seg[1]; l++ {
+					out := pt.s.xn.RowSlice(0, b)
+					ops = append(ops, m.captureOps(pt, l, x)...)
+					ops = append(ops, m.attnOps(pt, l, b)...)
+					ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+					ops = append(ops, m.ffnOps(pt, l, b)...)
+					ops = append(ops, kernels.Add{Dst: x, A: x, B: out})
+				}
+				if last {
+					ops = append(ops, m.captureOps(pt, m.params.Layers, x)...)
+				}
+				return ops
+			})
+			if err != nil {
+				return err
+			}
+		}
+		prev = pt
+	}
+	if err := m.keepFrom(prev, m.params.Layers, prev.s.x.RowSlice(0, b)); err != nil {
+		return err
+	}
+	// The stream goes on to head devices other than the last block's.
+	var to []*part
+	for _, pt := range m.parts {
+		if pt != prev && pt.headRows.Len() > 0 {
+			to = append(to, pt)
+		}
+	}
+	return m.spread(prev, prev.s.x.RowSlice(0, b), to)
+}
+
+// tensorBody runs every block on all devices at once: each computes its
+// heads' and FFN rows' share of the block's output, and the shares are
+// summed in device order, so every run adds alike (exchange.go), and the
+// sum reaches every device, which adds it to its copy of the stream.
+func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
+	if local == nil {
+		if err := m.sendAll(b, func(*part) bool { return true }); err != nil {
+			return err
+		}
+	} else {
+		var to []*part
+		for _, pt := range m.parts {
+			if pt != local {
+				to = append(to, pt)
+			}
+		}
+		if err := m.spread(local, local.embedDst(b), to); err != nil {
+			return err
+		}
+	}
+	for l := range m.params.Layers {
+		for _, kind := range []progKind{progAttn, progFFN} {
+			for _, pt := range m.parts {
+				err := pt.progs.run(ctx, progKey{kind: kind, block: l, n: b}, func() []kernels.Op {
+					x, recv := pt.s.x.RowSlice(0, b), pt.s.recv.RowSlice(0, b)
+					var ops []kernels.Op
+					switch {
+					case kind == progAttn && l == 0 && pt != local:
+						ops = append(ops, kernels.Copy{Dst: x, Src: recv})
+					case kind == progFFN || l > 0:
+						ops = append(ops, kernels.Add{Dst: x, A: x, B: recv})
+					}
+					if kind == progAttn && pt == m.parts[0] {
+						ops = append(ops, m.captureOps(pt, l, x)...)
+					}
+					if kind == progAttn && pt.local[l].heads > 0 {
+						return append(ops, m.attnOps(pt, l, b)...)
+					}
+					if kind == progFFN && pt.local[l].ffn > 0 {
+						return append(ops, m.ffnOps(pt, l, b)...)
+					}
+					return ops
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if kind == progAttn {
+				// Every device's stream is block l's input now.
+				if err := m.keepFrom(m.parts[0], l, m.parts[0].s.x.RowSlice(0, b)); err != nil {
+					return err
+				}
+			}
+			if err := m.sumShares(ctx, b, l, kind); err != nil {
+				return err
+			}
+		}
+	}
+	final := m.byDev[m.head[0].Device]
+	for _, h := range m.head {
+		pt := m.byDev[h.Device]
+		err := pt.progs.run(ctx, progKey{kind: progFinish, n: b}, func() []kernels.Op {
+			x := pt.s.x.RowSlice(0, b)
+			ops := []kernels.Op{kernels.Add{Dst: x, A: x, B: pt.s.recv.RowSlice(0, b)}}
+			if pt == final {
+				ops = append(ops, m.captureOps(pt, m.params.Layers, x)...)
+			}
+			return ops
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return m.keepFrom(final, m.params.Layers, final.s.x.RowSlice(0, b))
+}
+
+// runHead runs the head for the first k entries of m.outIdx on each head
+// device, its vocabulary rows, and what kind adds: the argmax, or the top
+// n, of each row of the device's logits.
+func (m *Model) runHead(ctx context.Context, k int, kind headKind, n int) error {
+	split := len(m.head) > 1
+	for _, h := range m.head {
+		pt := m.byDev[h.Device]
+		src := pt.s.x
+		if m.layered && !m.lastStage(pt) {
+			src = pt.s.recv
+		}
+		if err := pt.be.Write(pt.s.outIdx.ColSlice(0, k), kernels.I32Bytes(m.outIdx[:k])); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		w := int(h.Rows.Len())
+		err := pt.progs.run(ctx, progKey{kind: progHead, block: int(kind), n: k, top: n}, func() []kernels.Op {
+			sel, logits := pt.s.xn.RowSlice(0, k), pt.s.logits.RowSlice(0, k)
+			ops := []kernels.Op{
+				kernels.GetRows{Dst: sel, Src: src, Idx: pt.s.outIdx.ColSlice(0, k)},
+				kernels.RMSNorm{Dst: sel, X: sel, W: pt.w.outNorm, Eps: m.params.NormEps},
+				kernels.MatMul{Dst: logits, W: pt.w.output, X: sel},
+			}
+			switch {
+			case kind == headArgmax && !split:
+				ops = append(ops, kernels.Argmax{Dst: packed(pt.s.topIDs, 1, k), X: logits})
+			case kind == headArgmax:
+				ops = append(ops, kernels.TopK{Ids: packed(pt.s.topIDs, k, 1), Vals: packed(pt.s.topLogits, k, 1), X: logits})
+			case kind == headTop:
+				c := min(n, w)
+				ops = append(ops, kernels.TopK{Ids: packed(pt.s.topIDs, k, c), Vals: packed(pt.s.topLogits, k, c), X: logits})
+			}
+			return ops
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gather reads the logits of the last head pass, k rows, into dst: each
+// head device's vocabulary rows.
+func (m *Model) gather(k int, dst []float32) error {
+	vocab := m.params.Vocab
+	for _, h := range m.head {
+		pt := m.byDev[h.Device]
+		w := int(h.Rows.Len())
+		if w == vocab {
+			if err := pt.be.Read(kernels.F32Bytes(dst[:k*vocab]), pt.s.logits.RowSlice(0, k)); err != nil {
+				return fmt.Errorf("model: logits: %w", err)
+			}
+			continue
+		}
+		rows := m.rows[:k*w]
+		if err := pt.be.Read(kernels.F32Bytes(rows), pt.s.logits.RowSlice(0, k)); err != nil {
+			return fmt.Errorf("model: logits: %w", err)
+		}
+		for r := range k {
+			copy(dst[r*vocab+int(h.Rows.Lo):r*vocab+int(h.Rows.Hi)], rows[r*w:(r+1)*w])
+		}
+	}
+	return nil
+}
+
+// readArgmax reads the argmax of the last head pass's k rows into ids. A
+// split head's shards each give their best id and logit; the largest
+// logit wins, the shard of lower ids on ties (shards are in vocabulary
+// order), which is the lowest id of the whole row.
+func (m *Model) readArgmax(k int, ids []int32) error {
+	if len(m.head) == 1 {
+		pt := m.byDev[m.head[0].Device]
+		if err := pt.be.Read(kernels.I32Bytes(ids[:k]), packed(pt.s.topIDs, 1, k)); err != nil {
+			return fmt.Errorf("model: token ids: %w", err)
+		}
+		return nil
+	}
+	best := m.shardLogits[k : 2*k] // the best logit of each row so far
+	for i, h := range m.head {
+		got, vals := m.shardIDs[:k], m.shardLogits[:k]
+		if err := m.readShard(h, k, 1, got, vals); err != nil {
+			return err
+		}
+		for r := range k {
+			if i == 0 || vals[r] > best[r] {
+				ids[r], best[r] = got[r], vals[r]
+			}
+		}
+	}
+	return nil
+}
+
+// readTop reads the top n of the last head pass's k rows into dst, n a
+// row, merging the head's shards.
+func (m *Model) readTop(k, n int, dst []Candidate) error {
+	var all [][]Candidate // per row, every shard's
+	if len(m.head) > 1 {
+		all = make([][]Candidate, k)
+	}
+	for _, h := range m.head {
+		c := min(n, int(h.Rows.Len()))
+		ids, vals := m.shardIDs[:k*c], m.shardLogits[:k*c]
+		if err := m.readShard(h, k, c, ids, vals); err != nil {
+			return err
+		}
+		for r := range k {
+			for j := range c {
+				cand := Candidate{ID: ids[r*c+j], Logit: vals[r*c+j]}
+				if all == nil {
+					dst[r*n+j] = cand
+				} else {
+					all[r] = append(all[r], cand)
+				}
+			}
+		}
+	}
+	for r, cands := range all {
+		// Shards come in vocabulary order and each lists its best first,
+		// lower ids first on ties: a stable sort by logit keeps that.
+		slices.SortStableFunc(cands, func(a, b Candidate) int { return cmp.Compare(b.Logit, a.Logit) })
+		copy(dst[r*n:(r+1)*n], cands)
+	}
+	return nil
+}
+
+// readShard reads a head shard's best c ids (as ids of the whole
+// vocabulary) and logits for k rows into ids and vals, [k, c] each.
+func (m *Model) readShard(h plan.Holder, k, c int, ids []int32, vals []float32) error {
+	pt := m.byDev[h.Device]
+	if err := pt.be.Read(kernels.I32Bytes(ids), packed(pt.s.topIDs, k, c)); err != nil {
+		return fmt.Errorf("model: head rows %v: %w", h.Rows, err)
+	}
+	if err := pt.be.Read(kernels.F32Bytes(vals), packed(pt.s.topLogits, k, c)); err != nil {
+		return fmt.Errorf("model: head rows %v: %w", h.Rows, err)
+	}
+	for i, id := range ids {
+		if id < 0 || int64(id) >= h.Rows.Len() {
+			return fmt.Errorf("model: head rows %v: best id %d: %w", h.Rows, id, ErrShape)
+		}
+		ids[i] = id + int32(h.Rows.Lo)
+	}
+	return nil
+}
+
+// lastStage reports whether pt runs the last block of a layer split.
+func (m *Model) lastStage(pt *part) bool {
+	return pt.local[len(pt.local)-1].present()
+}
+
+func (pt *part) hasBlocks() bool {
+	for _, l := range pt.local {
+		if l.present() {
+			return true
+		}
+	}
+	return false
+}
+
+// attnOps is block l's attention on pt's heads for b tokens: the output
+// (pt's share of it, under a tensor split) ends in xn.
+func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
+	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
+	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
+	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
+		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
+			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
+			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
+			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads})...)
+}
+
+// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens: the output (or
+// pt's share) ends in xn.
+func (m *Model) ffnOps(pt *part, l, b int) []kernels.Op {
+	s, w, lb := pt.s, pt.w.blocks[l], pt.local[l]
+	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
+	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps}},
+		ffn(w, h, h, packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn))...)
+}
+
+// attnArgs are what one block's attention reads and writes on a device.
+type attnArgs struct {
+	w                 blockWeights   // wq, wk, wv, wo; biases and per-head norms where present
+	factors           kernels.Tensor // RoPE frequency factors, optional
+	in, out           kernels.Tensor // [b, input width] normalised input; [b, n_embd] output (may be in)
+	q, k, v, attn     kernels.Tensor // scratch: [b, heads*head_dim], [b, kv_heads*head_dim], [b, heads*head_dim]
+	keys, values, pos kernels.Tensor // the block's caches, and the rows' positions
+	heads, kvHeads    int            // the heads this device computes
+}
+
+// attention is a block's self-attention, the same for decoders and
+// drafts: Q, K and V (biases and per-head norms where the architecture has
+// them), RoPE, the new keys and values written to the caches at their
+// positions, attention over the caches, the output projection.
+func (p Params) attention(a attnArgs) []kernels.Op {
+	w, b := a.w, a.in.Rows
 	rope := func(t kernels.Tensor) kernels.Rope {
-		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
-			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: w.ropeFreqs}
+		return kernels.Rope{Dst: t, X: t, Pos: a.pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
+			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: a.factors}
 	}
-
-	ops := []kernels.Op{kernels.GetRows{Dst: x, Src: w.tokEmbd, Idx: tokens}}
-	for l, blk := range w.blocks {
-		ops = append(ops, m.captureOps(l, x)...)
-
-		// attention
-		ops = append(ops,
-			kernels.RMSNorm{Dst: h, X: x, W: blk.attnNorm, Eps: p.NormEps},
-			kernels.MatMul{Dst: q, W: blk.wq, X: h},
-			kernels.MatMul{Dst: k, W: blk.wk, X: h},
-			kernels.MatMul{Dst: v, W: blk.wv, X: h},
-		)
-		for _, bias := range []struct{ t, b kernels.Tensor }{{q, blk.bq}, {k, blk.bk}, {v, blk.bv}} {
-			if bias.b.Valid() {
-				ops = append(ops, kernels.Add{Dst: bias.t, A: bias.t, B: bias.b})
-			}
+	ops := []kernels.Op{
+		kernels.MatMul{Dst: a.q, W: w.wq, X: a.in},
+		kernels.MatMul{Dst: a.k, W: w.wk, X: a.in},
+		kernels.MatMul{Dst: a.v, W: w.wv, X: a.in},
+	}
+	for _, bias := range []struct{ t, b kernels.Tensor }{{a.q, w.bq}, {a.k, w.bk}, {a.v, w.bv}} {
+		if bias.b.Valid() {
+			ops = append(ops, kernels.Add{Dst: bias.t, A: bias.t, B: bias.b})
 		}
-		if p.arch.qkNorm {
-			qh, kh := q.Reshape(b*p.Heads, p.HeadDim), k.Reshape(b*p.KVHeads, p.HeadDim)
-			ops = append(ops,
-				kernels.RMSNorm{Dst: qh, X: qh, W: blk.qNorm, Eps: p.NormEps},
-				kernels.RMSNorm{Dst: kh, X: kh, W: blk.kNorm, Eps: p.NormEps},
-			)
-		}
+	}
+	if p.arch.qkNorm {
+		qh, kh := a.q.Reshape(b*a.heads, p.HeadDim), a.k.Reshape(b*a.kvHeads, p.HeadDim)
 		ops = append(ops,
-			rope(q), rope(k),
-			kernels.SetRows{Dst: m.kv.k[l], Src: k, Idx: pos},
-			kernels.SetRows{Dst: m.kv.v[l], Src: v, Idx: pos},
-			kernels.Attention{Dst: attn, Q: q, K: m.kv.k[l], V: m.kv.v[l], Pos: pos,
-				NHead: p.Heads, NKVHead: p.KVHeads, HeadDim: p.HeadDim,
-				Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
-			kernels.MatMul{Dst: tmp, W: blk.wo, X: attn},
-			kernels.Add{Dst: x, A: x, B: tmp},
-		)
-
-		// feed-forward
-		ops = append(ops,
-			kernels.RMSNorm{Dst: h, X: x, W: blk.ffnNorm, Eps: p.NormEps},
-			kernels.MatMul{Dst: gate, W: blk.gate, X: h},
-			kernels.MatMul{Dst: up, W: blk.up, X: h},
-			kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
-			kernels.MatMul{Dst: tmp, W: blk.down, X: gate},
-			kernels.Add{Dst: x, A: x, B: tmp},
+			kernels.RMSNorm{Dst: qh, X: qh, W: w.qNorm, Eps: p.NormEps},
+			kernels.RMSNorm{Dst: kh, X: kh, W: w.kNorm, Eps: p.NormEps},
 		)
 	}
-	return append(ops, m.captureOps(p.Layers, x)...)
+	return append(ops,
+		rope(a.q), rope(a.k),
+		kernels.SetRows{Dst: a.keys, Src: a.k, Idx: a.pos},
+		kernels.SetRows{Dst: a.values, Src: a.v, Idx: a.pos},
+		kernels.Attention{Dst: a.attn, Q: a.q, K: a.keys, V: a.values, Pos: a.pos,
+			NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
+			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
+		kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn},
+	)
 }
 
-// captureOps copies the input of block l into its column slice of the
-// capture buffer when l is one of Options.CaptureLayers.
-func (m *Model) captureOps(l int, x kernels.Tensor) []kernels.Op {
-	var ops []kernels.Op
-	for i, c := range m.opts.CaptureLayers {
-		if c == l {
-			dst := m.s.hidden.RowSlice(0, x.Rows).ColSlice(i*m.params.Embd, m.params.Embd)
-			ops = append(ops, kernels.Copy{Dst: dst, Src: x})
-		}
-	}
-	return ops
-}
-
-// headOps computes logits for k rows of the last pass: pick the rows,
-// apply the output norm, multiply by the head.
-func (m *Model) headOps(k int) []kernels.Op {
-	s := m.s
-	sel := s.sel.RowSlice(0, k)
+// ffn is a SwiGLU feed-forward network on in into out, gate and up its
+// scratch, the same for decoders and drafts.
+func ffn(w blockWeights, in, out, gate, up kernels.Tensor) []kernels.Op {
 	return []kernels.Op{
-		kernels.GetRows{Dst: sel, Src: s.x, Idx: s.outIdx.ColSlice(0, k)},
-		kernels.RMSNorm{Dst: sel, X: sel, W: m.w.outNorm, Eps: m.params.NormEps},
-		kernels.MatMul{Dst: s.logits.RowSlice(0, k), W: m.w.output, X: sel},
+		kernels.MatMul{Dst: gate, W: w.gate, X: in},
+		kernels.MatMul{Dst: up, W: w.up, X: in},
+		kernels.SwiGLU{Dst: gate, Gate: gate, Up: up},
+		kernels.MatMul{Dst: out, W: w.down, X: gate},
 	}
 }
 
-// argmaxOps is headOps followed by each row's argmax into s.ids.
-func (m *Model) argmaxOps(k int) []kernels.Op {
-	return append(m.headOps(k), kernels.Argmax{Dst: m.s.ids.ColSlice(0, k), X: m.s.logits.RowSlice(0, k)})
+// packed is a [rows, cols] view at the start of t's buffer space: blocks
+// with fewer local heads or FFN rows than the widest use a prefix of it.
+func packed(t kernels.Tensor, rows, cols int) kernels.Tensor {
+	return kernels.NewTensor(t.Buf, t.Type, rows, cols, t.Off)
 }

@@ -101,7 +101,7 @@ func checkHeader(t *testing.T, path string) {
 			t.Fatalf("params past the caps accepted: %+v", p)
 		}
 		be := cpu.New(cpu.Options{Threads: 1})
-		if m, err := Load(context.Background(), f, be, Options{Context: 16, Batch: 1, Outputs: 1}); err == nil {
+		if m, err := Load(context.Background(), f, be, Options{Context: 16, Batch: 1}); err == nil {
 			m.Close()
 		}
 		be.Close()
@@ -113,7 +113,7 @@ func checkHeader(t *testing.T, path string) {
 	}
 	dev := device.Device{Index: 0, Name: "cpu", Kind: device.CPU, Virtual: true, Physical: -1, MemoryTotal: 64 << 30, MemoryFree: 64 << 30}
 	_, _ = plan.Make(plan.Input{Target: f, Devices: []device.Device{dev}, TargetPlacement: plan.Placement{Devices: []int{0}},
-		Ctx: 256, Batch: 32, KVType: quant.F16})
+		Ctx: 256, Batch: 32, KV: plan.SameKV(quant.F16)})
 }
 
 // FuzzLoadHeader mutates GGUF headers (the demo models' and the hostile

@@ -4,133 +4,226 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/quant"
 )
+
+// Model is a decoder placed exactly as a plan.ModelPlan says: on one
+// device, or over several, with whole blocks per device (layer split) or
+// every block cut across the devices (tensor split), the head on one
+// device, replicated, or split by vocabulary rows. Activations cross
+// devices straight from one device's memory to the other's where the
+// backends allow, else through the host (exchange.go).
+//
+// It allocates the plan's shards and buffers, and reserves a CUDA
+// backend's workspace at the plan's figure, and nothing else of size, so
+// each backend's Usage is the plan's per-device budget. Its methods are
+// called from one goroutine at a time.
+type Model struct {
+	params  Params
+	role    string
+	plan    *plan.Plan
+	ctx     int // KV cache length
+	batch   int // most tokens per pass, and most logit rows per head pass
+	layered bool
+	direct  bool    // every device copies straight from every other
+	parts   []*part // in placement order
+	byDev   map[int]*part
+	embd    []plan.Holder // where token lookups run
+	head    []plan.Holder // where the head's matmul runs
+	n       int           // cached positions
+	cap     *capture      // block inputs handed to an EAGLE-3 draft (Capture)
+
+	// host staging, sized once
+	tokens, positions, outIdx []int32
+	hostX, partial            []float32 // [batch, n_embd]
+	rows                      []float32 // [batch, widest head shard]
+	logits                    []float32
+	ids                       []int32
+	top                       []Candidate
+	shardIDs                  []int32   // [batch, plan.TopK] one head shard's
+	shardLogits               []float32 // [batch, plan.TopK]
+	last                      [1]int    // Forward's default output row
+}
+
+// part is what one device holds and runs of a model.
+type part struct {
+	dev   int
+	be    kernels.Backend
+	bufs  []kernels.Buffer
+	w     weights                    // the device's shards; zero tensors where it has none
+	dst   map[string]*kernels.Tensor // the field of w each tensor name binds to
+	local []localBlock               // by block
+	kvK   []kernels.Tensor
+	kvV   []kernels.Tensor
+
+	embdRows, headRows plan.Range
+
+	s     scratch
+	progs programs
+}
+
+// localBlock is a device's share of one block: query and KV heads and FFN
+// rows; all of them under a layer split, none when the block is elsewhere.
+type localBlock struct {
+	heads, kvHeads, ffn int
+}
+
+func (l localBlock) present() bool { return l.heads > 0 || l.ffn > 0 }
+
+// scratch are the plan's buffers on one device (plan.BufferRole), viewed
+// as [rows, cols] tensors.
+type scratch struct {
+	tokens, pos, outIdx kernels.Tensor // I32 [1, batch] (plan.RoleInputs)
+	x                   kernels.Tensor // [batch, n_embd] residual stream
+	xn                  kernels.Tensor // [batch, n_embd] normed input, then a sub-layer's (partial) output
+	q, attn             kernels.Tensor // [batch, local heads*head_dim]
+	k, v                kernels.Tensor // [batch, local KV heads*head_dim]
+	gate, up            kernels.Tensor // [batch, local FFN rows]
+	logits              kernels.Tensor // [batch, local vocabulary rows]
+	topIDs, topLogits   kernels.Tensor // [batch, plan.TopK or fewer]: each row's best
+	recv                kernels.Tensor // [batch, n_embd] activations from other devices
+}
+
+// LoadPlan loads the model of f as mp (one model of plan p) on backends,
+// which maps each device index of mp to its backend. The plan must fit:
+// LoadPlan refuses one that does not before allocating anything, and
+// checks every tensor the architecture needs (present, shaped as the
+// hyper-parameters say, of a type the devices run) before uploading any.
+// f must stay open while the model lives.
+func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPlan, backends map[int]kernels.Backend, progress func(Progress)) (_ *Model, err error) {
+	if !p.Fits {
+		return nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
+	}
+	if len(mp.Borrowed) > 0 {
+		return nil, fmt.Errorf("model: %s borrows %v from the target: %w on a decoder", mp.Role, mp.Borrowed, ErrUnsupported)
+	}
+	params, err := ReadParams(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{
+		params: params, role: string(mp.Role), plan: p, ctx: p.Ctx, batch: p.Batch,
+		// One device has nothing to sum across: it runs its blocks whole.
+		layered: mp.Placement.Split == plan.SplitLayer || len(mp.Placement.Devices) == 1,
+		byDev:   map[int]*part{}, embd: mp.EmbeddingRun, head: mp.HeadRun,
+	}
+	var bes []kernels.Backend
+	for _, d := range mp.Placement.Devices {
+		be, ok := backends[d]
+		if !ok {
+			return nil, fmt.Errorf("model: %s: no backend for device %d", mp.Role, d)
+		}
+		pt := &part{dev: d, be: be, local: make([]localBlock, params.Layers), kvK: make([]kernels.Tensor, params.Layers),
+			kvV: make([]kernels.Tensor, params.Layers), progs: newPrograms(be, fmt.Sprintf("device %d", d))}
+		pt.dst = map[string]*kernels.Tensor{}
+		for _, s := range params.specs(&pt.w) {
+			pt.dst[s.name] = s.dst
+		}
+		m.parts = append(m.parts, pt)
+		m.byDev[d] = pt
+		bes = append(bes, be)
+	}
+	if err := checkTensors(f, params.specs(&weights{}), bes); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	m.direct = m.allDirect()
+	if err := m.assign(mp); err != nil {
+		return nil, err
+	}
+	if err := m.loadTensors(ctx, f, mp, progress); err != nil {
+		return nil, err
+	}
+	if err := m.allocBuffers(p, mp); err != nil {
+		return nil, err
+	}
+	b, embd := m.batch, params.Embd
+	m.tokens, m.positions, m.outIdx = make([]int32, b), make([]int32, b), make([]int32, b)
+	m.hostX, m.partial = make([]float32, b*embd), make([]float32, b*embd)
+	widest := int64(0)
+	for _, h := range m.head {
+		widest = max(widest, h.Rows.Len())
+	}
+	m.rows = make([]float32, int64(b)*widest)
+	m.shardIDs, m.shardLogits = make([]int32, b*plan.TopK), make([]float32, b*plan.TopK)
+	return m, nil
+}
 
 // Options configure Load. The zero value is a usable default.
 type Options struct {
-	// Owner labels every allocation for the memory accounting ("target",
-	// "draft"); "model" when empty.
-	Owner string
-	// Context is the KV cache length in tokens; 0 means the training context
-	// capped at DefaultContext.
-	Context int
-	// Batch is the most tokens one pass takes; longer inputs run in chunks.
-	// 0 means DefaultBatch (capped at Context).
-	Batch int
-	// Outputs is the most logit rows one head pass computes; more rows are
-	// computed in groups. 0 means DefaultOutputs (capped at Batch).
-	Outputs int
-	// KVType is the cache element type: quant.F32 (the zero value) or quant.F16.
-	KVType quant.Type
-	// CaptureLayers lists blocks whose inputs are captured for every
-	// processed position (an EAGLE-3 draft reads them); Layers itself names
-	// the final hidden state before the output norm.
-	CaptureLayers []int
-	// OnCapture receives the captured states after each chunk of Forward:
-	// hidden is [n, len(CaptureLayers)*Embd] on the model's backend for the
-	// positions pos..pos+n-1, layer by layer along the columns. It is valid
-	// only during the call.
-	OnCapture func(pos int, hidden kernels.Tensor) error
+	// Device describes the backend for the plan: its kind and memory. The
+	// zero value is a CPU device of unbounded memory.
+	Device device.Device
+	// Context, Batch and KV are the plan's (plan.Input); zero values take
+	// the planner's defaults, but for KV, whose zero value is F32.
+	Context, Batch int
+	KV             plan.KVTypes
 	// Progress, if set, is called after each tensor is placed.
 	Progress func(Progress)
 }
 
-// Defaults for Options.
-const (
-	DefaultContext = 4096
-	DefaultBatch   = 512
-	DefaultOutputs = 64
-)
-
-// Model is a loaded decoder with its KV cache. Its methods are called from
-// one goroutine at a time.
-type Model struct {
-	params Params
-	opts   Options
-	be     kernels.Backend
-	w      *weights
-	kv     kvCache
-	s      scratch
-	bufs   []kernels.Buffer
-
-	body   map[int]kernels.Program // by batch size
-	head   map[int]kernels.Program // by output rows
-	argmax map[int]kernels.Program // the head and each row's argmax, by output rows
-
-	// host staging, sized once
-	tokens, positions, outIdx []int32
-	logits                    []float32
-	ids                       []int32
-	last                      [1]int // Forward's default output row
+// Load loads f alone on be, as the one-device plan of opts: what tools and
+// tests use where the engine's configuration is not needed. It is
+// LoadPlan's path; Plan says what was planned.
+func Load(ctx context.Context, f *gguf.File, be kernels.Backend, opts Options) (*Model, error) {
+	d := opts.Device
+	if d.MemoryTotal == 0 {
+		d = device.Device{Kind: device.CPU, Name: be.Name(), Physical: -1, Virtual: true, MemoryTotal: math.MaxInt64 / 2}
+	}
+	p, err := plan.Make(plan.Input{Target: f, Devices: []device.Device{d}, Ctx: opts.Context, Batch: opts.Batch, KV: opts.KV})
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return LoadPlan(ctx, f, p, &p.Target, map[int]kernels.Backend{d.Index: be}, opts.Progress)
 }
 
-// Load reads the hyper-parameters of f, checks every tensor, places the
-// weights on be (the CPU backend uses the file mapping in place), and
-// allocates the KV cache and scratch. f must stay open while the model lives.
-func Load(ctx context.Context, f *gguf.File, be kernels.Backend, opts Options) (_ *Model, err error) {
-	p, err := ReadParams(f)
-	if err != nil {
-		return nil, err
-	}
-	if err := opts.resolve(p); err != nil {
-		return nil, err
-	}
-	l := &loader{ctx: ctx, f: f, be: be, owner: opts.Owner, progress: opts.Progress}
-	defer func() {
-		if err != nil {
-			for _, b := range l.bufs {
-				_ = be.Free(b)
+// assign records each device's share of every block, and where the
+// embedding and head rows are.
+func (m *Model) assign(mp *plan.ModelPlan) error {
+	p := m.params
+	group := p.Heads / p.KVHeads
+	if m.layered {
+		if mp.BlockDevice != nil && len(mp.BlockDevice) != p.Layers {
+			return fmt.Errorf("model: plan has %d blocks, the model %d: %w", len(mp.BlockDevice), p.Layers, ErrShape)
+		}
+		for b := range p.Layers {
+			d := mp.Placement.Devices[0]
+			if mp.BlockDevice != nil {
+				d = mp.BlockDevice[b]
+			}
+			m.byDev[d].local[b] = localBlock{heads: p.Heads, kvHeads: p.KVHeads, ffn: p.FF}
+		}
+	} else {
+		if len(mp.KVHeads) != p.Layers || len(mp.FFNRows) != p.Layers {
+			return fmt.Errorf("model: plan cuts %d blocks, the model has %d: %w", len(mp.KVHeads), p.Layers, ErrShape)
+		}
+		for b := range p.Layers {
+			for i, pt := range m.parts {
+				kv := int(mp.KVHeads[b][i].Len())
+				pt.local[b] = localBlock{heads: kv * group, kvHeads: kv, ffn: int(mp.FFNRows[b][i].Len())}
 			}
 		}
-	}()
-	w, err := l.loadWeights(p)
-	if err != nil {
-		return nil, err
 	}
-	m := &Model{params: p, opts: opts, be: be, w: w,
-		body: map[int]kernels.Program{}, head: map[int]kernels.Program{}, argmax: map[int]kernels.Program{}}
-	if m.kv, err = newKVCache(l, p, opts); err != nil {
-		return nil, err
-	}
-	if m.s, err = newScratch(l, p, opts); err != nil {
-		return nil, err
-	}
-	m.bufs = l.bufs
-	m.tokens = make([]int32, opts.Batch)
-	m.positions = make([]int32, opts.Batch)
-	m.outIdx = make([]int32, opts.Outputs)
-	return m, nil
-}
-
-func (o *Options) resolve(p Params) error {
-	if o.Owner == "" {
-		o.Owner = "model"
-	}
-	if o.Context <= 0 {
-		o.Context = min(p.TrainCtx, DefaultContext)
-	}
-	if o.Batch <= 0 {
-		o.Batch = DefaultBatch
-	}
-	o.Batch = min(o.Batch, o.Context)
-	if o.Outputs <= 0 {
-		o.Outputs = DefaultOutputs
-	}
-	o.Outputs = min(o.Outputs, o.Batch)
-	if o.KVType != quant.F32 && o.KVType != quant.F16 {
-		return fmt.Errorf("model: KV cache type %v: %w (F32 or F16)", o.KVType, ErrUnsupported)
-	}
-	for _, l := range o.CaptureLayers {
-		if l < 0 || l > p.Layers {
-			return fmt.Errorf("model: capture of block %d in a %d-block model: %w", l, p.Layers, ErrBadParam)
+	for _, h := range mp.EmbeddingRun {
+		if m.byDev[h.Device] == nil {
+			return fmt.Errorf("model: %s: embedding on device %d, not one of the model's: %w", mp.Role, h.Device, ErrUnsupported)
 		}
+		m.byDev[h.Device].embdRows = h.Rows
 	}
-	if len(o.CaptureLayers) > 0 && o.OnCapture == nil {
-		return fmt.Errorf("model: capture layers without OnCapture: %w", ErrBadParam)
+	for _, h := range mp.HeadRun {
+		if m.byDev[h.Device] == nil {
+			return fmt.Errorf("model: %s: head on device %d, not one of the model's: %w", mp.Role, h.Device, ErrUnsupported)
+		}
+		m.byDev[h.Device].headRows = h.Rows
 	}
 	return nil
 }
@@ -138,57 +231,79 @@ func (o *Options) resolve(p Params) error {
 // Params are the model's hyper-parameters.
 func (m *Model) Params() Params { return m.params }
 
-// Context is the KV cache length in tokens.
-func (m *Model) Context() int { return m.opts.Context }
+// Plan is the plan the model was loaded from.
+func (m *Model) Plan() *plan.Plan { return m.plan }
 
-// Backend is the device the model runs on.
-func (m *Model) Backend() kernels.Backend { return m.be }
+// Context is the KV cache length in tokens.
+func (m *Model) Context() int { return m.ctx }
 
 // TiedHead reports whether the output head is the token embedding.
-func (m *Model) TiedHead() bool { return m.w.tied }
+func (m *Model) TiedHead() bool {
+	for _, pt := range m.parts {
+		if pt.w.output.Valid() {
+			return pt.w.output.Buf == pt.w.tokEmbd.Buf
+		}
+	}
+	return false
+}
 
 // Len is the number of positions in the KV cache: the next Forward starts
 // at Len() or earlier.
-func (m *Model) Len() int { return m.kv.n }
+func (m *Model) Len() int { return m.n }
 
 // Truncate drops cached positions n and later, so generation resumes at n
 // (speculative rollback). n may not exceed Len().
 func (m *Model) Truncate(n int) error {
-	if n < 0 || n > m.kv.n {
-		return fmt.Errorf("model: truncate to %d with %d cached: %w", n, m.kv.n, ErrPosition)
+	if n < 0 || n > m.n {
+		return fmt.Errorf("model: truncate to %d with %d cached: %w", n, m.n, ErrPosition)
 	}
-	m.kv.n = n
+	m.n = n
 	return nil
 }
 
-// Close releases the programs and device memory. The GGUF file may be
-// closed afterwards.
-func (m *Model) Close() error {
-	var errs []error
-	for _, progs := range []map[int]kernels.Program{m.body, m.head, m.argmax} {
-		for k, p := range progs {
-			errs = append(errs, p.Close())
-			delete(progs, k)
+// Usage is what the model holds on each device, by device index.
+func (m *Model) Usage() map[int]kernels.Usage {
+	out := make(map[int]kernels.Usage, len(m.parts))
+	for _, pt := range m.parts {
+		u := kernels.Usage{}
+		for _, b := range pt.bufs {
+			u[b.Label()] += b.Size()
 		}
+		out[pt.dev] = u
 	}
-	for _, b := range m.bufs {
-		errs = append(errs, m.be.Free(b))
-	}
-	m.bufs = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("model: close: %w", err)
-	}
-	return nil
+	return out
 }
 
 // weightBytes is the bytes of weights one token's pass reads: every block
 // matrix and the head (the embedding is read one row per token).
 func (m *Model) weightBytes() int64 {
-	n := m.w.output.Bytes()
-	for _, b := range m.w.blocks {
-		for _, t := range []kernels.Tensor{b.wq, b.wk, b.wv, b.wo, b.gate, b.up, b.down} {
-			n += t.Bytes()
+	var n int64
+	for _, pt := range m.parts {
+		if pt.headRows.Len() > 0 {
+			n += pt.w.output.Bytes()
+		}
+		for _, b := range pt.w.blocks {
+			for _, t := range []kernels.Tensor{b.wq, b.wk, b.wv, b.wo, b.gate, b.up, b.down} {
+				n += t.Bytes()
+			}
 		}
 	}
 	return n
+}
+
+// Close releases the programs and device memory of every part; the
+// backends themselves stay open (their owner closes them).
+func (m *Model) Close() error {
+	var errs []error
+	for _, pt := range m.parts {
+		errs = append(errs, pt.progs.close())
+		for _, b := range pt.bufs {
+			errs = append(errs, pt.be.Free(b))
+		}
+		pt.bufs = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("model: close: %w", err)
+	}
+	return nil
 }

@@ -14,19 +14,12 @@ type PerplexityResult struct {
 	Windows int
 }
 
-// Batcher runs batches of tokens through a model: a Model on one backend,
-// or a Placed model spread over several.
-type Batcher interface {
-	Forward(ctx context.Context, tokens []int32, pos int, out []int) ([]float32, error)
-	Context() int
-}
-
 // Perplexity scores tokens the way llama.cpp's perplexity tool does, so the
 // numbers compare: whole windows of n tokens from the start (a partial last
 // window is dropped), each run from an empty cache, and in each only the
 // second half scored — the logits at positions n/2 .. n-2 predict tokens
 // n/2+1 .. n-1. progress, if set, is called after each window.
-func Perplexity(ctx context.Context, m Batcher, tokens []int32, n int, progress func(done, total int)) (PerplexityResult, error) {
+func Perplexity(ctx context.Context, m *Model, tokens []int32, n int, progress func(done, total int)) (PerplexityResult, error) {
 	if n < 4 || n > m.Context() {
 		return PerplexityResult{}, fmt.Errorf("model: perplexity window %d (context %d): %w", n, m.Context(), ErrBadParam)
 	}

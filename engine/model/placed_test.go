@@ -42,13 +42,14 @@ var placedLayouts = []placedLayout{
 	{"tensor-3-head-split", false, plan.SplitTensor, plan.HeadSplit, []float64{1, 2, 1}},
 	{"tensor-2-head-replicated", false, plan.SplitTensor, plan.HeadReplicated, []float64{3, 1}},
 	{"tensor-3-head-replicated", false, plan.SplitTensor, plan.HeadReplicated, []float64{1, 1, 1}},
+	{"one", false, plan.SplitLayer, "", []float64{1}},
 }
 
 // placedRig is a plan and its Placed model on CPU virtual devices.
 type placedRig struct {
 	plan     *plan.Plan
 	backends map[int]kernels.Backend
-	m        *Placed
+	m        *Model
 }
 
 // placeModel plans file over CPU virtual devices of the given caps with
@@ -72,7 +73,7 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 		t.Fatal(err)
 	}
 	p, err := plan.Make(plan.Input{Target: f, Devices: inv.Devices, TargetPlacement: pl,
-		Ctx: ctx, Batch: batch, KVType: quant.F32})
+		Ctx: ctx, Batch: batch, KV: plan.SameKV(quant.F32)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 		}
 		t.Cleanup(func() { be.Close() })
 	}
-	r.m, err = LoadPlaced(context.Background(), f, p, &p.Target, r.backends, nil)
+	r.m, err = LoadPlan(context.Background(), f, p, &p.Target, r.backends, nil)
 	if err != nil {
 		if !p.Fits && errors.Is(err, ErrBadParam) {
 			return r
@@ -103,8 +104,10 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 // TestPlacedOracle runs the demo target and draft on every layout and
 // compares with the oracle and with one device: teacher-forced top-1 ids
 // equal the reference's, logits within 1e-4 of the largest of one device's
-// run (tensor split adds shares in another order), and greedy decoding
-// reproduces the reference continuation.
+// run (tensor split adds shares in another order), the device-side argmax
+// and top-k (merged across a split head's shards) are those of the
+// gathered logits, and greedy decoding reproduces the reference
+// continuation.
 func TestPlacedOracle(t *testing.T) {
 	o := loadOracle(t)
 	greedyLen := 24
@@ -144,6 +147,8 @@ func TestPlacedOracle(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					logits = slices.Clone(logits)
+					checkTops(t, r.m, seq, logits)
 					for pos := range seq {
 						row, one := logits[pos*vocab:(pos+1)*vocab], want[pi][pos*vocab:(pos+1)*vocab]
 						if got := argmax(row); got != ref.Teacher.TopIDs[pos][0] {
@@ -168,7 +173,38 @@ func TestPlacedOracle(t *testing.T) {
 	}
 }
 
-func placedGreedy(t testing.TB, m *Placed, prompt []int32, n int) []int32 {
+// checkTops runs seq through m again for every row's argmax and top 7 on
+// the devices, and compares them with logits, m's gathered logits of the
+// same pass: the argmax of each row (the lowest id on ties) and its seven
+// best, lower ids first on ties, with their logits.
+func checkTops(t *testing.T, m *Model, seq []int32, logits []float32) {
+	t.Helper()
+	const k = 7
+	vocab := m.Params().Vocab
+	ctx := context.Background()
+	ids, err := m.ForwardArgmax(ctx, seq, 0, allRows(len(seq)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = slices.Clone(ids)
+	top, err := m.ForwardTopK(ctx, seq, 0, allRows(len(seq)), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pos := range seq {
+		row := logits[pos*vocab : (pos+1)*vocab]
+		if want := argmax(row); ids[pos] != want {
+			t.Errorf("pos %d: device argmax %d, of the logits %d", pos, ids[pos], want)
+		}
+		for j, want := range topIDs(row, k) {
+			if got := top[pos*k+j]; got.ID != want || got.Logit != row[want] {
+				t.Errorf("pos %d: top %d is %+v, of the logits %d (%g)", pos, j, got, want, row[want])
+			}
+		}
+	}
+}
+
+func placedGreedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
 	t.Helper()
 	ctx := context.Background()
 	logits, err := m.Forward(ctx, prompt, 0, nil)
@@ -209,8 +245,7 @@ func TestPlacedQuantized(t *testing.T) {
 }
 
 // TestPlacedUsage checks what each device really holds against the plan:
-// per device and category within 3% (the only bytes outside the plan are
-// 12 per batch row of token ids, positions and output rows).
+// per device and category, to the byte.
 func TestPlacedUsage(t *testing.T) {
 	for _, l := range placedLayouts {
 		t.Run(l.name, func(t *testing.T) {
@@ -229,7 +264,7 @@ func TestPlacedUsage(t *testing.T) {
 					{kernels.Scratch, planned.Scratch, 0},
 				} {
 					got := held[kernels.Label{Owner: "target", Cat: c.cat}]
-					if math.Abs(float64(got-c.want)) > 0.03*float64(c.want) {
+					if got != c.want {
 						t.Errorf("device %d %v: holds %d bytes, plan %d", b.Device.Index, c.cat, got, c.want)
 					}
 				}

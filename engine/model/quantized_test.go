@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/tokenizer"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
@@ -51,7 +52,7 @@ func TestPerplexityMatchesLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := openModel(t, name+".gguf", Options{Context: golden.Ctx, Outputs: golden.Ctx / 2, KVType: quant.F16})
+			m := openModel(t, name+".gguf", Options{Context: golden.Ctx, KV: plan.SameKV(quant.F16)})
 			got, err := Perplexity(context.Background(), m, ids, golden.Ctx, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +93,7 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := openModel(t, name+".gguf", Options{Context: 128, KVType: quant.F16})
+			m := openModel(t, name+".gguf", Options{Context: 128, KV: plan.SameKV(quant.F16)})
 			matched := 0
 			for i, prompt := range golden.Prompts {
 				ids, err := tok.Encode(prompt, tokenizer.EncodeOptions{ParseSpecial: true})

@@ -254,8 +254,10 @@ func TestForwardLimits(t *testing.T) {
 	if _, err := m.Forward(ctxDone, seq, 0, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled forward: %v", err)
 	}
-	usage := m.Backend().Usage()
-	if usage[kernels.Label{Owner: "model", Cat: kernels.KV}] != KVBytes(m.Params(), 16, quant.F32) {
-		t.Errorf("KV usage %v, want %d", usage, KVBytes(m.Params(), 16, quant.F32))
+	// K and V, F32, for every block and position.
+	p := m.Params()
+	kv := int64(2 * p.Layers * 16 * p.KVHeads * p.HeadDim * 4)
+	if got := m.Usage()[0][kernels.Label{Owner: "target", Cat: kernels.KV}]; got != kv {
+		t.Errorf("KV usage %d, want %d", got, kv)
 	}
 }

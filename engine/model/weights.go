@@ -9,13 +9,13 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-// weights are a model's tensors on its backend, named as in llama.cpp GGUFs.
+// weights are a model's tensors on one device, named as in llama.cpp
+// GGUFs: the device's shards, the rows or columns the plan gives it.
 type weights struct {
 	tokEmbd   kernels.Tensor // [vocab, n_embd]
 	outNorm   kernels.Tensor // [1, n_embd]
 	output    kernels.Tensor // [vocab, n_embd]; tokEmbd when the head is tied
 	ropeFreqs kernels.Tensor // [1, rope_dims/2], optional (llama3 frequency factors)
-	tied      bool
 	blocks    []blockWeights
 }
 
@@ -108,58 +108,32 @@ func (p Params) specs(w *weights) []tensorSpec {
 	return specs
 }
 
-// loadWeights checks every tensor the model needs, then uploads them.
-func (l *loader) loadWeights(p Params) (*weights, error) {
-	w := &weights{}
-	specs := p.specs(w)
-	infos := make([]*gguf.TensorInfo, len(specs))
-	for i, s := range specs {
-		info, err := l.check(s)
-		if err != nil {
-			return nil, err
-		}
-		infos[i] = info
-		if info != nil {
-			l.total += info.Bytes
-		}
-	}
-	var sizes []int64 // of the buffers place makes
-	for i, s := range specs {
-		switch info := infos[i]; {
-		case info == nil:
-		case uploaded(s.vector, info.Type):
-			sizes = append(sizes, info.Bytes)
-		default:
-			sizes = append(sizes, int64(4*s.cols))
+// checkTensors checks every tensor of specs in f before anything is
+// placed: present unless optional, of the shape the hyper-parameters
+// imply, and of a type each of bes (the devices that will run it) can use.
+// A missing head is the tied embedding, which must then serve products.
+func checkTensors(f *gguf.File, specs []tensorSpec, bes []kernels.Backend) error {
+	tied := false
+	for _, s := range specs {
+		for _, be := range bes {
+			l := loader{f: f, be: be}
+			info, err := l.check(s)
+			if err != nil {
+				return err
+			}
+			tied = tied || info == nil && s.name == "output.weight"
 		}
 	}
-	if err := reserveSlab(l.be, sizes); err != nil {
-		return nil, fmt.Errorf("model: weights: %w", err)
+	if !tied {
+		return nil
 	}
-	for i, s := range specs {
-		if infos[i] == nil {
-			continue
-		}
-		if err := l.ctx.Err(); err != nil {
-			return nil, err
-		}
-		t, err := l.place(s, infos[i])
-		if err != nil {
-			return nil, err
-		}
-		*s.dst = t
-		l.done += infos[i].Bytes
-		if l.progress != nil {
-			l.progress(Progress{Done: l.done, Total: l.total, Tensor: s.name})
+	info, _ := f.Tensor("token_embd.weight")
+	for _, be := range bes {
+		if !be.Supports(kernels.MatMul{W: kernels.Tensor{Type: info.Type}}) {
+			return fmt.Errorf("model: token_embd.weight as the tied head: %v products on %s: %w", info.Type, be.Name(), ErrUnsupported)
 		}
 	}
-	if !w.output.Valid() {
-		w.output, w.tied = w.tokEmbd, true
-		if !l.be.Supports(kernels.MatMul{W: w.tokEmbd}) {
-			return nil, fmt.Errorf("model: token_embd.weight as the tied head: %v products: %w", w.tokEmbd.Type, ErrUnsupported)
-		}
-	}
-	return w, nil
+	return nil
 }
 
 // check finds s in the file and validates its shape and type; a missing

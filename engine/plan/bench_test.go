@@ -12,7 +12,7 @@ import (
 func BenchmarkMake100Blocks(b *testing.B) {
 	target := plantest.Blocks100()
 	in := Input{Target: open(b, target), Draft: open(b, plantest.Eagle3(target)), Devices: inventory(b, "11x24GB.json"),
-		Ctx: 65536, Batch: 512, KVType: quant.F16,
+		Ctx: 65536, Batch: 512, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: seq(3, 11)}, DraftPlacement: Placement{Devices: []int{0}}}
 	for _, tc := range []struct {
 		name string

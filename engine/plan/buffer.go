@@ -15,30 +15,58 @@ const (
 	BufferScratch BufferKind = "scratch"
 )
 
+// BufferRole is what a buffer holds. The executor binds each buffer of a
+// plan by its role, so planner and executor share these values rather
+// than names.
+type BufferRole uint8
+
+// The roles, with the shape each buffer has (ne0 first; B tokens, the
+// batch, against a context of ctx):
+const (
+	RoleKeys      BufferRole = iota // [hd_k*kv_heads, ctx] one block's K cache, in the K type
+	RoleValues                      // [hd_v*kv_heads, ctx] one block's V cache, in the V type
+	RoleStream                      // x [n_embd, B] residual stream
+	RoleNormed                      // xn [in, B] normalised input (also a tensor split's partial sums)
+	RoleQueries                     // q [hd_k*heads, B] queries of the local heads
+	RoleNewKeys                     // k [hd_k*kv_heads, B] new keys before they enter the cache
+	RoleNewValues                   // v [hd_v*kv_heads, B] new values before they enter the cache
+	RoleAttention                   // attn [hd_v*heads, B] attention output before its projection
+	RoleFFNGate                     // ffn_gate [ffn, B]
+	RoleFFNUp                       // ffn_up [ffn, B]
+	RoleLogits                      // logits [vocab rows, B] where (a part of) the head runs
+	RoleTopIDs                      // top_ids I32 [TopK, B] each row's best ids (argmax, top-k) where the head runs
+	RoleTopLogits                   // top_logits [TopK, B] their logits
+	RoleReceive                     // recv [n_embd, B] activations arriving from another device
+	RoleFeatures                    // features [n_target*hidden, B] an EAGLE-3 draft's inputs from the target
+	RoleFused                       // fused [n_embd, ctx] an EAGLE-3 draft's fc of them, one row per position
+	RoleState                       // state [n_embd, 1] an EAGLE-3 draft's output carried to its next step
+	RoleInputs                      // inputs I32 [B, 3] token ids, positions and rows wanted, on every device
+	numRoles
+)
+
+var roleNames = [numRoles]string{"k", "v", "x", "xn", "q", "k", "v", "attn", "ffn_gate", "ffn_up",
+	"logits", "top_ids", "top_logits", "recv", "features", "fused", "state", "inputs"}
+
+func (r BufferRole) String() string {
+	if r < numRoles {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// TopK is the most candidates a row's device top-k returns: the head's
+// devices keep this many ids and logits per row (RoleTopIDs).
+const TopK = 40
+
 // Buffer is one allocation besides the weights: a KV cache of one block on
-// one device, [head_dim x local KV heads, ctx] in the KV type, named
-// "blk.N.k" or "blk.N.v"; or a scratch buffer the forward pass reuses block
-// after block, f32, shaped for the largest forward (B tokens, the batch,
-// against a context of ctx):
-//
-//	x        [n_embd, B]          residual stream
-//	xn       [in, B]              normalised input (also the partial sums of a tensor split)
-//	q        [hd_k*heads, B]      queries of the local heads
-//	k, v     [hd*kv_heads, B]     new keys and values before they enter the cache
-//	scores   [ctx, B, group]      attention of one KV head's query group at a time
-//	attn     [hd_v*heads, B]      attention output before the output projection
-//	ffn_gate [ffn, B], ffn_up [ffn, B]  FFN activations of the local rows
-//	logits   [vocab rows, B]      on each device that runs (a part of) the head
-//	recv     [n_embd, B]          activations arriving from another device
-//	features [n_target*hidden, B] an EAGLE-3 draft's inputs from the target
-//	fused    [n_embd, ctx]        an EAGLE-3 draft's fc of them, one row per position
-//
-// where in is the widest block input (2 x n_embd for EAGLE-3), and heads,
-// kv_heads and ffn are the device's share under a tensor split.
+// one device, in its KV type, or a buffer the forward pass reuses block
+// after block, F32 unless its role says otherwise, shaped for the largest
+// forward (see BufferRole). In the shapes, in is the widest block input
+// (2 x n_embd for EAGLE-3), and heads, kv_heads and ffn are the device's
+// share under a tensor split.
 type Buffer struct {
-	Name   string
+	Role   BufferRole
 	For    Role
-	Kind   BufferKind
 	Device int
 	Block  int // KV caches: their block; -1 otherwise
 	Type   quant.Type
@@ -46,9 +74,25 @@ type Buffer struct {
 	Bytes  int64
 }
 
+// Kind is the buffer's budget category.
+func (b Buffer) Kind() BufferKind {
+	if b.Role == RoleKeys || b.Role == RoleValues {
+		return BufferKV
+	}
+	return BufferScratch
+}
+
+// Name is the buffer in messages: "blk.3.k" for a cache, else its role.
+func (b Buffer) Name() string {
+	if b.Kind() == BufferKV {
+		return fmt.Sprintf("blk.%d.%s", b.Block, b.Role)
+	}
+	return b.Role.String()
+}
+
 // kvBuffers is the K and V cache of every block, on the devices that hold
 // the block's KV heads: [head_dim x kv_heads, ctx] each.
-func (m *model) kvBuffers(ctx int64, kvType quant.Type) ([]Buffer, error) {
+func (m *model) kvBuffers(ctx int64, types KVTypes) ([]Buffer, error) {
 	var out []Buffer
 	s := m.shape
 	for b := range s.Blocks {
@@ -64,17 +108,19 @@ func (m *model) kvBuffers(ctx int64, kvType quant.Type) ([]Buffer, error) {
 				continue
 			}
 			for _, kv := range []struct {
-				name string
+				role BufferRole
 				dim  int64
-			}{{"k", s.HeadDimK}, {"v", s.HeadDimV}} {
-				row, err := kvType.RowBytes(kv.dim * heads)
-				if err != nil {
-					return nil, fmt.Errorf("plan: %s: KV type %v cannot hold %d x %d values per token: %w", m.role, kvType, kv.dim, heads, err)
+				t    quant.Type
+			}{{RoleKeys, s.HeadDimK, types.K}, {RoleValues, s.HeadDimV, types.V}} {
+				if bs := int64(kv.t.BlockSize()); bs > 0 && kv.dim%bs != 0 {
+					return nil, fmt.Errorf("plan: %s: KV type %v cannot hold heads of %d values (blocks of %d)", m.role, kv.t, kv.dim, bs)
 				}
-				out = append(out, Buffer{
-					Name: fmt.Sprintf("blk.%d.%s", b, kv.name), For: m.role, Kind: BufferKV,
-					Device: d, Block: b, Type: kvType, Dims: []int64{kv.dim * heads, ctx}, Bytes: product(row, ctx),
-				})
+				row, err := kv.t.RowBytes(kv.dim * heads)
+				if err != nil {
+					return nil, fmt.Errorf("plan: %s: KV type %v cannot hold %d x %d values per token: %w", m.role, kv.t, kv.dim, heads, err)
+				}
+				out = append(out, Buffer{Role: kv.role, For: m.role, Device: d, Block: b, Type: kv.t,
+					Dims: []int64{kv.dim * heads, ctx}, Bytes: product(row, ctx)})
 			}
 		}
 	}
@@ -87,7 +133,6 @@ type local struct {
 	blocks    bool
 	in        int64 // width of the normalised input to Q and FFN (wider for EAGLE-3)
 	heads, kv int64 // query and KV heads
-	group     int64 // query heads per KV head
 	ffn       int64
 	gated     bool
 	receives  bool // activations arrive from another device
@@ -96,47 +141,52 @@ type local struct {
 	norm      bool // holds output_norm
 	features  int64
 	quantized int64 // widest activation an integer product reads (workspace.go)
+	runs      bool  // one of the model's devices: it takes token ids and positions
 }
 
 // scratch lists the f32 scratch buffers of a model, per device (see Buffer).
 func (m *model) scratch(ctx, batch int64) []Buffer {
 	per := m.locals()
 	var out []Buffer
-	add := func(d int, name string, dims ...int64) {
-		n := product(append([]int64{4}, dims...)...)
+	typed := func(d int, r BufferRole, t quant.Type, dims ...int64) {
+		n := product(append([]int64{int64(t.TypeSize())}, dims...)...)
 		if n > 0 {
-			out = append(out, Buffer{Name: name, For: m.role, Kind: BufferScratch, Device: d, Block: -1, Type: quant.F32, Dims: dims, Bytes: n})
+			out = append(out, Buffer{Role: r, For: m.role, Device: d, Block: -1, Type: t, Dims: dims, Bytes: n})
 		}
 	}
+	add := func(d int, r BufferRole, dims ...int64) { typed(d, r, quant.F32, dims...) }
 	s := m.shape
 	for _, d := range sortedKeys(per) {
 		l := per[d]
 		if l.blocks {
-			add(d, "x", s.Embd, batch)
-			add(d, "xn", l.in, batch)
-			add(d, "q", s.HeadDimK*l.heads, batch)
-			add(d, "k", s.HeadDimK*l.kv, batch)
-			add(d, "v", s.HeadDimV*l.kv, batch)
-			if l.kv > 0 {
-				add(d, "scores", ctx, batch, l.group)
-			}
-			add(d, "attn", s.HeadDimV*l.heads, batch)
+			add(d, RoleStream, s.Embd, batch)
+			add(d, RoleNormed, l.in, batch)
+			add(d, RoleQueries, s.HeadDimK*l.heads, batch)
+			add(d, RoleNewKeys, s.HeadDimK*l.kv, batch)
+			add(d, RoleNewValues, s.HeadDimV*l.kv, batch)
+			add(d, RoleAttention, s.HeadDimV*l.heads, batch)
 			if l.gated {
-				add(d, "ffn_gate", l.ffn, batch)
+				add(d, RoleFFNGate, l.ffn, batch)
 			}
-			add(d, "ffn_up", l.ffn, batch)
+			add(d, RoleFFNUp, l.ffn, batch)
 		} else if l.norm && l.head {
-			add(d, "xn", s.Embd, batch)
+			add(d, RoleNormed, s.Embd, batch)
 		}
 		if l.head {
-			add(d, "logits", l.vocab, batch)
+			add(d, RoleLogits, l.vocab, batch)
+			typed(d, RoleTopIDs, quant.I32, min(TopK, l.vocab), batch)
+			add(d, RoleTopLogits, min(TopK, l.vocab), batch)
 		}
 		if l.receives {
-			add(d, "recv", s.Embd, batch)
+			add(d, RoleReceive, s.Embd, batch)
 		}
 		if l.features > 0 {
-			add(d, "features", l.features, batch)
-			add(d, "fused", s.Embd, ctx)
+			add(d, RoleFeatures, l.features, batch)
+			add(d, RoleFused, s.Embd, ctx)
+			add(d, RoleState, s.Embd, 1)
+		}
+		if l.runs {
+			typed(d, RoleInputs, quant.I32, batch, 3)
 		}
 	}
 	return out
@@ -153,6 +203,9 @@ func (m *model) locals() map[int]*local {
 		return per[d]
 	}
 	s := m.shape
+	for _, d := range m.p.Devices {
+		at(d).runs = true
+	}
 	for b := range s.Blocks {
 		for i, d := range m.p.Devices {
 			heads, kv, ffn := s.Heads[b], s.KVHeads[b], s.FFN[b]
@@ -166,7 +219,6 @@ func (m *model) locals() map[int]*local {
 			l.blocks = true
 			l.in = max(l.in, s.Embd, m.inputWidth(b))
 			l.heads, l.kv, l.ffn = max(l.heads, heads), max(l.kv, kv), max(l.ffn, ffn)
-			l.group = max(l.group, s.Heads[b]/s.KVHeads[b])
 			if _, ok := m.file.Tensor(fmt.Sprintf("blk.%d.ffn_gate.weight", b)); ok {
 				l.gated = true
 			}

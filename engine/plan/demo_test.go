@@ -25,7 +25,7 @@ func TestDemoPairWithEagle3(t *testing.T) {
 	target := openShared(t, "factory-target-Q4_K_M.gguf")
 	draft := openShared(t, "factory-eagle3-F16.gguf")
 	for _, mode := range []Borrow{BorrowInPlace, BorrowCopy} {
-		p := mustMake(t, Input{Target: target, Draft: draft, Devices: cpus(3, 1<<30), Ctx: 2048, Batch: 64, KVType: quant.F16,
+		p := mustMake(t, Input{Target: target, Draft: draft, Devices: cpus(3, 1<<30), Ctx: 2048, Batch: 64, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}, Ratios: []float64{3, 1}},
 			DraftPlacement:  Placement{Devices: []int{2}, Borrow: mode}})
 		checkShards(t, p.Target.Tensors)
@@ -64,7 +64,7 @@ func TestDemoPairWithEagle3(t *testing.T) {
 func TestDemoPairWithClassicDraft(t *testing.T) {
 	target := openShared(t, "factory-target-F16.gguf")
 	draft := openShared(t, "factory-draft-Q8_0.gguf")
-	p := mustMake(t, Input{Target: target, Draft: draft, Devices: cpus(2, 1<<30), Ctx: 1024, Batch: 32, KVType: quant.Q8_0,
+	p := mustMake(t, Input{Target: target, Draft: draft, Devices: cpus(2, 1<<30), Ctx: 1024, Batch: 32, KV: SameKV(quant.Q8_0),
 		TargetPlacement: Placement{Devices: []int{0}}, DraftPlacement: Placement{Devices: []int{1}}})
 	if p.Borrow != nil || len(p.Draft.Borrowed) != 0 || !p.Draft.Shape.Tied {
 		t.Errorf("classic draft: borrow %+v, borrowed %v, tied %v", p.Borrow, p.Draft.Borrowed, p.Draft.Shape.Tied)

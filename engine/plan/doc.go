@@ -10,7 +10,7 @@
 //     rows is one contiguous piece of the file (Shard.FileRange); a range of
 //     columns (Dim 0) takes that block-aligned piece of every row;
 //
-//   - every Buffer (KV caches per block and f32 scratch, named and shaped);
+//   - every Buffer (KV caches per block and scratch, by BufferRole, shaped);
 //
 //   - on each CUDA device, the backend's workspace of Budget.Workspace
 //     (kernels/cuda/workspace: 8-bit activations, attention partials),
@@ -29,9 +29,11 @@
 //     quant block boundaries) and mirrors the norms;
 //   - the token embedding and the output head: the head is on one device,
 //     replicated (a full copy per device) or split by vocabulary rows;
-//   - the KV cache: ctx x kv_heads x head_dim per block, K and V, in the KV type;
+//   - the KV cache: ctx x kv_heads x head_dim per block, K and V each in its
+//     type (KVTypes: f16, q8_0, q4_0, f32; what each device kind runs is
+//     KVTypes.RunsOn);
 //   - scratch derived from shapes for a batch of B tokens: residual stream,
-//     Q/K/V, attention scores, FFN activations, logits (n_vocab x B, f32) on
+//     Q/K/V, FFN activations, logits (n_vocab x B, f32) on
 //     the head's devices, and receive buffers for activations crossing devices;
 //   - a draft model's own weights, KV and scratch on its devices, and for a
 //     draft that borrows the target's embedding and head (EAGLE-3), either the

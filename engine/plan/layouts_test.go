@@ -15,7 +15,7 @@ func TestDraftAloneOnGPU0TargetOnGPUs3To10(t *testing.T) {
 	target := plantest.Blocks100()
 	tf := open(t, target)
 	devs := inventory(t, "11x24GB.json")
-	in := Input{Target: tf, Devices: devs, Ctx: 8192, Batch: 512, KVType: quant.F16,
+	in := Input{Target: tf, Devices: devs, Ctx: 8192, Batch: 512, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: seq(3, 11)}, DraftPlacement: Placement{Devices: []int{0}}}
 
 	t.Run("own head", func(t *testing.T) {
@@ -47,14 +47,14 @@ func TestDraftAloneOnGPU0TargetOnGPUs3To10(t *testing.T) {
 	if e := inPlace.Draft.EmbeddingRun; len(e) != 1 || e[0].Device != 3 {
 		t.Errorf("the draft's lookups run on %v, want GPU 3", e)
 	}
-	if got, want := bufferBytes(inPlace.Draft.Buffers, "logits", 10), int64(128256*512*4); got != want {
+	if got, want := bufferBytes(inPlace.Draft.Buffers, RoleLogits, 10), int64(128256*512*4); got != want {
 		t.Errorf("draft logits on GPU 10: %d bytes, want %d", got, want)
 	}
 	if b := budgetFor(t, inPlace, 10); b.Role() != "both" {
 		t.Errorf("GPU 10 is %s, want both", b.Role())
 	}
 	for _, d := range []int{0, 10} {
-		if bufferBytes(inPlace.Draft.Buffers, "recv", d) != 8192*512*4 {
+		if bufferBytes(inPlace.Draft.Buffers, RoleReceive, d) != 8192*512*4 {
 			t.Errorf("GPU %d has no receive buffer of 8192 x 512 floats for the draft", d)
 		}
 	}
@@ -135,7 +135,7 @@ func TestTensorSplitTwo12GBHeadSharingDraft(t *testing.T) {
 	target := plantest.Qwen3_8B(quant.Q4_K)
 	tf := open(t, target)
 	in := Input{Target: tf, Draft: open(t, plantest.Eagle3(target)), Devices: inventory(t, "2x12GB.json"),
-		Ctx: 8192, Batch: 512, KVType: quant.F16,
+		Ctx: 8192, Batch: 512, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0, 1}, Ratios: []float64{1, 1}, Split: SplitTensor, Head: HeadSplit},
 		DraftPlacement:  Placement{Devices: []int{0}}}
 	split := mustMake(t, in)
@@ -161,7 +161,7 @@ func TestTensorSplitTwo12GBHeadSharingDraft(t *testing.T) {
 		}
 		// With the head split, the draft's logits are made on both GPUs and
 		// merged; replicated, the draft uses GPU 0's copy.
-		if got, want := bufferBytes(split.Draft.Buffers, "logits", d), h.Rows.Len()*512*4; got != want {
+		if got, want := bufferBytes(split.Draft.Buffers, RoleLogits, d), h.Rows.Len()*512*4; got != want {
 			t.Errorf("head split: draft logits on GPU %d are %d bytes, want %d", d, got, want)
 		}
 	}
@@ -201,7 +201,7 @@ func TestTensorSplitTwo12GBHeadSharingDraft(t *testing.T) {
 func TestTensorSplitDraftOnThirdDevice(t *testing.T) {
 	target := plantest.Qwen3_8B(quant.Q8_0)
 	in := Input{Target: open(t, target), Draft: open(t, plantest.Eagle3(target)), Devices: cpus(3, 64<<30),
-		Ctx: 4096, Batch: 256, KVType: quant.F16,
+		Ctx: 4096, Batch: 256, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0, 1}, Split: SplitTensor},
 		DraftPlacement:  Placement{Devices: []int{2}}}
 	p := mustMake(t, in)
@@ -218,7 +218,7 @@ func TestTensorSplitDraftOnThirdDevice(t *testing.T) {
 	if got := holderDevices(p.Draft.HeadRun); !slices.Equal(got, []int{0, 1}) {
 		t.Errorf("draft head runs on %v", got)
 	}
-	if got, want := bufferBytes(p.Draft.Buffers, "features", 2), int64(3*4096*256*4); got != want {
+	if got, want := bufferBytes(p.Draft.Buffers, RoleFeatures, 2), int64(3*4096*256*4); got != want {
 		t.Errorf("features buffer %d bytes, want %d", got, want)
 	}
 	if b := budgetFor(t, p, 2); b.Role() != "draft" || b.Target.Total() != 0 {
@@ -231,7 +231,7 @@ func TestTensorSplitDraftOnThirdDevice(t *testing.T) {
 func TestEagle3OfTiedTarget(t *testing.T) {
 	target := plantest.Llama1B(quant.Q8_0)
 	tf := open(t, target)
-	in := Input{Target: tf, Draft: open(t, plantest.Eagle3(target)), Devices: cpus(2, 8<<30), Ctx: 4096, Batch: 128, KVType: quant.F16,
+	in := Input{Target: tf, Draft: open(t, plantest.Eagle3(target)), Devices: cpus(2, 8<<30), Ctx: 4096, Batch: 128, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0}}, DraftPlacement: Placement{Devices: []int{1}, Borrow: BorrowCopy}}
 	p := mustMake(t, in)
 	emb, _ := tf.Tensor("token_embd.weight")

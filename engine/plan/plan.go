@@ -3,11 +3,12 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
-	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // Bounds on the numbers a plan accepts.
@@ -16,28 +17,68 @@ const (
 	maxBatch = 1 << 20
 )
 
+// Defaults Resolve applies: the context is the model's trained length
+// capped at DefaultCtx, the batch DefaultBatch capped at the context.
+const (
+	DefaultCtx   = 4096
+	DefaultBatch = 512
+)
+
 // Input is everything a plan depends on. Only the GGUF headers are read
 // (metadata and tensor index), never tensor data.
 type Input struct {
 	Target *gguf.File
 	Draft  *gguf.File // nil: no draft
 	// Devices is the inventory the placements' indices refer to.
-	Devices         []device.Device
+	Devices []device.Device
+	// TargetPlacement's devices default to the whole inventory (Resolve).
 	TargetPlacement Placement
-	DraftPlacement  Placement
-	Ctx             int // context size in tokens
+	// DraftPlacement's devices default to the target's last (Resolve).
+	DraftPlacement Placement
+	Ctx            int // context size in tokens; 0: see Resolve
 	// Batch is the most tokens one forward pass takes: the prefill ubatch
-	// and the verification batch.
+	// and the verification batch; 0: see Resolve.
 	Batch int
-	// KVType is the KV cache type: F16, Q8_0 or F32 (note F32 is the zero
-	// value of quant.Type).
-	KVType quant.Type
+	// KV are the cache types (F32 is the zero value of quant.Type; see
+	// ParseKVTypes for the default). Every device of the models must run
+	// them (KVTypes.RunsOn).
+	KV KVTypes
+}
+
+// Resolve applies the defaults every caller of the planner shares (the
+// command line, the window and the engine go through Make, which calls
+// it): a context of the target's trained length capped at DefaultCtx, a
+// batch of DefaultBatch, no larger than the context, the target on every
+// device of the inventory and a draft on the target's last device.
+func (in Input) Resolve() Input {
+	if in.Ctx <= 0 {
+		in.Ctx = DefaultCtx
+		if in.Target != nil {
+			if n, ok := in.Target.ArchUint("context_length"); ok && n > 0 && n < DefaultCtx {
+				in.Ctx = int(n)
+			}
+		}
+	}
+	if in.Batch <= 0 {
+		in.Batch = DefaultBatch
+	}
+	in.Batch = min(in.Batch, in.Ctx)
+	tp := &in.TargetPlacement
+	if len(tp.Devices) == 0 {
+		for _, d := range in.Devices {
+			tp.Devices = append(tp.Devices, d.Index)
+		}
+	}
+	if in.Draft != nil && len(in.DraftPlacement.Devices) == 0 && len(tp.Devices) > 0 {
+		in.DraftPlacement.Devices = tp.Devices[len(tp.Devices)-1:]
+	}
+	return in
 }
 
 // Plan is where everything goes and what each device holds.
 type Plan struct {
 	Ctx, Batch int
-	KVType     quant.Type
+	KV         KVTypes
 	Target     ModelPlan
 	Draft      *ModelPlan // nil without a draft
 	Devices    []Budget   // the devices in use, in index order
@@ -87,6 +128,7 @@ type ModelPlan struct {
 // a plan that is merely too big comes back with Fits false, per-device
 // verdicts and suggestions.
 func Make(in Input) (*Plan, error) {
+	in = in.Resolve()
 	p, err := build(in)
 	if err != nil {
 		return nil, err
@@ -114,7 +156,7 @@ func build(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KVType: in.KVType}
+	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KV: in.KV}
 	if p.Target, err = tm.export(in); err != nil {
 		return nil, err
 	}
@@ -155,12 +197,28 @@ func (in Input) check() error {
 	case in.Batch > in.Ctx:
 		return fmt.Errorf("plan: batch size %d is larger than the context (%d)", in.Batch, in.Ctx)
 	}
-	switch in.KVType {
-	case quant.F16, quant.Q8_0, quant.F32:
-	default:
-		return fmt.Errorf("plan: KV type %v (want F16, Q8_0 or F32)", in.KVType)
+	used := in.modelDevices()
+	for _, d := range used {
+		if !in.KV.RunsOn(d.Kind) {
+			var names []string
+			for _, t := range KVChoices(used) {
+				names = append(names, KVTypeName(t))
+			}
+			return fmt.Errorf("plan: a %v KV cache cannot run on %s (these devices run %s)", in.KV, d.Label(), strings.Join(names, ", "))
+		}
 	}
 	return nil
+}
+
+// modelDevices are the inventory's devices the models are placed on.
+func (in Input) modelDevices() []device.Device {
+	var out []device.Device
+	for _, d := range in.Devices {
+		if slices.Contains(in.TargetPlacement.Devices, d.Index) || in.Draft != nil && slices.Contains(in.DraftPlacement.Devices, d.Index) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // checkFeatures checks that the target provides what an EAGLE-3 draft reads.
@@ -182,7 +240,7 @@ func checkFeatures(d, t *model) error {
 
 // export turns the layout into the ModelPlan, with its KV and scratch buffers.
 func (m *model) export(in Input) (ModelPlan, error) {
-	kv, err := m.kvBuffers(int64(in.Ctx), in.KVType)
+	kv, err := m.kvBuffers(int64(in.Ctx), in.KV)
 	if err != nil {
 		return ModelPlan{}, err
 	}
@@ -217,7 +275,7 @@ func budgets(devs []device.Device, models ...*ModelPlan) []Budget {
 			}
 		}
 		for _, b := range m.Buffers {
-			at(b.Device).usage(b.For).addBuffer(b.Kind, b.Bytes)
+			at(b.Device).usage(b.For).addBuffer(b.Kind(), b.Bytes)
 		}
 		for d, s := range m.Workspace {
 			// One workspace per backend serves all its models.

@@ -59,7 +59,7 @@ func TestWeightBytesMatchFile(t *testing.T) {
 		{"tied replicated", tied, Placement{Devices: []int{0, 1}, Head: HeadReplicated}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := mustMake(t, Input{Target: tc.f, Devices: devs, TargetPlacement: tc.place, Ctx: 4096, Batch: 512, KVType: quant.F16})
+			p := mustMake(t, Input{Target: tc.f, Devices: devs, TargetPlacement: tc.place, Ctx: 4096, Batch: 512, KV: SameKV(quant.F16)})
 			all, norms, head, headNorm := fileBytes(tc.f)
 			n := int64(len(tc.place.Devices))
 			want := all
@@ -136,7 +136,7 @@ func TestSplitHeadRows(t *testing.T) {
 	f := open(t, plantest.Qwen3_8B(quant.Q4_K))
 	for _, ratios := range [][]float64{{1, 1}, {3, 1}, {1, 2, 3, 4}} {
 		devs := seq(0, len(ratios))
-		p := mustMake(t, Input{Target: f, Devices: cpus(4, 1<<40), Ctx: 1024, Batch: 64, KVType: quant.F16,
+		p := mustMake(t, Input{Target: f, Devices: cpus(4, 1<<40), Ctx: 1024, Batch: 64, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: devs, Ratios: ratios, Split: SplitTensor}})
 		var rows int64
 		var sum float64
@@ -148,7 +148,7 @@ func TestSplitHeadRows(t *testing.T) {
 			if want := 151936 * ratios[i] / sum; math.Abs(float64(h.Rows.Len())-want) > 1 {
 				t.Errorf("ratios %v: device %d has %d rows, want about %.0f", ratios, h.Device, h.Rows.Len(), want)
 			}
-			logits := bufferBytes(p.Target.Buffers, "logits", h.Device)
+			logits := bufferBytes(p.Target.Buffers, RoleLogits, h.Device)
 			if logits != h.Rows.Len()*64*4 {
 				t.Errorf("ratios %v: device %d logits %d bytes, want %d rows x 64 x 4", ratios, h.Device, logits, h.Rows.Len())
 			}
@@ -159,10 +159,10 @@ func TestSplitHeadRows(t *testing.T) {
 	}
 }
 
-func bufferBytes(bs []Buffer, name string, dev int) int64 {
+func bufferBytes(bs []Buffer, role BufferRole, dev int) int64 {
 	var n int64
 	for _, b := range bs {
-		if b.Name == name && b.Device == dev {
+		if b.Role == role && b.Device == dev {
 			n += b.Bytes
 		}
 	}
@@ -170,21 +170,28 @@ func bufferBytes(bs []Buffer, name string, dev int) int64 {
 }
 
 // KV bytes follow n_ctx x blocks x kv_heads x head_dim x type size, for K and
-// V; a tensor split divides them by KV heads.
+// V, each in its own type; a tensor split divides them by KV heads.
 func TestKVBytes(t *testing.T) {
 	f := open(t, plantest.Qwen3_8B(quant.Q4_K)) // 36 blocks, 8 KV heads of 128 (GQA 4:1)
 	for _, tc := range []struct {
 		kv    quant.Type
+		v     quant.Type // V's type when it differs
 		place Placement
 	}{
-		{quant.F16, Placement{Devices: []int{0}}},
-		{quant.Q8_0, Placement{Devices: []int{0, 1, 2}, Ratios: []float64{1, 1, 2}}},
-		{quant.F32, Placement{Devices: []int{0, 1}, Split: SplitTensor}},
-		{quant.Q8_0, Placement{Devices: []int{0, 1, 2}, Split: SplitTensor, Ratios: []float64{2, 1, 1}}},
+		{quant.F16, 0, Placement{Devices: []int{0}}},
+		{quant.Q8_0, 0, Placement{Devices: []int{0, 1, 2}, Ratios: []float64{1, 1, 2}}},
+		{quant.Q4_0, 0, Placement{Devices: []int{0}}},
+		{quant.Q8_0, quant.Q4_0, Placement{Devices: []int{0, 1}}},
+		{quant.F32, 0, Placement{Devices: []int{0, 1}, Split: SplitTensor}},
+		{quant.Q8_0, 0, Placement{Devices: []int{0, 1, 2}, Split: SplitTensor, Ratios: []float64{2, 1, 1}}},
 	} {
 		const ctx = 10000
-		p := mustMake(t, Input{Target: f, Devices: cpus(3, 1<<40), TargetPlacement: tc.place, Ctx: ctx, Batch: 512, KVType: tc.kv})
-		want := int64(ctx * 36 * 8 * 128 * 2 * elemBytes(tc.kv))
+		kv := SameKV(tc.kv)
+		if tc.v != 0 {
+			kv.V = tc.v
+		}
+		p := mustMake(t, Input{Target: f, Devices: cpus(3, 1<<40), TargetPlacement: tc.place, Ctx: ctx, Batch: 512, KV: kv})
+		want := int64(ctx * 36 * 8 * 128 * (elemBytes(kv.K) + elemBytes(kv.V)))
 		if got := sumUsage(p, Target, func(u Usage) int64 { return u.KV }); got != want {
 			t.Errorf("%v %s: KV %d bytes, want %d", tc.kv, tc.place.Split, got, want)
 		}
@@ -216,7 +223,7 @@ func budgetFor(t *testing.T, p *Plan, d int) Budget {
 // Layer split: whole blocks by ratio, in device order.
 func TestLayerSplitBlocks(t *testing.T) {
 	f := open(t, plantest.Blocks100())
-	p := mustMake(t, Input{Target: f, Devices: cpus(3, 1<<40), Ctx: 4096, Batch: 512, KVType: quant.F16,
+	p := mustMake(t, Input{Target: f, Devices: cpus(3, 1<<40), Ctx: 4096, Batch: 512, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{2, 0, 1}, Ratios: []float64{2, 1, 1}}})
 	count := map[int]int{}
 	for b, d := range p.Target.BlockDevice {
@@ -239,11 +246,11 @@ func TestLayerSplitBlocks(t *testing.T) {
 		t.Errorf("head runs on %v, want device 1", h)
 	}
 	for _, d := range []int{0, 1} {
-		if bufferBytes(p.Target.Buffers, "recv", d) == 0 {
+		if bufferBytes(p.Target.Buffers, RoleReceive, d) == 0 {
 			t.Errorf("device %d receives no activations", d)
 		}
 	}
-	if bufferBytes(p.Target.Buffers, "recv", 2) != 0 {
+	if bufferBytes(p.Target.Buffers, RoleReceive, 2) != 0 {
 		t.Error("the first device receives activations")
 	}
 }
@@ -251,7 +258,7 @@ func TestLayerSplitBlocks(t *testing.T) {
 func TestMakeIsDeterministic(t *testing.T) {
 	f := open(t, plantest.Qwen3_8B(quant.Q4_K))
 	d := open(t, plantest.Eagle3(plantest.Qwen3_8B(quant.Q4_K)))
-	in := Input{Target: f, Draft: d, Devices: inventory(t, "2x12GB.json"), Ctx: 32768, Batch: 512, KVType: quant.F16,
+	in := Input{Target: f, Draft: d, Devices: inventory(t, "2x12GB.json"), Ctx: 32768, Batch: 512, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0, 1}, Split: SplitTensor}, DraftPlacement: Placement{Devices: []int{0}}}
 	a, b := mustMake(t, in), mustMake(t, in)
 	if !reflect.DeepEqual(a, b) {
@@ -261,7 +268,7 @@ func TestMakeIsDeterministic(t *testing.T) {
 
 func TestShardFileRange(t *testing.T) {
 	f := open(t, plantest.Qwen3_8B(quant.Q4_K))
-	p := mustMake(t, Input{Target: f, Devices: cpus(2, 1<<40), Ctx: 1024, Batch: 64, KVType: quant.F16,
+	p := mustMake(t, Input{Target: f, Devices: cpus(2, 1<<40), Ctx: 1024, Batch: 64, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0, 1}, Split: SplitTensor}})
 	for _, pt := range p.Target.Tensors {
 		info, _ := f.Tensor(pt.Name)
@@ -295,14 +302,14 @@ func TestBadInput(t *testing.T) {
 	noHead := open(t, plantest.Eagle3(plantest.Qwen3_8B(quant.Q4_K)))
 	narrow := open(t, plantest.Eagle3(plantest.Llama1B(quant.Q4_K)))
 	devs := cpus(3, 1<<40)
-	base := Input{Target: f, Devices: devs, Ctx: 4096, Batch: 512, KVType: quant.F16, TargetPlacement: Placement{Devices: []int{0, 1}}}
+	base := Input{Target: f, Devices: devs, Ctx: 4096, Batch: 512, KV: SameKV(quant.F16), TargetPlacement: Placement{Devices: []int{0, 1}}}
 	for _, tc := range []struct {
 		name string
 		edit func(*Input)
 		want string
 	}{
 		{"no target", func(in *Input) { in.Target = nil }, "no target"},
-		{"no devices", func(in *Input) { in.TargetPlacement.Devices = nil }, "no devices"},
+		{"no devices", func(in *Input) { in.Devices, in.TargetPlacement.Devices = nil, nil }, "no devices"},
 		{"unknown device", func(in *Input) { in.TargetPlacement.Devices = []int{0, 7} }, "not in the inventory"},
 		{"device twice", func(in *Input) { in.TargetPlacement.Devices = []int{1, 1} }, "twice"},
 		{"ratio count", func(in *Input) { in.TargetPlacement.Ratios = []float64{1} }, "1 ratios for 2 devices"},
@@ -311,14 +318,17 @@ func TestBadInput(t *testing.T) {
 		{"bad split", func(in *Input) { in.TargetPlacement.Split = "rows" }, "split"},
 		{"bad head", func(in *Input) { in.TargetPlacement.Head = "both" }, "head"},
 		{"head device elsewhere", func(in *Input) { in.TargetPlacement.Head, in.TargetPlacement.HeadDevice = HeadSingle, 2 }, "head device 2"},
-		{"zero ctx", func(in *Input) { in.Ctx = 0 }, "context size"},
-		{"batch over ctx", func(in *Input) { in.Batch = 8192 }, "larger than the context"},
-		{"kv type", func(in *Input) { in.KVType = quant.Q4_K }, "KV type"},
+		{"huge ctx", func(in *Input) { in.Ctx = 1 << 25 }, "context size"},
+		{"kv type", func(in *Input) { in.KV = SameKV(quant.Q4_K) }, "KV cache"},
+		{"kv type a GPU cannot run", func(in *Input) {
+			in.Devices = inventory(t, "2x12GB.json")
+			in.KV = KVTypes{K: quant.Q8_0, V: quant.F16}
+		}, "cannot run on GPU 0"},
 		{"empty device", func(in *Input) {
 			in.TargetPlacement.Devices, in.TargetPlacement.Ratios = []int{0, 1, 2}, []float64{1000, 1, 1}
 		}, "gets none of the 36 blocks"},
 		{"columns off blocks", func(in *Input) { in.Target, in.TargetPlacement.Split = oddF, SplitTensor }, "do not fall on its blocks of 256"},
-		{"q8_0 odd heads", func(in *Input) { in.Target, in.KVType = smallF, quant.Q8_0 }, "KV type Q8_0"},
+		{"q8_0 odd heads", func(in *Input) { in.Target, in.KV = smallF, SameKV(quant.Q8_0) }, "KV type Q8_0"},
 		{"draft reads missing block", func(in *Input) { in.Draft, in.DraftPlacement.Devices = eagleF, []int{2} }, "target block 40"},
 		{"eagle3 as target", func(in *Input) { in.Target = noHead }, "no token_embd.weight"},
 		{"draft of another width", func(in *Input) { in.Draft, in.DraftPlacement.Devices = narrow, []int{2} }, "width 4096, but its hidden size is 2048"},
@@ -332,6 +342,36 @@ func TestBadInput(t *testing.T) {
 		_, err := Make(in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "plan: ") {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Resolve applies each default once: the trained context capped at 4096,
+// a batch of 512 capped at the context, the target on every device and
+// the draft on the target's last.
+func TestResolve(t *testing.T) {
+	short := plantest.Qwen3_8B(quant.Q4_K)
+	short.ContextLength = 1000
+	long := plantest.Qwen3_8B(quant.Q4_K)
+	long.ContextLength = 40960
+	shortF, longF := open(t, short), open(t, long)
+	devs := cpus(3, 1<<40)
+	for _, tc := range []struct {
+		name             string
+		in               Input
+		ctx, batch       int
+		target, draftDev []int
+	}{
+		{"short-trained", Input{Target: shortF, Devices: devs}, 1000, 512, []int{0, 1, 2}, nil},
+		{"long-trained", Input{Target: longF, Devices: devs}, 4096, 512, []int{0, 1, 2}, nil},
+		{"small context", Input{Target: longF, Devices: devs, Ctx: 256}, 256, 256, []int{0, 1, 2}, nil},
+		{"batch over context", Input{Target: longF, Devices: devs, Ctx: 256, Batch: 1024}, 256, 256, []int{0, 1, 2}, nil},
+		{"draft", Input{Target: longF, Draft: shortF, Devices: devs, TargetPlacement: Placement{Devices: []int{2, 0}}}, 4096, 512, []int{2, 0}, []int{0}},
+	} {
+		r := tc.in.Resolve()
+		if r.Ctx != tc.ctx || r.Batch != tc.batch || !slices.Equal(r.TargetPlacement.Devices, tc.target) || !slices.Equal(r.DraftPlacement.Devices, tc.draftDev) {
+			t.Errorf("%s: ctx %d batch %d target %v draft %v; want %d %d %v %v", tc.name, r.Ctx, r.Batch,
+				r.TargetPlacement.Devices, r.DraftPlacement.Devices, tc.ctx, tc.batch, tc.target, tc.draftDev)
 		}
 	}
 }

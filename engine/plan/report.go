@@ -42,8 +42,8 @@ type Categories struct {
 
 // SuggestionReport is a suggestion without its plan.
 type SuggestionReport struct {
-	Text    string            `json:"text"`
-	Changes map[string]string `json:"changes"`
+	Text   string `json:"text"`
+	Change Change `json:"change"`
 }
 
 // BorrowJSON is the BorrowReport of a head-sharing draft.
@@ -81,7 +81,7 @@ func (p *Plan) Report() Report {
 		})
 	}
 	for _, s := range p.Suggestions {
-		r.Suggestions = append(r.Suggestions, SuggestionReport{s.Text, s.Changes})
+		r.Suggestions = append(r.Suggestions, SuggestionReport{s.Text, s.Change})
 	}
 	for _, h := range p.Heads {
 		r.HeadModes = append(r.HeadModes, HeadModeJSON{h.Mode, h.Fits, h.Totals})

@@ -11,12 +11,50 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-// Suggestion is a change that makes a plan fit. Changes are command-line
-// flags (without the dashes) and their values: {"kv-type": "q8_0"}.
+// Suggestion is a change that makes a plan fit.
 type Suggestion struct {
-	Text    string
-	Changes map[string]string
-	Plan    *Plan // the plan with the change; it fits
+	Text   string
+	Change Change
+	Plan   *Plan // the plan with the change; it fits
+}
+
+// Change is what a suggestion changes in the planner's Input; the fields
+// left at their zero value stay as they were. The window applies it to its
+// layout and the command line names the flags that make it.
+type Change struct {
+	Ratios       []float64 `json:"ratios,omitempty"` // the target's device weights
+	KV           *KVTypes  `json:"kv_type,omitempty"`
+	Head         HeadMode  `json:"head,omitempty"`
+	Split        Split     `json:"split,omitempty"`
+	Borrow       Borrow    `json:"borrow,omitempty"`
+	Ctx          int       `json:"ctx,omitempty"`
+	DraftDevices []int     `json:"draft_devices,omitempty"` // the draft alone on these
+}
+
+// Apply is in with the change made; a suggestion's plan is Make of it.
+func (c Change) Apply(in Input) Input {
+	if c.Ratios != nil {
+		in.TargetPlacement.Ratios = slices.Clone(c.Ratios)
+	}
+	if c.KV != nil {
+		in.KV = *c.KV
+	}
+	if c.Head != "" {
+		in.TargetPlacement.Head = c.Head
+	}
+	if c.Split != "" {
+		in.TargetPlacement.Split = c.Split
+	}
+	if c.Borrow != "" {
+		in.DraftPlacement.Borrow = c.Borrow
+	}
+	if c.Ctx > 0 {
+		in.Ctx = c.Ctx
+	}
+	if c.DraftDevices != nil {
+		in.DraftPlacement = Placement{Devices: slices.Clone(c.DraftDevices), Borrow: in.DraftPlacement.Borrow}
+	}
+	return in
 }
 
 // minSuggestedCtx is the smallest context worth suggesting.
@@ -24,77 +62,64 @@ const minSuggestedCtx = 512
 
 // suggest tries the usual fixes for a plan that does not fit, one at a time
 // (and a smaller context with a q8_0 cache together), and keeps those that
-// fit.
+// fit. A KV type is suggested only where every device of the models runs it.
 func suggest(in Input, p *Plan) []Suggestion {
 	var out []Suggestion
-	try := func(text string, changes map[string]string, alt Input) bool {
-		q, err := build(alt)
+	try := func(text string, c Change) bool {
+		q, err := build(c.Apply(in))
 		if err != nil || !q.Fits {
 			return false
 		}
-		out = append(out, Suggestion{Text: text, Changes: changes, Plan: q})
+		out = append(out, Suggestion{Text: text, Change: c, Plan: q})
 		return true
 	}
 	tp := p.Target.Placement
+	q8 := SameKV(quant.Q8_0)
+	smallerKV := in.KV != q8 && q8.RunsOnAll(in.modelDevices())
 
 	if len(tp.Devices) > 1 {
 		if ratios, ok := fittingRatios(in, p); ok {
-			alt := in
-			alt.TargetPlacement.Ratios = ratios
-			s := intString(ratios)
-			try("spread the target "+strings.ReplaceAll(s, ",", ":")+" over its devices", map[string]string{"ratios": s}, alt)
+			try("spread the target "+strings.ReplaceAll(intString(ratios), ",", ":")+" over its devices", Change{Ratios: ratios})
 		}
 	}
-	if in.KVType != quant.Q8_0 {
-		alt := in
-		alt.KVType = quant.Q8_0
-		try("store the KV cache as q8_0", map[string]string{"kv-type": "q8_0"}, alt)
+	if smallerKV {
+		try("store the KV cache as q8_0", Change{KV: &q8})
 	}
 	if len(tp.Devices) > 1 && tp.Head != HeadSplit {
-		alt := in
-		alt.TargetPlacement.Head = HeadSplit
-		try("split the head by vocabulary across the target's devices", map[string]string{"head": string(HeadSplit)}, alt)
+		try("split the head by vocabulary across the target's devices", Change{Head: HeadSplit})
 	}
 	if tp.Split == SplitTensor {
-		alt := in
-		alt.TargetPlacement.Split = SplitLayer
-		try("split the target by layers (no mirrored norms or per-block exchange buffers)", map[string]string{"split": string(SplitLayer)}, alt)
+		try("split the target by layers (no mirrored norms or per-block exchange buffers)", Change{Split: SplitLayer})
 	}
 	if p.Draft != nil {
 		if p.Draft.Placement.Borrow == BorrowCopy && len(p.Draft.Borrowed) > 0 {
-			alt := in
-			alt.DraftPlacement.Borrow = BorrowInPlace
-			try("let the draft use the target's head where it is instead of a copy", map[string]string{"borrow": string(BorrowInPlace)}, alt)
+			try("let the draft use the target's head where it is instead of a copy", Change{Borrow: BorrowInPlace})
 		}
 		for _, d := range draftMoves(in, p) {
-			alt := in
-			alt.DraftPlacement = Placement{Devices: []int{d}, Borrow: in.DraftPlacement.Borrow}
 			dev, _ := findDevice(in.Devices, d)
-			if try("put the draft on "+dev.Label(), map[string]string{"draft-devices": strconv.Itoa(d)}, alt) {
+			if !in.KV.RunsOn(dev.Kind) {
+				continue
+			}
+			if try("put the draft on "+dev.Label(), Change{DraftDevices: []int{d}}) {
 				break
 			}
 		}
 	}
-	if !smallerContext(in, "", try) && in.KVType != quant.Q8_0 {
-		alt := in
-		alt.KVType = quant.Q8_0
-		smallerContext(alt, "q8_0", try)
+	if !smallerContext(in, nil, try) && smallerKV {
+		smallerContext(in, &q8, try)
 	}
 	return out
 }
 
-// smallerContext suggests the largest halved context that fits.
-func smallerContext(in Input, kv string, try func(string, map[string]string, Input) bool) bool {
+// smallerContext suggests the largest halved context that fits, with kv
+// as the cache type when not nil.
+func smallerContext(in Input, kv *KVTypes, try func(string, Change) bool) bool {
 	for ctx := in.Ctx / 2; ctx >= max(minSuggestedCtx, in.Batch); ctx /= 2 {
-		alt := in
-		alt.Ctx = ctx
-		changes := map[string]string{"ctx": strconv.Itoa(ctx)}
 		text := fmt.Sprintf("use a context of %d tokens", ctx)
-		if kv != "" {
-			changes["kv-type"] = kv
-			text += " with a " + kv + " KV cache"
+		if kv != nil {
+			text += fmt.Sprintf(" with a %v KV cache", *kv)
 		}
-		if try(text, changes, alt) {
+		if try(text, Change{Ctx: ctx, KV: kv}) {
 			return true
 		}
 	}

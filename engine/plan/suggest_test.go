@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
@@ -9,52 +8,25 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-// apply makes the changes of a suggestion as the command line would.
-func apply(t *testing.T, in Input, changes map[string]string) Input {
-	t.Helper()
-	ints := func(v string) []int {
-		var out []int
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("change %q: %v", v, err)
-			}
-			out = append(out, n)
-		}
-		return out
-	}
-	for k, v := range changes {
-		switch k {
-		case "kv-type":
-			typ, err := quant.ParseType(strings.ToUpper(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in.KVType = typ
-		case "ctx":
-			in.Ctx = ints(v)[0]
-		case "ratios":
-			in.TargetPlacement.Ratios = nil
-			for _, n := range ints(v) {
-				in.TargetPlacement.Ratios = append(in.TargetPlacement.Ratios, float64(n))
-			}
-		case "head":
-			in.TargetPlacement.Head = HeadMode(v)
-		case "split":
-			in.TargetPlacement.Split = Split(v)
-		case "draft-devices":
-			in.DraftPlacement = Placement{Devices: ints(v), Borrow: in.DraftPlacement.Borrow}
-		case "borrow":
-			in.DraftPlacement.Borrow = Borrow(v)
-		default:
-			t.Fatalf("suggestion changes unknown flag %q", k)
+// changed names what a suggestion changes, by the command line's flags.
+func changed(c Change) []string {
+	var out []string
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{
+		{"kv-type", c.KV != nil}, {"ctx", c.Ctx > 0}, {"ratios", c.Ratios != nil}, {"head", c.Head != ""},
+		{"split", c.Split != ""}, {"draft-devices", c.DraftDevices != nil}, {"borrow", c.Borrow != ""},
+	} {
+		if f.set {
+			out = append(out, f.flag)
 		}
 	}
-	return in
+	return out
 }
 
-// checkSuggestions: the plan does not fit, and each suggestion, applied as
-// its flags say, gives a plan that fits.
+// checkSuggestions: the plan does not fit, and each suggestion, its change
+// applied to the input and planned again, gives a plan that fits.
 func checkSuggestions(t *testing.T, in Input, want ...string) *Plan {
 	t.Helper()
 	p := mustMake(t, in)
@@ -63,17 +35,22 @@ func checkSuggestions(t *testing.T, in Input, want ...string) *Plan {
 	}
 	found := map[string]bool{}
 	for _, s := range p.Suggestions {
-		for k := range s.Changes {
+		for _, k := range changed(s.Change) {
 			found[k] = true
 		}
-		q := mustMake(t, apply(t, in, s.Changes))
+		q := mustMake(t, s.Change.Apply(in))
 		if !q.Fits || !s.Plan.Fits {
-			t.Errorf("suggestion %q (%v) does not fit", s.Text, s.Changes)
+			t.Errorf("suggestion %q (%+v) does not fit", s.Text, s.Change)
 		}
 	}
 	for _, w := range want {
 		if !found[w] {
 			t.Errorf("no suggestion changes --%s; got %+v", w, p.Suggestions)
+		}
+	}
+	for _, s := range p.Suggestions {
+		if kv := s.Plan.KV; !kv.RunsOnAll(in.Resolve().modelDevices()) {
+			t.Errorf("suggestion %q: a %v cache, which the devices do not run", s.Text, kv)
 		}
 	}
 	return p
@@ -90,18 +67,21 @@ func TestSuggestionsFit(t *testing.T) {
 		want []string
 	}{
 		// 16 GB of weights and 9 GB of KV on two 12 GB cards: only a
-		// smaller cache or context helps.
-		{"big context", Input{Target: f16, Devices: two12, Ctx: 65536, Batch: 512, KVType: quant.F16,
+		// smaller cache or context helps; GPUs do not run a q8_0 cache
+		// (yet), so only the context is offered there.
+		{"big context", Input{Target: f16, Devices: two12, Ctx: 65536, Batch: 512, KV: SameKV(quant.F16),
+			TargetPlacement: Placement{Devices: []int{0, 1}}}, []string{"ctx"}},
+		{"big context on CPUs", Input{Target: f16, Devices: cpus(2, 12e9), Ctx: 65536, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}}}, []string{"kv-type", "ctx"}},
-		{"lopsided ratios", Input{Target: f16, Devices: two12, Ctx: 4096, Batch: 512, KVType: quant.F16,
+		{"lopsided ratios", Input{Target: f16, Devices: two12, Ctx: 4096, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}, Ratios: []float64{4, 1}}}, []string{"ratios"}},
-		{"replicated head", Input{Target: f16, Devices: two12, Ctx: 32768, Batch: 512, KVType: quant.F16,
+		{"replicated head", Input{Target: f16, Devices: two12, Ctx: 35840, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}, Split: SplitTensor, Head: HeadReplicated}}, []string{"head"}},
 		{"draft on a full device", Input{Target: q4f, Draft: open(t, plantest.Llama1B(quant.Q8_0)), Devices: cpus(3, 4<<30),
-			Ctx: 4096, Batch: 512, KVType: quant.F16,
+			Ctx: 4096, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}}, DraftPlacement: Placement{Devices: []int{1}}}, []string{"draft-devices"}},
 		{"copied head", Input{Target: q4f, Draft: open(t, plantest.Eagle3(q4)), Devices: cpus(3, 4800<<20),
-			Ctx: 4096, Batch: 512, KVType: quant.F16,
+			Ctx: 4096, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}}, DraftPlacement: Placement{Devices: []int{1}, Borrow: BorrowCopy}}, []string{"borrow"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkSuggestions(t, tc.in, tc.want...) })
@@ -110,7 +90,7 @@ func TestSuggestionsFit(t *testing.T) {
 
 func TestNoSuggestionForHopelessPlan(t *testing.T) {
 	p := mustMake(t, Input{Target: open(t, plantest.Blocks100()), Devices: inventory(t, "1x24GB.json"),
-		Ctx: 4096, Batch: 512, KVType: quant.F16, TargetPlacement: Placement{Devices: []int{0}}})
+		Ctx: 4096, Batch: 512, KV: SameKV(quant.F16), TargetPlacement: Placement{Devices: []int{0}}})
 	if p.Fits || len(p.Suggestions) != 0 {
 		t.Errorf("a 60 GB model on one 24 GB card: fits %v, %d suggestions", p.Fits, len(p.Suggestions))
 	}

@@ -18,7 +18,7 @@ func TestWorkspaceBudget(t *testing.T) {
 	draft := plantest.Llama1B(quant.F16)    // 32 heads of 64
 	const ctx, batch = 4096, 64
 	in := Input{Target: open(t, target), Draft: open(t, draft), Devices: inventory(t, "11x24GB.json"),
-		Ctx: ctx, Batch: batch, KVType: quant.F16,
+		Ctx: ctx, Batch: batch, KV: SameKV(quant.F16),
 		TargetPlacement: Placement{Devices: []int{0, 1}, Split: SplitTensor},
 		DraftPlacement:  Placement{Devices: []int{1}}}
 	p := mustMake(t, in)

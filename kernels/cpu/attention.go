@@ -11,19 +11,23 @@ import (
 // pair is one item of the parallel loop.
 //
 // F32 caches are attended exactly: scores, a float64-summed softmax, then
-// the weighted sum of values. F16 caches are attended the way llama.cpp's
-// CPU flash attention does — the query rounded to F16, scores summed in
-// the order of its F16 dot product (dotHalfWide), one pass with a running
-// maximum, values accumulated in F16 — because quantized models
-// quantize every activation to 8 bits, which turns the last bit of an
-// attention output into a different token a few steps later; matching that
-// rounding is what lets a quantized model reproduce llama.cpp's greedy text.
+// the weighted sum of values. Every other cache (F16, Q8_0, Q4_0, K and V
+// of either) is attended the way llama.cpp's CPU flash attention does: one
+// pass with a running maximum; the query rounded to F16 for an F16 K and
+// scores summed in the order of its F16 dot product (dotHalfWide), or
+// quantized to Q8_0 for a Q8_0 or Q4_0 K and multiplied as the matmul's
+// products are (quant.DotFunc); values accumulated in F16 for an F16 V, or
+// dequantized and accumulated in F32 otherwise. Quantized models quantize
+// every activation to 8 bits, which turns the last bit of an attention
+// output into a different token a few steps later; matching that rounding
+// is what lets a quantized model reproduce llama.cpp's greedy text.
 type attention struct {
 	dst, q, k, v, pos view
 	nHead, group      int // group = query heads per KV head
 	headDim           int
+	kHead, vHead      int // bytes of one KV head in a cache row
 	scale             float32
-	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type
+	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type, but F16
 	scratch           []attnScratch                          // per worker
 }
 
@@ -31,8 +35,9 @@ type attnScratch struct {
 	scores []float32 // [n_ctx]
 	qh     []float32 // [headDim]: the query rounded to F16
 	acc    []float32 // [headDim]
+	vrow   []float32 // [headDim]: one value head, dequantized
 	half   []byte    // [headDim] in F16: the query's rounding
-	qv     quant.Vec // the query head, as the dot product takes it (F32 caches)
+	qv     quant.Vec // the query head, as the dot product takes it
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
@@ -49,6 +54,15 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 			return nil, err
 		}
 	}
+	kh, err := o.K.Type.RowBytes(int64(o.HeadDim))
+	if err != nil {
+		return nil, err
+	}
+	vh, err := o.V.Type.RowBytes(int64(o.HeadDim))
+	if err != nil {
+		return nil, err
+	}
+	s.kHead, s.vHead = int(kh), int(vh)
 	if s.dot, err = quant.DotFunc(o.K.Type); err != nil {
 		return nil, err
 	}
@@ -58,6 +72,7 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 			scores: make([]float32, s.k.rows),
 			qh:     make([]float32, s.headDim),
 			acc:    make([]float32, s.headDim),
+			vrow:   make([]float32, s.headDim),
 			half:   make([]byte, 2*s.headDim),
 		}
 	}
@@ -80,62 +95,118 @@ func (s *attention) run(w, lo, hi int) {
 		q := s.q.f32(r)[h*s.headDim : (h+1)*s.headDim]
 		out := s.dst.f32(r)[h*s.headDim : (h+1)*s.headDim]
 		n := int(s.pos.i32(0)[r]) + 1
-		kv := (h / s.group) * s.headDim // first element of the KV head
-		if s.k.typ == quant.F16 {
-			s.flashF16(sc, q, out, n, kv)
+		g := h / s.group // the KV head
+		if s.k.typ == quant.F32 && s.v.typ == quant.F32 {
+			s.exact(sc, q, out, n, g)
 		} else {
-			s.exact(sc, q, out, n, kv)
+			s.flash(sc, q, out, n, g)
 		}
 	}
 }
 
-// head is the bytes of one KV head in cache row t.
-func head(v view, t, first, n int) []byte {
-	es := v.typ.TypeSize() // F32 or F16: one element per block
-	return v.row(t)[first*es : (first+n)*es]
-}
-
-func (s *attention) exact(sc *attnScratch, q, out []float32, n, kv int) {
+func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
 	hd := s.headDim
 	_ = sc.qv.Prepare(quant.F32, q)
 	scores := sc.scores[:n]
 	for t := range n {
-		scores[t] = s.scale * s.dot(head(s.k, t, kv, hd), &sc.qv)
+		scores[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
 	}
 	softmaxInPlace(scores)
 	clear(out)
 	for t, p := range scores {
-		axpyF32(out, p, s.v.f32(t)[kv:kv+hd])
+		axpyF32(out, p, s.v.f32(t)[g*hd:(g+1)*hd])
 	}
 }
 
-func (s *attention) flashF16(sc *attnScratch, q, out []float32, n, kv int) {
-	hd := s.headDim
-	// The query rounded to F16, kept as float32 for the F16 dot product.
-	_ = quant.Quantize(quant.F16, q, sc.half)
-	_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
+// keys and values are the bytes of KV head g in cache row t.
+func (s *attention) keys(t, g int) []byte   { return s.k.row(t)[g*s.kHead : (g+1)*s.kHead] }
+func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1)*s.vHead] }
 
+func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
+	kHalf, vHalf := s.k.typ == quant.F16, s.v.typ == quant.F16
+	if kHalf {
+		// The query rounded to F16, kept as float32 for the F16 dot product.
+		_ = quant.Quantize(quant.F16, q, sc.half)
+		_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
+	} else {
+		_ = sc.qv.Prepare(s.k.typ, q)
+	}
 	acc := sc.acc
 	clear(acc)
 	m, sum := float32(math.Inf(-1)), float32(0)
 	for t := range n {
-		x := s.scale * dotHalfWide(head(s.k, t, kv, hd), sc.qh)
+		var x float32
+		if kHalf {
+			x = s.scale * dotHalfWide(s.keys(t, g), sc.qh)
+		} else {
+			x = s.scale * s.dot(s.keys(t, g), &sc.qv)
+		}
 		ms, vs := float32(1), float32(1)
 		if x > m {
 			ms = float32(math.Exp(float64(m - x)))
 			m = x
 			if ms != 1 {
-				scaleHalf(acc, ms)
+				if vHalf {
+					scaleHalf(acc, ms)
+				} else {
+					scaleF32(acc, ms)
+				}
 			}
 		} else {
 			vs = float32(math.Exp(float64(x - m)))
 		}
-		accumulateHalf(acc, head(s.v, t, kv, hd), vs)
+		switch s.v.typ {
+		case quant.F16:
+			accumulateHalf(acc, s.values(t, g), vs)
+		case quant.Q8_0:
+			madQ8_0(acc, s.values(t, g), vs)
+		case quant.Q4_0:
+			madQ4_0(acc, s.values(t, g), vs)
+		default:
+			_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
+			madF32(acc, sc.vrow, vs)
+		}
 		sum = fma32(sum, ms, vs) // S·ms + vs, fused as ggml's compiler does
 	}
 	inv := 1 / sum
 	for i, a := range acc {
 		out[i] = a * inv
+	}
+}
+
+// madF32 is acc += v*vs with fused multiply-adds, as ggml's
+// ggml_vec_mad_f32 accumulates a dequantized value row.
+func madF32(acc, v []float32, vs float32) {
+	v = v[:len(acc)]
+	for i, a := range acc {
+		acc[i] = fma32(v[i], vs, a)
+	}
+}
+
+// madQ8_0 is madF32 of a Q8_0 row v, dequantized on the way: each value is
+// d*q rounded to float32, as kernels/quant dequantizes it, then fused.
+// Done here rather than through quant.Dequantize, whose dispatch per row
+// of one head cost as much as the arithmetic.
+func madQ8_0(acc []float32, v []byte, vs float32) {
+	for b := range len(acc) / 32 {
+		blk, a := v[b*34:b*34+34], acc[b*32:b*32+32]
+		d := halfBits(uint16(blk[0]) | uint16(blk[1])<<8)
+		for j, q := range blk[2:34] {
+			a[j] = fma32(d*float32(int8(q)), vs, a[j])
+		}
+	}
+}
+
+// madQ4_0 is madQ8_0 for a Q4_0 row: element j of a block in the low
+// nibble of byte j, element j+16 in its high nibble, each d*(q-8).
+func madQ4_0(acc []float32, v []byte, vs float32) {
+	for b := range len(acc) / 32 {
+		blk, a := v[b*18:b*18+18], acc[b*32:b*32+32]
+		d := halfBits(uint16(blk[0]) | uint16(blk[1])<<8)
+		for j, q := range blk[2:18] {
+			a[j] = fma32(d*float32(int(q&15)-8), vs, a[j])
+			a[j+16] = fma32(d*float32(int(q>>4)-8), vs, a[j+16])
+		}
 	}
 }
 

@@ -67,3 +67,39 @@ func BenchmarkAccumulateHalf(b *testing.B) {
 		accumulateHalf(acc, v, 0.5)
 	}
 }
+
+// TestMadQuantized: the fused dequantize-and-accumulate of Q8_0 and Q4_0
+// value rows gives the bits of quant.Dequantize followed by madF32.
+func TestMadQuantized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		for trial := range 100 {
+			n := 32 * (1 + trial%4)
+			x := make([]float32, n)
+			acc := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+				acc[i] = float32(rng.NormFloat64())
+			}
+			rb, _ := typ.RowBytes(int64(n))
+			v := make([]byte, rb)
+			if err := quant.Quantize(typ, x, v); err != nil {
+				t.Fatal(err)
+			}
+			vs := float32(rng.Float64())
+			want := append([]float32(nil), acc...)
+			row := make([]float32, n)
+			if err := quant.Dequantize(typ, v, row); err != nil {
+				t.Fatal(err)
+			}
+			madF32(want, row, vs)
+			got := append([]float32(nil), acc...)
+			if typ == quant.Q8_0 {
+				madQ8_0(got, v, vs)
+			} else {
+				madQ4_0(got, v, vs)
+			}
+			sameBits(t, "mad "+typ.String(), n, got, want)
+		}
+	}
+}

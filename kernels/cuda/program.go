@@ -86,9 +86,19 @@ func (be *Backend) Supports(op kernels.Op) bool {
 	case kernels.GetRows:
 		_, ok := weightKernels[o.Src.Type]
 		return ok
+	case kernels.SetRows:
+		return floatCache(o.Dst.Type)
+	case kernels.Attention:
+		return floatCache(o.K.Type) && o.V.Type == o.K.Type
 	}
 	return true
 }
+
+// floatCache reports whether t is a KV cache type the kernels here write
+// and attend: F32 or F16, K and V alike. Q8_0 and Q4_0 caches, and K and V
+// of different types (kernels.SetRows, kernels.Attention), have no CUDA
+// kernels yet.
+func floatCache(t quant.Type) bool { return t == quant.F32 || t == quant.F16 }
 
 // Compile validates ops and builds a program of kernel launches.
 func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
@@ -284,7 +294,14 @@ func supported(op kernels.Op) error {
 		if o.Src.Type != quant.F32 && o.Src.Cols%32 != 0 {
 			return fmt.Errorf("%w: %d columns, not a multiple of 32", kernels.ErrUnsupported, o.Src.Cols)
 		}
+	case kernels.SetRows:
+		if !floatCache(o.Dst.Type) {
+			return fmt.Errorf("%w: a %v cache", kernels.ErrUnsupported, o.Dst.Type)
+		}
 	case kernels.Attention:
+		if !floatCache(o.K.Type) || o.V.Type != o.K.Type {
+			return fmt.Errorf("%w: K %v, V %v caches", kernels.ErrUnsupported, o.K.Type, o.V.Type)
+		}
 		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
 			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
 		}

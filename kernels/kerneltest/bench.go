@@ -27,16 +27,18 @@ func Bench(b *testing.B, be kernels.Backend) {
 			})
 		}
 	}
-	b.Run("attention/F32/pos=1023", func(b *testing.B) {
-		const nctx, heads, kvHeads, hd = 1024, 16, 8, 128
-		h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 3))}
-		defer h.free()
-		kv := h.normal(nctx*kvHeads*hd, 1)
-		K, V := h.f32(nctx, kvHeads*hd, kv), h.f32(nctx, kvHeads*hd, kv)
-		op := kernels.Attention{Dst: h.tensor(quant.F32, 1, heads*hd, nil), Q: h.f32(1, heads*hd, h.normal(heads*hd, 1)),
-			K: K, V: V, Pos: h.i32([]int32{nctx - 1}), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: 0.088}
-		h.bench(b, K.Bytes()+V.Bytes(), op)
-	})
+	for _, kv := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_0} {
+		b.Run(fmt.Sprintf("attention/%v/pos=1023", kv), func(b *testing.B) {
+			const nctx, heads, kvHeads, hd = 1024, 16, 8, 128
+			h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 3))}
+			defer h.free()
+			data, _ := h.cacheRows(kv, nctx, kvHeads*hd)
+			K, V := h.tensor(kv, nctx, kvHeads*hd, data), h.tensor(kv, nctx, kvHeads*hd, data)
+			op := kernels.Attention{Dst: h.tensor(quant.F32, 1, heads*hd, nil), Q: h.f32(1, heads*hd, h.normal(heads*hd, 1)),
+				K: K, V: V, Pos: h.i32([]int32{nctx - 1}), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: 0.088}
+			h.bench(b, K.Bytes()+V.Bytes(), op)
+		})
+	}
 	b.Run("rms_norm/B=64", func(b *testing.B) {
 		const rows, cols = 64, 2048
 		h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 4))}

@@ -29,14 +29,22 @@ func cases() []opCase {
 		opCase{"mat_mul/shared_input", sharedInputCase},
 		opCase{"set_rows/F32", func(h *harness) { setRowsCase(h, quant.F32) }},
 		opCase{"set_rows/F16", func(h *harness) { setRowsCase(h, quant.F16) }},
+		opCase{"set_rows/Q8_0", func(h *harness) { setRowsCase(h, quant.Q8_0) }},
+		opCase{"set_rows/Q4_0", func(h *harness) { setRowsCase(h, quant.Q4_0) }},
 		opCase{"rms_norm", rmsNormCase},
 		opCase{"add", func(h *harness) { binaryCase(h, "add") }},
 		opCase{"mul", func(h *harness) { binaryCase(h, "mul") }},
 		opCase{"swiglu", func(h *harness) { binaryCase(h, "swiglu") }},
 		opCase{"rope/neox", func(h *harness) { ropeCase(h, true) }},
 		opCase{"rope/interleaved", func(h *harness) { ropeCase(h, false) }},
-		opCase{"attention/F32", func(h *harness) { attentionCase(h, quant.F32) }},
-		opCase{"attention/F16", func(h *harness) { attentionCase(h, quant.F16) }},
+		opCase{"attention/F32", func(h *harness) { attentionCase(h, quant.F32, quant.F32) }},
+		opCase{"attention/F16", func(h *harness) { attentionCase(h, quant.F16, quant.F16) }},
+		opCase{"attention/Q8_0", func(h *harness) { attentionCase(h, quant.Q8_0, quant.Q8_0) }},
+		opCase{"attention/Q4_0", func(h *harness) { attentionCase(h, quant.Q4_0, quant.Q4_0) }},
+		opCase{"attention/K_Q8_0_V_Q4_0", func(h *harness) { attentionCase(h, quant.Q8_0, quant.Q4_0) }},
+		opCase{"attention/K_F16_V_Q8_0", func(h *harness) { attentionCase(h, quant.F16, quant.Q8_0) }},
+		opCase{"attention/K_Q4_0_V_F16", func(h *harness) { attentionCase(h, quant.Q4_0, quant.F16) }},
+		opCase{"attention/K_F32_V_Q8_0", func(h *harness) { attentionCase(h, quant.F32, quant.Q8_0) }},
 		opCase{"softmax", softmaxCase},
 		opCase{"argmax", argmaxCase},
 		opCase{"top_k", topKCase},
@@ -47,7 +55,7 @@ func cases() []opCase {
 
 // randomRows is rows of typ holding random non-zero values, and their
 // float64 values. Float and 8-bit types are quantized from N(0,1); for the
-// others random block bytes are drawn, keeping blocks whose values are
+// others (Q4_0 too, though it has a quantizer) random block bytes are drawn, keeping blocks whose values are
 // finite, non-zero and of moderate size, so every bit pattern the kernels
 // decode is exercised without any per-type encoder.
 func (h *harness) randomRows(typ quant.Type, rows, cols int) ([]byte, []float64) {
@@ -58,7 +66,9 @@ func (h *harness) randomRows(typ quant.Type, rows, cols int) ([]byte, []float64)
 	}
 	data := make([]byte, int64(rows)*rb)
 	vals := make([]float32, rows*cols)
-	if err := quant.Quantize(typ, h.normal(rows*cols, 1), data); err == nil {
+	if typ == quant.Q4_0 {
+		// no quantization: keep the draw below
+	} else if err := quant.Quantize(typ, h.normal(rows*cols, 1), data); err == nil {
 		if err := quant.Dequantize(typ, data, vals); err != nil {
 			h.t.Fatal(err)
 		}
@@ -81,6 +91,25 @@ func (h *harness) randomRows(typ quant.Type, rows, cols int) ([]byte, []float64)
 				h.t.Fatalf("%v: no usable random block", typ)
 			}
 		}
+	}
+	return data, widen(vals)
+}
+
+// cacheRows is rows of a KV cache of typ: N(0,1) values quantized as
+// SetRows stores them, and their float64 values.
+func (h *harness) cacheRows(typ quant.Type, rows, cols int) ([]byte, []float64) {
+	h.t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	data := make([]byte, int64(rows)*rb)
+	vals := make([]float32, rows*cols)
+	if err := quant.Quantize(typ, h.normal(rows*cols, 1), data); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := quant.Dequantize(typ, data, vals); err != nil {
+		h.t.Fatal(err)
 	}
 	return data, widen(vals)
 }
@@ -235,11 +264,25 @@ func setRowsCase(h *harness, dt quant.Type) {
 			want[int(r)*cols+c] = float64(src[i*cols+c])
 		}
 	}
-	tol := tolElementwise
-	if dt == quant.F16 {
-		tol = 1e-3 // binary16 rounding
-	}
+	// Each type's rounding bound, relative to the largest value: half a
+	// binary16 ulp; a Q8_0 step of amax/127 halved, plus its f16 scale; a
+	// Q4_0 step of amax/8, whole for the value opposite a block's peak.
+	tol := map[quant.Type]float64{quant.F32: tolElementwise, quant.F16: 1e-3, quant.Q8_0: 5e-3, quant.Q4_0: 0.13}[dt]
 	h.closeTo("cache rows", got, want, tol, maxAbs(want))
+	if dt == quant.Q8_0 || dt == quant.Q4_0 {
+		// The contract is the quantizer's bytes, so every backend's cache
+		// holds the same values.
+		rb := int(Dst.RowBytes())
+		row := make([]byte, rb)
+		for i, r := range idx {
+			if err := quant.Quantize(dt, src[i*cols:(i+1)*cols], row); err != nil {
+				h.t.Fatal(err)
+			}
+			if got := raw[int(r)*rb : (int(r)+1)*rb]; string(got) != string(row) {
+				h.t.Errorf("row %d: bytes differ from quant.Quantize's", r)
+			}
+		}
+	}
 }
 
 func rmsNormCase(h *harness) {
@@ -352,18 +395,18 @@ func ropeCase(h *harness, neox bool) {
 	}
 }
 
-func attentionCase(h *harness, kvType quant.Type) {
+func attentionCase(h *harness, kType, vType quant.Type) {
 	const nctx, heads, kvHeads, hd = 64, 6, 2, 64
 	kvDim := kvHeads * hd
 	for _, pos := range [][]int32{{37}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {20, 21, 22, 23}} {
 		b := len(pos)
-		kData, k := h.randomRows(kvType, nctx, kvDim)
-		vData, v := h.randomRows(kvType, nctx, kvDim)
+		kData, k := h.cacheRows(kType, nctx, kvDim)
+		vData, v := h.cacheRows(vType, nctx, kvDim)
 		q := h.normal(b*heads*hd, 1)
 		Dst := h.tensor(quant.F32, b, heads*hd, nil)
 		scale := float32(1 / math.Sqrt(hd))
 		if !h.run(kernels.Attention{Dst: Dst, Q: h.f32(b, heads*hd, q),
-			K: h.tensor(kvType, nctx, kvDim, kData), V: h.tensor(kvType, nctx, kvDim, vData),
+			K: h.tensor(kType, nctx, kvDim, kData), V: h.tensor(vType, nctx, kvDim, vData),
 			Pos: h.i32(pos), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: scale}) {
 			return
 		}
@@ -394,12 +437,17 @@ func attentionCase(h *harness, kvType quant.Type) {
 			}
 		}
 		tol := tolAttention
-		if kvType == quant.F16 {
+		switch {
+		case kType == quant.Q8_0 || kType == quant.Q4_0:
+			// The query may be quantized to Q8_0 for the product with a
+			// quantized K, as llama.cpp's flash attention does.
+			tol = tolAttentionQ8
+		case kType == quant.F16 || vType == quant.F16:
 			// F16 caches may be attended with F16 queries and an F16
 			// accumulator, as llama.cpp's CPU flash attention does.
 			tol = tolAttentionF16
 		}
-		h.closeTo(fmt.Sprintf("positions %v", pos), h.readF32(Dst), want, tol, maxAbs(v))
+		h.closeTo(fmt.Sprintf("K %v V %v positions %v", kType, vType, pos), h.readF32(Dst), want, tol, maxAbs(v))
 	}
 }
 

@@ -29,6 +29,7 @@ const (
 	tolRope         = 5e-4 // of the largest |x|
 	tolAttention    = 1e-4 // of the largest |v|
 	tolAttentionF16 = 5e-3 // of the largest |v|, for F16 caches
+	tolAttentionQ8  = 1e-2 // of the largest |v|, for a Q8_0 or Q4_0 K (a Q8_0 query)
 )
 
 // Check runs every op on be against the references. Ops or weight types be

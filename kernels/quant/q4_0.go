@@ -1,5 +1,7 @@
 package quant
 
+import "math"
+
 // Q4_0: 32 elements in 18 bytes.
 //
 //	d  f16       scale
@@ -7,6 +9,37 @@ package quant
 //
 // x = d * (q - 8). Products take Q8_0 activations.
 const q4_0Bytes = 18
+
+// quantizeQ4_0 rounds as ggml's reference quantizer does (a KV cache of
+// this type is written with it): d is the block's value of largest
+// magnitude (the first, on ties) over -8, so that value maps to q = 0;
+// each x*(1/d) + 8.5 is truncated toward zero and capped at 15. The
+// quants use 1/d of the unrounded d, and d is stored as f16.
+func quantizeQ4_0(src []float32, dst []byte) {
+	for i := range len(src) / 32 {
+		x := src[i*32 : i*32+32]
+		b := dst[i*q4_0Bytes : (i+1)*q4_0Bytes]
+		var amax, peak float32
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); a > amax {
+				amax, peak = a, v
+			}
+		}
+		d := peak / -8
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		storeF16(b, d)
+		// float32(...) keeps the product and the sum two roundings, as in
+		// C, where Go could otherwise fuse them.
+		for j := range 16 {
+			lo := min(15, int8(float32(x[j]*id)+8.5))
+			hi := min(15, int8(float32(x[j+16]*id)+8.5))
+			b[2+j] = byte(lo) | byte(hi)<<4
+		}
+	}
+}
 
 func dequantQ4_0(src []byte, dst []float32) {
 	for i := range len(dst) / 32 {

@@ -3,9 +3,9 @@ package quant
 import "fmt"
 
 // Quantize encodes src as type t into dst, which must hold exactly
-// t.RowBytes(len(src)) bytes. It supports the float types and the 8-bit
-// activation types (Q8_0, Q8_1, Q8_K), which also serve as KV-cache types;
-// rounding follows ggml's x86 CPU backend.
+// t.RowBytes(len(src)) bytes. It supports the float types, the 8-bit
+// activation types (Q8_0, Q8_1, Q8_K) and Q4_0; Q8_0 and Q4_0 also serve
+// as KV-cache types. Rounding follows ggml's x86 CPU backend.
 func Quantize(t Type, src []float32, dst []byte) error {
 	f := fastQuantizer(t)
 	if f == nil {
@@ -31,6 +31,8 @@ func quantizer(t Type) func(src []float32, dst []byte) {
 		return quantizeBF16
 	case Q8_0:
 		return quantizeQ8_0
+	case Q4_0:
+		return quantizeQ4_0
 	case Q8_1:
 		return quantizeQ8_1
 	case Q8_K:

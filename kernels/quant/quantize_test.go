@@ -31,6 +31,9 @@ func randomFloats(rng *rand.Rand, n int) []float32 {
 //     step d = amax/127 is stored as f16 (relative error 2^-11, times at
 //     most 127 steps): amax*(1/254 + 1/2048).
 //   - Q8_K: the step is kept in float32: amax/254 plus float32 noise.
+//   - Q4_0: the step is amax/8; values round to the nearest step except
+//     the one opposite the block's peak, capped at 7 steps (an error of a
+//     whole step), plus the f16 step's error over 8 steps.
 //   - F16: half an ulp, 2^-11 relative; BF16: 2^-8; F32 exact.
 func TestQuantizeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -44,6 +47,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 		{Q8_0, func(amax, _ float64) float64 { return amax * (1.0/254 + 1.0/2048) }},
 		{Q8_1, func(amax, _ float64) float64 { return amax * (1.0/254 + 1.0/2048) }},
 		{Q8_K, func(amax, _ float64) float64 { return amax * (1.0/254 + 1e-6) }},
+		{Q4_0, func(amax, _ float64) float64 { return amax * (1.0/8 + 8.0/2048) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.typ.String(), func(t *testing.T) {
@@ -123,10 +127,36 @@ func TestQuantizeSums(t *testing.T) {
 	}
 }
 
+// TestQuantizeQ4_0Rounding pins ggml's Q4_0 rounding on a block worked by
+// hand: x_j = j/4 - 4 peaks at -4, so d = 0.5 and x_j/d + 8.5 = j/2 + 0.5,
+// truncated: q_j = (j+1)/2, the halves rounding up; q_31 = 16 is capped.
+func TestQuantizeQ4_0Rounding(t *testing.T) {
+	x := make([]float32, 32)
+	for j := range x {
+		x[j] = float32(j)/4 - 4
+	}
+	b := make([]byte, q4_0Bytes)
+	if err := Quantize(Q4_0, x, b); err != nil {
+		t.Fatal(err)
+	}
+	if d := loadF16(b); d != 0.5 {
+		t.Fatalf("d = %g, want 0.5", d)
+	}
+	for j := range 32 {
+		q := int(b[2+j%16] & 15)
+		if j >= 16 {
+			q = int(b[2+j%16] >> 4)
+		}
+		if want := min(15, (j+1)/2); q != want {
+			t.Errorf("element %d (%g): quant %d, want %d", j, x[j], q, want)
+		}
+	}
+}
+
 // TestQuantizeZeros checks an all-zero block gives zero scales and quants
 // even over a dirty buffer.
 func TestQuantizeZeros(t *testing.T) {
-	for _, typ := range []Type{Q8_0, Q8_1, Q8_K} {
+	for _, typ := range []Type{Q8_0, Q8_1, Q8_K, Q4_0} {
 		n := typ.BlockSize()
 		q := make([]byte, typ.TypeSize())
 		for i := range q {

@@ -28,8 +28,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/cuda"
@@ -138,7 +140,12 @@ func bench(ctx context.Context, c config) error {
 	defer be.Close()
 	free0 := deviceFree(gpu)
 
-	m, err := model.Load(ctx, f, be, model.Options{Owner: "target", Context: c.contextSz, KVType: c.kvType})
+	// The one-device plan of this backend: the executor every layout runs.
+	dev := device.Device{Kind: device.CPU, Name: be.Name(), Physical: -1, Virtual: true, MemoryTotal: 1 << 50}
+	if gpu != nil {
+		dev = device.Device{Index: c.gpu, Kind: device.CUDA, Name: gpu.Info().Name, MemoryTotal: uint64(gpu.Info().TotalMemory)}
+	}
+	m, err := model.Load(ctx, f, be, model.Options{Device: dev, Context: c.contextSz, KV: plan.SameKV(c.kvType)})
 	if err != nil {
 		return err
 	}

@@ -1,20 +1,20 @@
 // Command serveload measures a running `tandem serve` under the loads of
 // issue 19 and prints one line per phase:
 //
-//	tandem serve --api-key k --addr 127.0.0.1:18080 &
-//	serveload -url http://127.0.0.1:18080 -key k -pid $!
+//		tandem serve --api-key k --addr 127.0.0.1:18080 &
+//		serveload -url http://127.0.0.1:18080 -key k -pid $!
 //
-//  1. idle: the server's resident memory (from /proc/PID/status) after one
-//     completion, so that the model's pages and buffers are in place.
-//  2. streams: -streams streamed chat completions at once; each must end
-//     with [DONE] or be a 429; anything else (a transport error, another
-//     status, a stream cut short) is counted as an error.
-//  3. slow: -slow connections that announce a body of 200,000 bytes and send
-//     a few of them, without the key; while they are open, one client with
-//     the key asks for a completion; then each slow connection's answer is
-//     read (401 expected at once).
-//  4. after: resident memory every 10 s while the server is idle, for
-//     -settle.
+//	 1. idle: the server's resident memory (from /proc/PID/status) after one
+//	    completion, so that the model's pages and buffers are in place.
+//	 2. streams: -streams streamed chat completions at once; each must end
+//	    with [DONE] or be a 429; anything else (a transport error, another
+//	    status, a stream cut short) is counted as an error.
+//	 3. slow: -slow connections that announce a body of 200,000 bytes and send
+//	    a few of them, without the key; while they are open, one client with
+//	    the key asks for a completion; then each slow connection's answer is
+//	    read (401 expected at once).
+//	 4. after: resident memory every 10 s while the server is idle, for
+//	    -settle.
 //
 // It is a measuring tool, not a test: the server's numbers depend on the
 // machine.

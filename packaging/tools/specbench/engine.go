@@ -31,10 +31,16 @@ func loadMode(ctx context.Context, target, backend string, m mode) (*engine.Runn
 	if !m.alone {
 		cfg.Draft, cfg.Lookup = m.draft, m.lookup
 	}
-	if m.fixedK > 0 {
-		cfg.DraftMin, cfg.DraftMax, cfg.DraftPMin = m.fixedK, m.fixedK, -1
-	}
 	return engine.Load(ctx, cfg, nil)
+}
+
+// drafting is the request's drafting settings for m: a fixed k drafts
+// exactly k tokens a round, never cut short by the draft's confidence.
+func (m mode) drafting() engine.Drafting {
+	if m.fixedK > 0 {
+		return engine.Drafting{Min: m.fixedK, Max: m.fixedK, PMin: -1}
+	}
+	return engine.Drafting{}
 }
 
 // round is one speculative step as generate saw it.
@@ -45,7 +51,7 @@ type round struct {
 
 // generate runs one chat message for n tokens (past any end-of-text) and
 // returns its statistics and rounds.
-func generate(ctx context.Context, r *engine.Runner, message string, n int, temp float64, seed uint64) (engine.Stats, []round, error) {
+func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message string, n int, temp float64, seed uint64) (engine.Stats, []round, error) {
 	var rounds []round
 	var last time.Time
 	var prev engine.Stats
@@ -53,6 +59,7 @@ func generate(ctx context.Context, r *engine.Runner, message string, n int, temp
 		Messages:  []chat.Message{{Role: "user", Content: message}},
 		MaxTokens: n, IgnoreEOS: true,
 		Sampling: sample.Params{Temperature: temp, Seed: seed},
+		Drafting: d,
 	}
 	st, err := r.Generate(ctx, req, func(ev engine.Event) {
 		if ev.Kind != engine.EventToken {

@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string) error {
 	var rows []row
 	for _, set := range o.sets {
 		for _, temp := range o.temps {
-			r, _, err := measure(ctx, alone, o, set, temp)
+			r, _, err := measure(ctx, alone, engine.Drafting{}, o, set, temp)
 			if err != nil {
 				alone.Close()
 				return err
@@ -193,7 +193,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		for _, set := range o.sets {
 			for _, temp := range o.temps {
-				out, rounds, err := measure(ctx, r, o, set, temp)
+				out, rounds, err := measure(ctx, r, m.drafting(), o, set, temp)
 				if err != nil {
 					r.Close()
 					return fmt.Errorf("%s: %w", m.name, err)
@@ -235,13 +235,13 @@ func modeFor(name string, o options) (mode, time.Duration, bool) {
 func key(set string, temp float64) string { return fmt.Sprintf("%s@%g", set, temp) }
 
 // measure generates every prompt of set at temp and totals them.
-func measure(ctx context.Context, r *engine.Runner, o options, set string, temp float64) (row, []round, error) {
+func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options, set string, temp float64) (row, []round, error) {
 	out := row{Device: o.label, Target: strings.TrimSuffix(filepath.Base(o.target), ".gguf"), Prompts: set, Temp: temp}
 	var tokens, drafted, accepted, steps int
 	var secs float64
 	var all []round
 	for i, p := range promptSets[set] {
-		st, rounds, err := generate(ctx, r, p, o.n, temp, o.seed+uint64(i))
+		st, rounds, err := generate(ctx, r, d, p, o.n, temp, o.seed+uint64(i))
 		if err != nil {
 			return out, nil, err
 		}

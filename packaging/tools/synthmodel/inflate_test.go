@@ -12,12 +12,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/cuda"
+	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
@@ -384,21 +387,27 @@ type eaglePair struct {
 
 func loadEaglePair(t *testing.T, targetPath, draftPath string, be kernels.Backend) *eaglePair {
 	t.Helper()
+	tf, err := gguf.Open(targetPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tf.Close() })
 	df, err := gguf.Open(draftPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { df.Close() })
-	ep, err := model.ReadEagle3Params(df)
+	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: []device.Device{deviceOf(be)}, Ctx: 256, KV: plan.SameKV(quant.F32)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	backends := map[int]kernels.Backend{0: be}
 	pr := &eaglePair{}
-	pr.target = load(t, targetPath, be, model.Options{CaptureLayers: ep.TargetLayers,
-		OnCapture: func(pos int, hidden kernels.Tensor) error {
-			return pr.draft.Encode(context.Background(), pos, hidden)
-		}})
-	if pr.draft, err = model.LoadEagle3(context.Background(), df, pr.target, model.Eagle3Options{}); err != nil {
+	if pr.target, err = model.LoadPlan(context.Background(), tf, p, &p.Target, backends, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.target.Close() })
+	if pr.draft, err = model.LoadEagle3(context.Background(), df, tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -407,6 +416,15 @@ func loadEaglePair(t *testing.T, targetPath, draftPath string, be kernels.Backen
 		}
 	})
 	return pr
+}
+
+// deviceOf describes be for a one-device plan: a CUDA GPU as it reports
+// itself, else a CPU of unbounded memory.
+func deviceOf(be kernels.Backend) device.Device {
+	if gpu, ok := be.(*cuda.Backend); ok {
+		return device.Device{Kind: device.CUDA, Name: gpu.Info().Name, MemoryTotal: uint64(gpu.Info().TotalMemory)}
+	}
+	return device.Device{Kind: device.CPU, Name: be.Name(), Physical: -1, Virtual: true, MemoryTotal: 1 << 50}
 }
 
 // drafts runs the pair along seq as the engine does: the target runs

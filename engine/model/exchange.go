@@ -25,7 +25,7 @@ func copier(to, from *part) kernels.DeviceCopier {
 
 // allDirect reports whether every device copies straight from every
 // other, as the device-side sum of a tensor split needs.
-func (m *Placed) allDirect() bool {
+func (m *Model) allDirect() bool {
 	for _, to := range m.parts {
 		for _, from := range m.parts {
 			if to != from && copier(to, from) == nil {
@@ -39,7 +39,7 @@ func (m *Placed) allDirect() bool {
 // spread copies src, rows of the stream on from, into the receive buffer
 // of each part of to: device to device where it can, else read once into
 // hostX and written from there.
-func (m *Placed) spread(from *part, src kernels.Tensor, to []*part) error {
+func (m *Model) spread(from *part, src kernels.Tensor, to []*part) error {
 	b, read := src.Rows, false
 	for _, pt := range to {
 		dst := pt.s.recv.RowSlice(0, b)
@@ -69,7 +69,7 @@ func (m *Placed) spread(from *part, src kernels.Tensor, to []*part) error {
 }
 
 // readStream copies t, b rows of the stream on pt, into hostX.
-func (m *Placed) readStream(pt *part, t kernels.Tensor) error {
+func (m *Model) readStream(pt *part, t kernels.Tensor) error {
 	if err := pt.be.Read(kernels.F32Bytes(m.hostX[:t.Rows*m.params.Embd]), t); err != nil {
 		return fmt.Errorf("model: stream from device %d: %w", pt.dev, err)
 	}
@@ -77,7 +77,7 @@ func (m *Placed) readStream(pt *part, t kernels.Tensor) error {
 }
 
 // send writes b rows of hostX into pt's receive buffer.
-func (m *Placed) send(pt *part, b int) error {
+func (m *Model) send(pt *part, b int) error {
 	if err := pt.be.Write(pt.s.recv.RowSlice(0, b), kernels.F32Bytes(m.hostX[:b*m.params.Embd])); err != nil {
 		return fmt.Errorf("model: stream to device %d: %w", pt.dev, err)
 	}
@@ -85,7 +85,7 @@ func (m *Placed) send(pt *part, b int) error {
 }
 
 // sendAll sends hostX to the parts that want it.
-func (m *Placed) sendAll(b int, want func(*part) bool) error {
+func (m *Model) sendAll(b int, want func(*part) bool) error {
 	for _, pt := range m.parts {
 		if want(pt) {
 			if err := m.send(pt, b); err != nil {
@@ -108,7 +108,7 @@ func (pt *part) shares(l int, kind progKind) bool {
 // the chain of shareholders, each adding its share to what it received
 // (an Add on the device), and the last sends it to the others; otherwise
 // the host adds. Both add in the same order, so they agree to the bit.
-func (m *Placed) sumShares(ctx context.Context, b, l int, kind progKind) error {
+func (m *Model) sumShares(ctx context.Context, b, l int, kind progKind) error {
 	if !m.direct {
 		return m.sumOnHost(b, l, kind)
 	}
@@ -127,7 +127,7 @@ func (m *Placed) sumShares(ctx context.Context, b, l int, kind progKind) error {
 		if err := copier(pt, acc).CopyFrom(recv, acc.be, sum); err != nil {
 			return fmt.Errorf("model: block %d share from device %d to %d: %w", l, acc.dev, pt.dev, err)
 		}
-		err := pt.run(ctx, progKey{progReduce, 0, b}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progReduce, n: b}, func() []kernels.Op {
 			return []kernels.Op{kernels.Add{Dst: recv, A: recv, B: pt.s.xn.RowSlice(0, b)}}
 		})
 		if err != nil {
@@ -148,7 +148,7 @@ func (m *Placed) sumShares(ctx context.Context, b, l int, kind progKind) error {
 }
 
 // sumOnHost adds the shares into hostX and sends the sum to every device.
-func (m *Placed) sumOnHost(b, l int, kind progKind) error {
+func (m *Model) sumOnHost(b, l int, kind progKind) error {
 	sum := m.hostX[:b*m.params.Embd]
 	clear(sum)
 	share := m.partial[:len(sum)]

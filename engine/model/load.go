@@ -3,8 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
@@ -14,7 +12,7 @@ import (
 )
 
 // loadTensors places every shard of the plan's tensors on its device.
-func (m *Placed) loadTensors(ctx context.Context, f *gguf.File, mp *plan.ModelPlan, progress func(Progress)) error {
+func (m *Model) loadTensors(ctx context.Context, f *gguf.File, mp *plan.ModelPlan, progress func(Progress)) error {
 	var done, total int64
 	sizes := map[int][]int64{} // of the buffers placeShard makes, by device
 	for _, t := range mp.Tensors {
@@ -61,15 +59,15 @@ func (m *Placed) loadTensors(ctx context.Context, f *gguf.File, mp *plan.ModelPl
 		}
 	}
 	for _, pt := range m.parts {
-		if !pt.output.Valid() && pt.headRows.Len() > 0 {
-			pt.output = pt.tokEmbd // tied head
+		if !pt.w.output.Valid() && pt.headRows.Len() > 0 {
+			pt.w.output = pt.w.tokEmbd // tied head
 		}
 	}
 	return nil
 }
 
 // placeShard uploads one shard and binds it to the tensor it serves.
-func (m *Placed) placeShard(t *plan.Tensor, s plan.Shard, data []byte) error {
+func (m *Model) placeShard(t *plan.Tensor, s plan.Shard, data []byte) error {
 	pt := m.byDev[s.Device]
 	if pt == nil {
 		return fmt.Errorf("device not among the model's: %w", ErrBadParam)
@@ -78,7 +76,7 @@ func (m *Placed) placeShard(t *plan.Tensor, s plan.Shard, data []byte) error {
 	if err != nil {
 		return err
 	}
-	label := kernels.Label{Owner: m.role, Cat: category(t.Class)}
+	label := kernels.Label{Owner: m.role, Cat: classCategory(t.Class)}
 	rows, cols := 1, int(t.Dims[0])
 	if len(t.Dims) == 2 {
 		rows = int(t.Dims[1])
@@ -147,38 +145,14 @@ func columns(t *plan.Tensor, s plan.Shard, data []byte) ([]byte, error) {
 }
 
 // destination is the field a tensor of this name binds to on pt.
-func (m *Placed) destination(pt *part, name string) (*kernels.Tensor, error) {
-	switch name {
-	case "token_embd.weight":
-		return &pt.tokEmbd, nil
-	case "output.weight":
-		return &pt.output, nil
-	case "output_norm.weight":
-		return &pt.outNorm, nil
-	case "rope_freqs.weight":
-		return &pt.ropeFreqs, nil
-	}
-	rest, ok := strings.CutPrefix(name, "blk.")
-	num, suffix, ok2 := strings.Cut(rest, ".")
-	b, err := strconv.Atoi(num)
-	if !ok || !ok2 || err != nil || b < 0 || b >= len(pt.blk) {
-		return nil, fmt.Errorf("no use for it in a %s model: %w", m.params.Arch, ErrUnsupported)
-	}
-	w := &pt.blk[b]
-	fields := map[string]*kernels.Tensor{
-		"attn_norm.weight": &w.attnNorm, "attn_q.weight": &w.wq, "attn_k.weight": &w.wk,
-		"attn_v.weight": &w.wv, "attn_output.weight": &w.wo, "ffn_norm.weight": &w.ffnNorm,
-		"ffn_gate.weight": &w.gate, "ffn_up.weight": &w.up, "ffn_down.weight": &w.down,
-		"attn_q.bias": &w.bq, "attn_k.bias": &w.bk, "attn_v.bias": &w.bv,
-		"attn_q_norm.weight": &w.qNorm, "attn_k_norm.weight": &w.kNorm,
-	}
-	if dst, ok := fields[suffix]; ok {
+func (m *Model) destination(pt *part, name string) (*kernels.Tensor, error) {
+	if dst, ok := pt.dst[name]; ok {
 		return dst, nil
 	}
 	return nil, fmt.Errorf("no use for it in a %s model: %w", m.params.Arch, ErrUnsupported)
 }
 
-func category(c plan.Class) kernels.Category {
+func classCategory(c plan.Class) kernels.Category {
 	switch c {
 	case plan.ClassEmbedding:
 		return kernels.Embedding
@@ -190,7 +164,7 @@ func category(c plan.Class) kernels.Category {
 
 // allocBuffers allocates the plan's KV caches and scratch buffers and
 // binds them.
-func (m *Placed) allocBuffers(p *plan.Plan, mp *plan.ModelPlan) error {
+func (m *Model) allocBuffers(p *plan.Plan, mp *plan.ModelPlan) error {
 	sizes := map[int][]int64{} // by device
 	for _, b := range mp.Buffers {
 		sizes[b.Device] = append(sizes[b.Device], b.Bytes)
@@ -203,41 +177,31 @@ func (m *Placed) allocBuffers(p *plan.Plan, mp *plan.ModelPlan) error {
 	for _, b := range mp.Buffers {
 		pt := m.byDev[b.Device]
 		if pt == nil {
-			return fmt.Errorf("model: buffer %s on device %d, not one of the model's: %w", b.Name, b.Device, ErrBadParam)
+			return fmt.Errorf("model: buffer %s on device %d, not one of the model's: %w", b.Name(), b.Device, ErrBadParam)
 		}
-		cat := kernels.Scratch
-		if b.Kind == plan.BufferKV {
-			cat = kernels.KV
-		}
-		buf, err := pt.be.Alloc(kernels.Label{Owner: m.role, Cat: cat}, b.Bytes)
+		buf, err := pt.be.Alloc(kernels.Label{Owner: m.role, Cat: category(b)}, b.Bytes)
 		if err != nil {
-			return fmt.Errorf("model: buffer %s on device %d: %w", b.Name, b.Device, err)
+			return fmt.Errorf("model: buffer %s on device %d: %w", b.Name(), b.Device, err)
 		}
 		pt.bufs = append(pt.bufs, buf)
-		if len(b.Dims) != 2 {
-			continue // attention scores [ctx, B, group]: reserved for backends whose attention stores them
-		}
-		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
-		if err := pt.bind(b, t); err != nil {
+		if err := pt.bind(b, kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)); err != nil {
 			return err
 		}
 	}
-	if err := m.reserve(p); err != nil {
-		return err
-	}
-	label := kernels.Label{Owner: m.role, Cat: kernels.Scratch}
 	for _, pt := range m.parts {
-		// Token ids, positions and output rows: 12 bytes a token, outside the plan.
-		buf, err := pt.be.Alloc(label, 3*4*int64(m.batch))
-		if err != nil {
-			return fmt.Errorf("model: inputs on device %d: %w", pt.dev, err)
+		if !pt.s.tokens.Valid() {
+			return fmt.Errorf("model: the plan has no inputs buffer on device %d: %w", pt.dev, ErrMissing)
 		}
-		pt.bufs = append(pt.bufs, buf)
-		pt.s.tokens = kernels.NewTensor(buf, quant.I32, 1, m.batch, 0)
-		pt.s.pos = kernels.NewTensor(buf, quant.I32, 1, m.batch, 4*int64(m.batch))
-		pt.s.outIdx = kernels.NewTensor(buf, quant.I32, 1, m.batch, 8*int64(m.batch))
 	}
-	return nil
+	return m.reserve(p)
+}
+
+// category is the accounting category of a plan buffer.
+func category(b plan.Buffer) kernels.Category {
+	if b.Kind() == plan.BufferKV {
+		return kernels.KV
+	}
+	return kernels.Scratch
 }
 
 // reserver is a backend with scratch of its own besides what callers
@@ -248,7 +212,7 @@ type reserver interface {
 
 // reserve gives each part's backend the plan's workspace for its device,
 // so the programs compiled later fit in it.
-func (m *Placed) reserve(p *plan.Plan) error {
+func (m *Model) reserve(p *plan.Plan) error {
 	for _, pt := range m.parts {
 		r, ok := pt.be.(reserver)
 		if !ok {
@@ -266,25 +230,44 @@ func (m *Placed) reserve(p *plan.Plan) error {
 	return nil
 }
 
-// bind points the scratch field or KV cache named by b at t.
+// bind points the scratch field or KV cache of b's role at t.
 func (pt *part) bind(b plan.Buffer, t kernels.Tensor) error {
-	if b.Kind == plan.BufferKV {
+	switch b.Role {
+	case plan.RoleKeys, plan.RoleValues:
 		if b.Block < 0 || b.Block >= len(pt.kvK) {
-			return fmt.Errorf("model: KV buffer %s of block %d: %w", b.Name, b.Block, ErrBadParam)
+			return fmt.Errorf("model: KV buffer %s of block %d: %w", b.Name(), b.Block, ErrBadParam)
 		}
-		if strings.HasSuffix(b.Name, ".k") {
+		if b.Role == plan.RoleKeys {
 			pt.kvK[b.Block] = t
 		} else {
 			pt.kvV[b.Block] = t
 		}
-		return nil
+	case plan.RoleInputs: // [3, batch]: ids, positions, rows wanted
+		pt.s.tokens, pt.s.pos, pt.s.outIdx = t.Row(0), t.Row(1), t.Row(2)
+	case plan.RoleStream:
+		pt.s.x = t
+	case plan.RoleNormed:
+		pt.s.xn = t
+	case plan.RoleQueries:
+		pt.s.q = t
+	case plan.RoleNewKeys:
+		pt.s.k = t
+	case plan.RoleNewValues:
+		pt.s.v = t
+	case plan.RoleAttention:
+		pt.s.attn = t
+	case plan.RoleFFNGate:
+		pt.s.gate = t
+	case plan.RoleFFNUp:
+		pt.s.up = t
+	case plan.RoleLogits:
+		pt.s.logits = t
+	case plan.RoleTopIDs:
+		pt.s.topIDs = t
+	case plan.RoleTopLogits:
+		pt.s.topLogits = t
+	case plan.RoleReceive:
+		pt.s.recv = t
 	}
-	fields := map[string]*kernels.Tensor{
-		"x": &pt.s.x, "xn": &pt.s.xn, "q": &pt.s.q, "k": &pt.s.k, "v": &pt.s.v, "attn": &pt.s.attn,
-		"ffn_gate": &pt.s.gate, "ffn_up": &pt.s.up, "logits": &pt.s.logits, "recv": &pt.s.recv,
-	}
-	if dst, ok := fields[b.Name]; ok {
-		*dst = t
-	}
-	return nil // features: an EAGLE-3 draft's, which a Placed model does not run
+	return nil // an EAGLE-3 draft's features: a decoder does not run them
 }

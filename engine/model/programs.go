@@ -1,0 +1,104 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tandem-run/tandem/kernels"
+)
+
+// progKey names one compiled program of a backend.
+type progKey struct {
+	kind  progKind
+	block int // the block a program starts at; the head's headKind
+	n     int // rows
+	top   int // a top-k head's k
+}
+
+type progKind uint8
+
+const (
+	progEmbed   progKind = iota // token lookup
+	progStage                   // layer split: the part's blocks (from one captured block to the next)
+	progAttn                    // tensor split: a block's attention, partial output
+	progFFN                     // tensor split: a block's FFN, partial output
+	progFinish                  // tensor split: the last block's sum into the stream
+	progReduce                  // tensor split: a share added to the sum received
+	progHead                    // output norm and the part's head rows, and what headKind adds
+	progFuse                    // EAGLE-3: the target's states into the fused ones
+	progDraft                   // EAGLE-3: the layer on fused states, and the head
+	progStep                    // EAGLE-3: the layer on its own last output, and the head
+	progFarHead                 // EAGLE-3: its rows of the target's head, where the target keeps them
+)
+
+// maxPrograms bounds each backend's program cache by batch sizes; prompts
+// of many lengths would otherwise keep one compiled program per length.
+const maxPrograms = 16
+
+// programs are one backend's compiled programs, compiled on first use and
+// kept (a GPU backend captures each as a graph on its first run).
+type programs struct {
+	be    kernels.Backend
+	where string // the device, in messages
+	m     map[progKey]kernels.Program
+}
+
+func newPrograms(be kernels.Backend, where string) programs {
+	return programs{be: be, where: where, m: map[progKey]kernels.Program{}}
+}
+
+// run runs the program of key, compiling it with ops on first use.
+func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op) error {
+	prog, ok := p.m[key]
+	if !ok {
+		list := ops()
+		if len(list) == 0 {
+			return nil
+		}
+		var err error
+		if prog, err = p.be.Compile(list); err != nil {
+			return fmt.Errorf("model: %s: compile for %d rows: %w", p.where, key.n, err)
+		}
+		p.evict(key.n)
+		p.m[key] = prog
+	}
+	if err := prog.Run(ctx); err != nil {
+		return fmt.Errorf("model: %s: %w", p.where, err)
+	}
+	return nil
+}
+
+// evict bounds the cache: when maxPrograms batch sizes are cached, the
+// programs of one size other than 1 (decode) and n go.
+func (p *programs) evict(n int) {
+	sizes := map[int]bool{}
+	for k := range p.m {
+		sizes[k.n] = true
+	}
+	if len(sizes) < maxPrograms {
+		return
+	}
+	for size := range sizes {
+		if size == 1 || size == n {
+			continue
+		}
+		for k, prog := range p.m {
+			if k.n == size {
+				_ = prog.Close()
+				delete(p.m, k)
+			}
+		}
+		return
+	}
+}
+
+// close releases every program.
+func (p *programs) close() error {
+	var errs []error
+	for k, prog := range p.m {
+		errs = append(errs, prog.Close())
+		delete(p.m, k)
+	}
+	return errors.Join(errs...)
+}
