@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -129,9 +130,21 @@ func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, p
 		m.notice.Set(widgets.NoticeWarning, note, "")
 	}
 	if m.inv.Reason != "" {
-		m.status.SetText("No GPUs listed: " + m.inv.Reason)
+		m.notice.Set(widgets.NoticeInfo, noGPUNote(m.inv), "")
 	}
 	return m, nil
+}
+
+// noGPUNote says why no GPU is listed and what to install; it stays
+// above the Models page until closed.
+func noGPUNote(inv device.Inventory) string {
+	where := "Models run on the CPU."
+	if slices.ContainsFunc(inv.Devices, func(d device.Device) bool { return d.Kind != device.CPU }) {
+		where = "Models run on the devices listed."
+	}
+	return "No GPUs listed: " + inv.Reason + ". " + where + " For NVIDIA GPUs, install the NVIDIA driver " +
+		"(Debian 12: the nvidia-driver package from the non-free component; it brings libnvidia-ml.so.1), " +
+		"reboot and start Tandem again; no CUDA toolkit is needed."
 }
 
 // openModels opens the models of the last run; on a first start (or when

@@ -24,6 +24,8 @@ func (m *mainWindow) canLoad() error {
 	switch {
 	case m.target == nil:
 		return errors.New("Choose a target model.")
+	case roleProblem("target", m.target) != "":
+		return errors.New("The target model cannot run as a target: see its card.")
 	case len(m.set.Layout.TargetDevices) == 0:
 		return errors.New("Drag a device into the Target zone.")
 	case m.draft != nil && !draftOK(m):

@@ -145,14 +145,17 @@ func (m *mainWindow) build() {
 	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
 	m.find = newFindPage(m, newHubClient())
 	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
-	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
-		container.NewBorder(m.notice.box, nil, nil, nil, split)), m.chatTab, m.findTab)
+	modelsPage := container.NewBorder(m.notice.box, nil, nil, nil, split)
+	m.notice.in(modelsPage)
+	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), modelsPage), m.chatTab, m.findTab)
 	m.pages.OnSelected = func(t *container.TabItem) {
 		if t == m.findTab {
 			m.find.shown()
 		}
 	}
-	m.win.SetContent(container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages))
+	content := container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages)
+	m.errNotice.in(content)
+	m.win.SetContent(content)
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},
