@@ -47,7 +47,7 @@ func newCodeBlock(onCopy func(string)) *codeBlock {
 		}
 	})
 	b.copyBtn.Importance = widget.LowImportance
-	head := container.NewHBox(b.label, layout.NewSpacer(), b.copyBtn)
+	head := container.NewHBox(container.NewCenter(b.label), layout.NewSpacer(), b.copyBtn)
 	b.content = container.NewStack(b.bg, container.NewPadded(container.NewBorder(head, nil, nil, nil, b.text)))
 	b.ExtendBaseWidget(b)
 	return b
