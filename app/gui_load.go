@@ -154,6 +154,7 @@ func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 		m.status.SetText("Loading failed.")
 		m.showError("Loading failed.", err)
 	default:
+		m.notice.Drop(demoNotice) // said what was chosen; it is loaded now
 		m.chat.useLocal(m.model, m.loadedCfg)
 		m.openChat()
 	}

@@ -259,3 +259,61 @@ func TestTargetRoleVerdictsAndRecents(t *testing.T) {
 		t.Errorf("draft's recent files %v", got)
 	}
 }
+
+// The planner's words name the host's CPU as its chip does: "CPU", never
+// "CPU 2" after the GPUs' numbers. Issue 26, item 10.
+func TestSuggestionsNameTheCPULikeItsChip(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{0}, []int{0} }, nil)
+	h.m.chooseModel("target", h.demo.Target)
+	h.m.chooseModel("draft", h.demo.Draft)
+	h.settle()
+	all := strings.Join(h.m.preview.Preview().Suggestions, "\n")
+	if !strings.Contains(all, "Put the draft on CPU") || strings.Contains(all, "CPU 2") {
+		t.Errorf("suggestions %q", all)
+	}
+}
+
+// The first start's note on the demo pair goes once the pair is loaded;
+// other notes stay. Issue 26, item 10.
+func TestDemoNoticeGoesWhenLoaded(t *testing.T) {
+	h := newHarnessOn(t, cpuOnly(), nil, loadReturning(&fakeModel{}))
+	m := h.m
+	m.openModels()
+	h.settle()
+	if !strings.Contains(m.notice.Text(), "demo pair is selected") {
+		t.Fatalf("notes %q", m.notice.Text())
+	}
+	m.startLoad()
+	h.waitFor("the load", func() bool { return m.cancelLoad == nil })
+	if got := m.notice.Text(); strings.Contains(got, "demo pair is selected") || !strings.Contains(got, "No GPUs listed") {
+		t.Errorf("notes after loading: %q", got)
+	}
+}
+
+// The window opens at its default size on a large screen and inside a
+// small one (it opened 1280x820 on an 800-pixel-high screen, cutting off
+// the bottom row); its content's minimum fits 800x600 with every page.
+// Issue 26, item 9.
+func TestWindowFitsTheScreen(t *testing.T) {
+	for _, tc := range []struct {
+		screen screenPixels
+		scale  float32
+		want   fyne.Size
+	}{
+		{screenPixels{1920, 1080}, 1, fyne.NewSize(1280, 820)},
+		{screenPixels{1280, 800}, 1, fyne.NewSize(1264, 736)},
+		{screenPixels{800, 600}, 1, fyne.NewSize(784, 536)},
+		{screenPixels{1920, 1080}, 2, fyne.NewSize(944, 476)},
+		{screenPixels{}, 1, fyne.NewSize(1280, 820)}, // not known
+	} {
+		if got := fitWindow(tc.screen, tc.scale); got != tc.want {
+			t.Errorf("screen %v at scale %v: %v, want %v", tc.screen, tc.scale, got, tc.want)
+		}
+	}
+	h := newHarness(t, nil, nil)
+	h.m.openModels()
+	h.settle()
+	if min := h.m.win.Content().MinSize(); min.Width > 784 || min.Height > 536 {
+		t.Errorf("the window's content needs %v: more than an 800x600 screen gives", min)
+	}
+}
