@@ -138,8 +138,9 @@ func newChatPage(m *mainWindow) *chatPage {
 	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
 	split.Offset = 0.2
 	split.Trailing.(*container.Split).Offset = 0.72
-	c.content = container.NewBorder(c.notice.box, nil, nil, nil, split)
-	c.notice.in(c.content)
+	page := container.NewBorder(c.notice.box, nil, nil, nil, split)
+	c.notice.in(page)
+	c.content = page
 	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
 	cv := m.win.Canvas()
 	cv.AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierShortcutDefault}, func(fyne.Shortcut) { c.sendInput() })

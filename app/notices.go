@@ -25,9 +25,9 @@ type notices struct {
 	shown   []*widgets.Notice
 	waiting []notice
 	// page is the container box sits in, laid out again when notices come
-	// and go: a container lays out only itself when refreshed, so a closed
-	// notice would leave its band empty until something else did.
-	page fyne.CanvasObject
+	// and go: nothing lays out a box's parent when the box shrinks, so a
+	// closed notice left its band empty until the page was switched.
+	page *fyne.Container
 }
 
 type notice struct {
@@ -45,7 +45,7 @@ func newNotices() *notices {
 }
 
 // in says which container the notices' box is laid out by.
-func (q *notices) in(page fyne.CanvasObject) { q.page = page }
+func (q *notices) in(page *fyne.Container) { q.page = page }
 
 // Set adds a notice: text, with detail behind its Details button.
 func (q *notices) Set(kind widgets.NoticeKind, text, detail string) {
@@ -117,6 +117,9 @@ func (q *notices) Drop(text string) {
 // Hide removes every notice, shown or waiting: what they said is over (a
 // new load, a new message).
 func (q *notices) Hide() {
+	if len(q.shown) == 0 && len(q.waiting) == 0 {
+		return // nothing to lay out again: a full page refresh costs frames
+	}
 	q.shown, q.waiting = nil, nil
 	q.box.RemoveAll()
 	q.laidOut()
@@ -127,8 +130,11 @@ func (q *notices) Hide() {
 func (q *notices) laidOut() {
 	q.box.Hidden = len(q.shown) == 0
 	q.box.Refresh()
-	if q.page != nil {
-		q.page.Refresh()
+	// Laid out, not refreshed: a container's Refresh refreshes everything
+	// inside it, which on the Models page costs frames (the box's own
+	// refresh already asks for the repaint).
+	if q.page != nil && q.page.Layout != nil {
+		q.page.Layout.Layout(q.page.Objects, q.page.Size())
 	}
 }
 

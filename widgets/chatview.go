@@ -138,7 +138,7 @@ type bubble struct {
 	who               *widget.Label
 	edit, regen, copy *widget.Button
 	body              *fyne.Container // one block widget per chatBlock
-	blocks            []fyne.CanvasObject
+	blocks            []blockView
 	stats             *canvas.Text
 	bg                *canvas.Rectangle
 	box               *fyne.Container
@@ -207,10 +207,19 @@ func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 	b.copy.Refresh()
 }
 
-// proseBlock is a prose block's widget and the text it shows.
-type proseBlock struct {
-	*widget.RichText
-	text string
+// blockView is the widget of one of a message's blocks: a code block, or
+// rich text for prose with the text it shows.
+type blockView struct {
+	code  *codeBlock
+	prose *widget.RichText
+	text  string
+}
+
+func (b blockView) object() fyne.CanvasObject {
+	if b.code != nil {
+		return b.code
+	}
+	return b.prose
 }
 
 // showBlocks shows the message's blocks, reusing the widgets of blocks
@@ -219,36 +228,36 @@ type proseBlock struct {
 func (b *bubble) showBlocks(blocks []chatBlock) {
 	for i, bl := range blocks {
 		if i < len(b.blocks) {
-			switch w := b.blocks[i].(type) {
-			case *codeBlock:
-				if bl.code {
-					w.set(bl.lang, bl.text)
-					continue
+			v := &b.blocks[i]
+			switch {
+			case bl.code && v.code != nil:
+				v.code.set(bl.lang, bl.text)
+				continue
+			case !bl.code && v.prose != nil:
+				if v.text != bl.text {
+					v.text = bl.text
+					v.prose.Segments = proseSegments(bl.text)
+					v.prose.Refresh()
 				}
-			case *proseBlock:
-				if !bl.code {
-					if w.text != bl.text {
-						w.text = bl.text
-						w.Segments = proseSegments(bl.text)
-						w.Refresh()
-					}
-					continue
-				}
+				continue
 			}
 			b.blocks = b.blocks[:i]
 		}
 		if bl.code {
 			c := newCodeBlock(b.onCopy)
 			c.set(bl.lang, bl.text)
-			b.blocks = append(b.blocks, c)
+			b.blocks = append(b.blocks, blockView{code: c})
 		} else {
-			p := &proseBlock{RichText: widget.NewRichText(proseSegments(bl.text)...), text: bl.text}
-			p.Wrapping = fyne.TextWrapWord
-			b.blocks = append(b.blocks, p)
+			r := widget.NewRichText(proseSegments(bl.text)...)
+			r.Wrapping = fyne.TextWrapWord
+			b.blocks = append(b.blocks, blockView{prose: r, text: bl.text})
 		}
 	}
 	b.blocks = b.blocks[:len(blocks)]
-	b.body.Objects = append(b.body.Objects[:0], b.blocks...)
+	b.body.Objects = b.body.Objects[:0]
+	for _, v := range b.blocks {
+		b.body.Objects = append(b.body.Objects, v.object())
+	}
 	b.body.Refresh()
 }
 
@@ -272,12 +281,11 @@ func segmentsText(segs []widget.RichTextSegment) string {
 // tests).
 func (b *bubble) shownText() string {
 	var parts []string
-	for _, o := range b.blocks {
-		switch w := o.(type) {
-		case *codeBlock:
-			parts = append(parts, "```"+w.lang+"\n"+w.code+"\n```")
-		case *proseBlock:
-			parts = append(parts, segmentsText(w.Segments))
+	for _, v := range b.blocks {
+		if v.code != nil {
+			parts = append(parts, "```"+v.code.lang+"\n"+v.code.code+"\n```")
+		} else {
+			parts = append(parts, segmentsText(v.prose.Segments))
 		}
 	}
 	return strings.Join(parts, "\n")

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -20,6 +21,17 @@ func newTestChat(t *testing.T) (*ChatView, fyne.Window) {
 }
 
 func bodyText(v *ChatView, i int) string { return v.bubbles[i].shownText() }
+
+// drawnTexts is every canvas text drawn inside o, joined.
+func drawnTexts(o fyne.CanvasObject) string {
+	var b strings.Builder
+	for _, c := range test.LaidOutObjects(o) {
+		if t, ok := c.(*canvas.Text); ok && t.Visible() {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
 
 // Streaming grows the last message in place; the final update drops the
 // cursor, shows the statistics and offers Regenerate.
@@ -40,6 +52,12 @@ func TestChatViewStreams(t *testing.T) {
 	v.UpdateMessage(1, ChatMessage{Role: "assistant", Text: text, Stats: "7 tokens, 120.0 tok/s"})
 	if got := bodyText(v, 1); got != text {
 		t.Errorf("final body %q", got)
+	}
+	// What is drawn, not only the segments: the streamed text reached the
+	// rich text's renderer (a widget wrapping another once kept its first
+	// rendering, the cursor alone).
+	if drawn := drawnTexts(v); !strings.Contains(drawn, text) || strings.Contains(drawn, "▍") {
+		t.Errorf("drawn %q", drawn)
 	}
 	var regenerated []int
 	v.OnRegenerate = func(i int) { regenerated = append(regenerated, i) }
@@ -88,9 +106,9 @@ func TestChatViewCodeBlock(t *testing.T) {
 	if len(blocks) != 3 {
 		t.Fatalf("%d blocks, want prose, code, prose", len(blocks))
 	}
-	code, ok := blocks[1].(*codeBlock)
-	if !ok || code.lang != "go" || code.code != "func main() {\n\t// hello\n\tprintln(\"hi\", 42)\n}" {
-		t.Fatalf("code block %#v", blocks[1])
+	code := blocks[1].code
+	if code == nil || code.lang != "go" || code.code != "func main() {\n\t// hello\n\tprintln(\"hi\", 42)\n}" {
+		t.Fatalf("code block %#v", code)
 	}
 	colours := map[string]fyne.ThemeColorName{}
 	var rows []string
