@@ -154,7 +154,10 @@ func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 		m.status.SetText("Loading failed.")
 		m.showError("Loading failed.", err)
 	default:
-		m.notice.Drop(demoNotice) // said what was chosen; it is loaded now
+		// The note on the demo pair said what was chosen; it is loaded now.
+		// Dropped on a later turn of the main loop: laying the Models page
+		// out again need not lengthen the frame that shows the chat.
+		m.post(func() { m.notice.Drop(demoNotice) })
 		m.chat.useLocal(m.model, m.loadedCfg)
 		m.openChat()
 	}
