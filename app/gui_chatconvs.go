@@ -201,10 +201,11 @@ func (c *chatPage) deleteChat() {
 	c.commitDelete()
 	c.convs = slices.DeleteFunc(c.convs, func(x *Conversation) bool { return x == conv })
 	c.conv = nil
+	known := savedAs{conv.ID, conv.Revision} // read here: the main goroutine writes them
 	c.m.disk.add(func() {
 		s, ok := c.saved[conv]
-		if !ok && conv.ID != "" {
-			s, ok = savedAs{conv.ID, conv.Revision}, true
+		if !ok && known.id != "" {
+			s, ok = known, true
 		}
 		delete(c.saved, conv)
 		if !ok {
