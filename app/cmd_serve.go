@@ -97,9 +97,10 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 // drafted gives every request that names no drafting settings those of
-// the command line.
+// the command line. The rest of the runner (constraints, tools, the KV
+// caches' size) shows through to the server.
 type drafted struct {
-	gen      serve.Generator
+	*engine.Runner
 	drafting engine.Drafting
 }
 
@@ -107,5 +108,5 @@ func (d drafted) Generate(ctx context.Context, req engine.Request, emit func(eng
 	if req.Drafting == (engine.Drafting{}) {
 		req.Drafting = d.drafting
 	}
-	return d.gen.Generate(ctx, req, emit)
+	return d.Runner.Generate(ctx, req, emit)
 }
