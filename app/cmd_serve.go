@@ -50,7 +50,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem serve [--model M] [--draft D | --lookup] [--addr 127.0.0.1:8080] [--api-key K] [flags]\n\n"+
-			"Serves the model over an OpenAI-compatible API (/v1/models, /v1/chat/completions,\n/v1/completions) until interrupted.")
+			"Serves the model over an OpenAI-compatible API (/v1/models, /v1/chat/completions,\n/v1/completions; /metrics, /health) until interrupted.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseFlags(fs, args)
