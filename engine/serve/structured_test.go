@@ -217,7 +217,8 @@ func weatherTools(t *testing.T) []openai.ChatCompletionToolUnionParam {
 // required always yields a well-formed call (streamed and whole, greedy
 // and sampled), parsed into tool_calls with content null and finish
 // reason tool_calls; a named choice calls that function; and the call
-// sent back with a tool message is answered.
+// sent back with a tool message is answered (tool_choice auto: the demo
+// model, trained on no calls, answers in words).
 func TestToolRoundTrip(t *testing.T) {
 	r, err := engine.Load(t.Context(), engine.Config{Target: qwen3Fixture(t),
 		Draft: sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"), Context: 1024}, nil)
@@ -284,7 +285,8 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 	call := first.Message.ToolCalls[0]
 	answer := base
-	answer.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
+	answer.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("auto")}
+	answer.Temperature = openai.Float(0)
 	answer.Messages = append(answer.Messages,
 		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
 			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call.ToParam()}}},
