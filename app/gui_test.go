@@ -50,9 +50,9 @@ type guiHarness struct {
 
 const mib = 1 << 20
 
-// testInventory is two 80 MiB virtual GPUs and a CPU with 1 GiB free.
+// testInventory is two 64 MiB virtual GPUs and a CPU with 1 GiB free.
 func testInventory(t *testing.T) device.Inventory {
-	inv, err := device.ParseVirtual("cuda0:80MiB,cuda0:80MiB")
+	inv, err := device.ParseVirtual("cuda0:64MiB,cuda0:64MiB")
 	if err != nil {
 		t.Fatal(err)
 	}
