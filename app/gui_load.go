@@ -32,6 +32,8 @@ func (m *mainWindow) canLoad() error {
 		return errors.New("Drag a device into the Target zone.")
 	case m.draft != nil && !draftOK(m):
 		return errors.New("The draft cannot draft for this target: choose another draft or None.")
+	case m.planErr != nil:
+		return errors.New("This layout cannot be planned: see Memory per device.")
 	case m.plan == nil:
 		return errors.New("Planning…")
 	case !m.plan.Fits:

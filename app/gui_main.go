@@ -43,7 +43,9 @@ type mainWindow struct {
 	planner       worker     // plans, newest first
 	disk          worker     // settings and conversation writes, in order
 	planSeq       int
-	plan          *plan.Plan // the plan of what is shown; nil: none
+	plan          *plan.Plan        // the plan of what is shown; nil: none
+	planErr       error             // why the layout shown has no plan; nil: it has one, or is being planned
+	repairs       []plan.Suggestion // the changes that give a refused layout a plan
 
 	model     loadedModel // loaded local models; nil: none
 	loadedCfg engine.Config
