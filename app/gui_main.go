@@ -72,6 +72,8 @@ type mainWindow struct {
 	gpus       *widgets.GPUCanvas
 	preview    *widgets.MemoryPreview
 	ctxEntry   *widget.Entry
+	ctxOver    *widget.Check // a context past the target's trained length
+	ctxHint    *widget.Label // what bounds the context
 	kvSelect   *widget.Select
 	loadBtn    *widget.Button
 	cancelBtn  *widget.Button
@@ -96,14 +98,7 @@ func (m *mainWindow) build() {
 	m.preview.OnBorrow = m.switchBorrow
 	m.preview.OnRemote = m.useRemote
 
-	m.ctxEntry = widget.NewEntry()
-	m.ctxEntry.SetPlaceHolder("model's, at most 4096")
-	m.ctxEntry.OnChanged = func(s string) {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 || s == "" {
-			m.set.Layout.Ctx = n
-			m.changed()
-		}
-	}
+	m.buildCtx()
 	m.kvSelect = widget.NewSelect(kvChoices(m.set.Layout, m.inv), func(s string) {
 		if s != m.set.Layout.KVType {
 			m.set.Layout.KVType = s
@@ -128,6 +123,8 @@ func (m *mainWindow) build() {
 	// 800-pixel-wide window.
 	ctxRow := container.New(layout.NewFormLayout(),
 		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), widget.NewLabel("tokens")),
+		layout.NewSpacer(), m.ctxOver,
+		layout.NewSpacer(), m.ctxHint,
 		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))
 	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
 		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))
@@ -183,11 +180,13 @@ func (m *mainWindow) showLayout() {
 	l := m.set.Layout
 	m.gpus.SetDevices(chipsFor(m.inv))
 	m.gpus.SetPlacement(canvasPlacement(l))
+	m.ctxOver.SetChecked(l.CtxOverride)
 	if l.Ctx > 0 {
 		m.ctxEntry.SetText(strconv.Itoa(l.Ctx))
 	} else {
 		m.ctxEntry.SetText("")
 	}
+	m.refreshCtxHint()
 	m.showKVChoices()
 }
 

@@ -115,6 +115,7 @@ func (m *mainWindow) showModels() {
 	verdict, ok := draftVerdict(m.target, m.draft)
 	info.Verdict, info.Bad = verdict, !ok
 	m.draftCard.Set(info)
+	m.refreshCtxHint()
 }
 
 // replan makes a plan for what is shown, on the planner worker; only the

@@ -46,7 +46,7 @@ func defaultLayout(l Layout, inv device.Inventory) Layout {
 // chosen; the planner fills in what the layout leaves open (the context,
 // the batch, the draft's device: plan.Input.Resolve).
 func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.Input, error) {
-	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: l.Ctx}
+	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: boundCtx(l, target)}
 	var err error
 	if in.KV, err = plan.ParseKVTypes(l.KVType, ""); err != nil {
 		return in, err
@@ -177,8 +177,8 @@ func planProblem(err error, inv device.Inventory) string {
 		return fmt.Sprintf("The draft model has %s: too few to share between the devices in the Draft zone, and %s would hold none of them. "+
 			"Run the draft on fewer devices.", plural(idle.Blocks, "block"), name)
 	}
-	return capitalize(fmt.Sprintf("%s would hold none of the target model's %s at its ratio (%.1f%% of the model). "+
-		"Raise its ratio under its chip in the Target zone, or take it out of the zone.", name, plural(idle.Blocks, "block"), 100*idle.Share))
+	return fmt.Sprintf("At its ratio (%.1f%% of the model), %s would hold none of the target model's %s. "+
+		"Raise its ratio under its chip in the Target zone, or take it out of the zone.", 100*idle.Share, name, plural(idle.Blocks, "block"))
 }
 
 // borrowView is the plan's borrow report as the preview shows it: what a

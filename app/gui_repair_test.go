@@ -3,9 +3,15 @@
 package app
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // The CPU dragged into the Draft zone beside GPU 0: the one-block demo
@@ -66,5 +72,57 @@ func TestIdleTargetDeviceOffersAFix(t *testing.T) {
 	}
 	if pv := m.preview.Preview(); pv.Error != "" || m.plan == nil {
 		t.Errorf("after the fix: %+v", pv)
+	}
+}
+
+// The context field is bounded by the target's trained length: 99999 is
+// refused with the reason until the override is ticked, the plan keeps
+// the trained length meanwhile, and a too-large context's fixes are the
+// trained length or powers of two below it (24999 once). Issue 26, item 4.
+func TestContextBoundByTrainedLength(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{0}, []int{1} }, nil)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	h.settle()
+	trained := plan.TrainedCtx(m.target)
+	if trained <= 0 || trained >= 99999 {
+		t.Fatalf("the demo target's trained length is %d", trained)
+	}
+	if m.ctxEntry.PlaceHolder != fmt.Sprintf("auto: %d", min(trained, plan.DefaultCtx)) || !strings.Contains(m.ctxHint.Text, fmt.Sprint(trained)) {
+		t.Errorf("placeholder %q, hint %q", m.ctxEntry.PlaceHolder, m.ctxHint.Text)
+	}
+	test.Type(m.ctxEntry, "99999")
+	h.settle()
+	if m.set.Layout.Ctx == 99999 || m.plan == nil || m.plan.Ctx > trained {
+		t.Errorf("99999 taken: layout %d, plan %v", m.set.Layout.Ctx, m.plan)
+	}
+	if !strings.HasPrefix(m.ctxHint.Text, fmt.Sprintf("At most %d", trained)) || m.ctxHint.Importance != widget.DangerImportance {
+		t.Errorf("entry %q, hint %q", m.ctxEntry.Text, m.ctxHint.Text)
+	}
+	test.Tap(m.ctxOver)
+	h.settle()
+	if m.set.Layout.Ctx != 99999 || !m.set.Layout.CtxOverride || m.plan == nil || m.plan.Ctx != 99999 {
+		t.Fatalf("with the override: layout %+v, plan %v", m.set.Layout, m.plan)
+	}
+	if !strings.Contains(m.ctxHint.Text, "fall apart") {
+		t.Errorf("hint %q", m.ctxHint.Text)
+	}
+	var ctxFixes int
+	for _, s := range m.plan.Suggestions {
+		if c := s.Change.Ctx; c > 0 {
+			ctxFixes++
+			if c > trained || c != trained && c&(c-1) != 0 {
+				t.Errorf("fix %q: a context neither trained nor a power of two below it", s.Text)
+			}
+		}
+	}
+	if m.plan.Fits || ctxFixes == 0 {
+		t.Errorf("99999 tokens on a 64 MiB GPU: fits %v, %d context fixes", m.plan.Fits, ctxFixes)
+	}
+	// Unticked, the saved number stays but the plan is bounded again.
+	test.Tap(m.ctxOver)
+	h.settle()
+	if m.set.Layout.CtxOverride || m.plan == nil || m.plan.Ctx > trained {
+		t.Errorf("override off: layout %+v, plan %v", m.set.Layout, m.plan)
 	}
 }

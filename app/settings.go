@@ -55,7 +55,9 @@ type Layout struct {
 	DraftDevices  []int     `json:"draft_devices,omitempty"`
 	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
 	Ctx           int       `json:"ctx,omitempty"`
-	KVType        string    `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	// CtxOverride allows a context past the target's trained length.
+	CtxOverride bool   `json:"ctx_past_trained,omitempty"`
+	KVType      string `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
 }
 
 // ChatSettings are the sampling and drafting settings of the chat page.
