@@ -160,7 +160,7 @@ func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, p
 	}
 	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: post, store: st, set: set, load: load, inv: inv}
 	m.picker = &nativePicker{win: m.win, post: post}
-	m.set.Layout = defaultLayout(m.set.Layout, m.inv)
+	m.set.Layout = defaultLayout(m.set.Layout.onInventory(m.inv), m.inv)
 	m.build()
 	if note != "" {
 		m.notice.Set(widgets.NoticeWarning, note, "")

@@ -209,6 +209,7 @@ func (m *mainWindow) changed() {
 // only the newest one.
 func (m *mainWindow) saveSettings() {
 	set := cloneSettings(m.set)
+	set.Layout = set.Layout.withDeviceIDs(m.inv)
 	m.disk.replace(func() {
 		if err := m.store.saveSettings(set); err != nil {
 			m.post(func() { m.showError("Settings could not be saved.", err) })

@@ -46,7 +46,9 @@ type RecentFile struct {
 }
 
 // Layout is the placement the GPU canvas shows. Devices are inventory
-// indices; the CPU is cpuIndex.
+// indices (the CPU's follows the GPUs'); DeviceIDs says which device each
+// index was when the layout was saved, so the next start finds them again
+// (layout_devices.go).
 type Layout struct {
 	TargetDevices []int     `json:"target_devices,omitempty"`
 	TargetRatios  []float64 `json:"target_ratios,omitempty"`
@@ -56,8 +58,9 @@ type Layout struct {
 	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
 	Ctx           int       `json:"ctx,omitempty"`
 	// CtxOverride allows a context past the target's trained length.
-	CtxOverride bool   `json:"ctx_past_trained,omitempty"`
-	KVType      string `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	CtxOverride bool           `json:"ctx_past_trained,omitempty"`
+	KVType      string         `json:"kv_type,omitempty"`    // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	DeviceIDs   map[int]string `json:"device_ids,omitempty"` // index -> deviceID when saved
 }
 
 // ChatSettings are the sampling and drafting settings of the chat page.
