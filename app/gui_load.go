@@ -24,6 +24,8 @@ const frameInterval = 33 * time.Millisecond
 // planner rejected cannot be loaded.
 func (m *mainWindow) canLoad() error {
 	switch {
+	case m.simulating():
+		return errors.New("Simulated devices: this layout can be planned and saved, not loaded (Devices ▸ This machine's devices).")
 	case m.target == nil:
 		return errors.New("Choose a target model.")
 	case roleProblem("target", m.target) != "":

@@ -35,8 +35,14 @@ type mainWindow struct {
 	set    Settings
 	load   loadFunc
 	picker filePicker
-	frames *frameMonitor // nil unless measuring
-	inv    device.Inventory
+	frames *frameMonitor    // nil unless measuring
+	inv    device.Inventory // the devices shown: this machine's, or simulated ones
+	// hostInventory lists this machine's devices (hostInventory; tests
+	// give their own).
+	hostInventory func() device.Inventory
+	realLayout    Layout // this machine's layout, kept while simulating
+	simSpec       string // the simulated devices' spec; "": none
+	simNote       string // the simulation's notice; "": none
 
 	target, draft *gguf.File // headers of the chosen models; nil: none
 	filesMu       sync.Mutex // held while a plan reads the headers
@@ -170,7 +176,7 @@ func (m *mainWindow) build() {
 		&fyne.MenuItem{Label: "Load", Action: m.startLoad, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyL, Modifier: fyne.KeyModifierShortcutDefault}},
 		&fyne.MenuItem{Label: "Unload", Action: m.unload},
 		&fyne.MenuItem{Label: "Chat", Action: m.openChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyT, Modifier: fyne.KeyModifierShortcutDefault}},
-	), m.chat.menu()))
+	), m.devicesMenu(), m.chat.menu()))
 	m.showLayout()
 	m.refreshButtons()
 }
@@ -210,6 +216,12 @@ func (m *mainWindow) changed() {
 func (m *mainWindow) saveSettings() {
 	set := cloneSettings(m.set)
 	set.Layout = set.Layout.withDeviceIDs(m.inv)
+	if m.simulating() {
+		// The simulation's layout is saved beside this machine's, which
+		// it never replaces.
+		set.Simulation = &Simulation{Spec: m.simSpec, Layout: set.Layout}
+		set.Layout = m.realLayout
+	}
 	m.disk.replace(func() {
 		if err := m.store.saveSettings(set); err != nil {
 			m.post(func() { m.showError("Settings could not be saved.", err) })

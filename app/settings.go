@@ -33,6 +33,15 @@ type Settings struct {
 	Layout  Layout       `json:"layout"`
 	Chat    ChatSettings `json:"chat"`
 	Remote  Remote       `json:"remote"`
+	// Simulation is the simulated devices last planned for, with their
+	// layout; nil: none (gui_simulate.go).
+	Simulation *Simulation `json:"simulation,omitempty"`
+}
+
+// Simulation is a layout for simulated devices (device.ParseSimulated).
+type Simulation struct {
+	Spec   string `json:"spec"`
+	Layout Layout `json:"layout"`
 }
 
 // RecentFile is a model file the user opened, and as what: a file chosen
