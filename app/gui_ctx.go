@@ -40,6 +40,7 @@ func (m *mainWindow) buildCtx() {
 	})
 	m.ctxHint = widget.NewLabel("")
 	m.ctxHint.Wrapping = fyne.TextWrapWord
+	m.ctxUnit = widget.NewLabel("tokens")
 }
 
 // ctxValue reads the context field: 0 for empty (the planner's default).
@@ -84,6 +85,15 @@ func (m *mainWindow) refreshCtxHint() {
 func (m *mainWindow) showCtxHint(err error) {
 	trained := plan.TrainedCtx(m.target)
 	m.ctxEntry.SetPlaceHolder(fmt.Sprintf("auto: %d", autoCtx(m.target)))
+	unit := "tokens"
+	if trained > 0 {
+		unit = fmt.Sprintf("tokens (trained on %d)", trained)
+	}
+	if m.ctxUnit.Text != unit {
+		m.ctxUnit.SetText(unit)
+	}
+	// The box and the hint take rows only while they have something to
+	// say, so the memory preview stays near the top of the page.
 	text, imp := "", widget.MediumImportance
 	switch {
 	case errors.Is(err, errCtxPastTrained):
@@ -92,15 +102,17 @@ func (m *mainWindow) showCtxHint(err error) {
 		text, imp = "Type a whole number of tokens, or leave it empty for the model's own.", widget.DangerImportance
 	case trained > 0 && m.set.Layout.Ctx > trained:
 		text, imp = fmt.Sprintf("Past the %d tokens the model was trained on: expect its answers to fall apart beyond them.", trained), widget.WarningImportance
-	case trained > 0:
-		text = fmt.Sprintf("The model was trained on %d tokens.", trained)
 	}
-	m.ctxOver.Hidden = trained == 0
-	m.ctxOver.Refresh()
+	over := trained > 0 && (errors.Is(err, errCtxPastTrained) || m.set.Layout.CtxOverride)
+	if m.ctxOver.Hidden == over {
+		m.ctxOver.Hidden = !over
+		m.ctxOver.Refresh()
+	}
 	if m.ctxHint.Text != text || m.ctxHint.Importance != imp {
 		m.ctxHint.Importance = imp
 		m.ctxHint.SetText(text)
 	}
+	m.ctxHint.Hidden = text == ""
 }
 
 // autoCtx is the context the planner takes when none is typed.

@@ -80,6 +80,7 @@ type mainWindow struct {
 	ctxEntry   *widget.Entry
 	ctxOver    *widget.Check // a context past the target's trained length
 	ctxHint    *widget.Label // what bounds the context
+	ctxUnit    *widget.Label // "tokens", with the trained length
 	kvSelect   *widget.Select
 	loadBtn    *widget.Button
 	cancelBtn  *widget.Button
@@ -128,7 +129,7 @@ func (m *mainWindow) build() {
 	// Two rows, so the context and the KV cache stay in view in an
 	// 800-pixel-wide window.
 	ctxRow := container.New(layout.NewFormLayout(),
-		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), widget.NewLabel("tokens")),
+		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), m.ctxUnit),
 		layout.NewSpacer(), m.ctxOver,
 		layout.NewSpacer(), m.ctxHint,
 		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))

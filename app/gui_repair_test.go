@@ -88,8 +88,8 @@ func TestContextBoundByTrainedLength(t *testing.T) {
 	if trained <= 0 || trained >= 99999 {
 		t.Fatalf("the demo target's trained length is %d", trained)
 	}
-	if m.ctxEntry.PlaceHolder != fmt.Sprintf("auto: %d", min(trained, plan.DefaultCtx)) || !strings.Contains(m.ctxHint.Text, fmt.Sprint(trained)) {
-		t.Errorf("placeholder %q, hint %q", m.ctxEntry.PlaceHolder, m.ctxHint.Text)
+	if m.ctxEntry.PlaceHolder != fmt.Sprintf("auto: %d", min(trained, plan.DefaultCtx)) || m.ctxUnit.Text != fmt.Sprintf("tokens (trained on %d)", trained) || m.ctxOver.Visible() {
+		t.Errorf("placeholder %q, unit %q, override shown %v", m.ctxEntry.PlaceHolder, m.ctxUnit.Text, m.ctxOver.Visible())
 	}
 	test.Type(m.ctxEntry, "99999")
 	h.settle()
@@ -98,6 +98,9 @@ func TestContextBoundByTrainedLength(t *testing.T) {
 	}
 	if !strings.HasPrefix(m.ctxHint.Text, fmt.Sprintf("At most %d", trained)) || m.ctxHint.Importance != widget.DangerImportance {
 		t.Errorf("entry %q, hint %q", m.ctxEntry.Text, m.ctxHint.Text)
+	}
+	if !m.ctxOver.Visible() {
+		t.Fatal("the override is not offered")
 	}
 	test.Tap(m.ctxOver)
 	h.settle()
