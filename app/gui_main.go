@@ -129,9 +129,9 @@ func (m *mainWindow) build() {
 	// Two rows, so the context and the KV cache stay in view in an
 	// 800-pixel-wide window.
 	ctxRow := container.New(layout.NewFormLayout(),
-		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), m.ctxUnit),
-		layout.NewSpacer(), m.ctxOver,
-		layout.NewSpacer(), m.ctxHint,
+		widget.NewLabel("Context"), container.NewVBox( // the box and hint hidden take no room
+			container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), m.ctxUnit),
+			m.ctxOver, m.ctxHint),
 		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))
 	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
 		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))

@@ -3,8 +3,6 @@ package device
 import (
 	"fmt"
 	"strings"
-
-	"github.com/dustin/go-humanize"
 )
 
 // Simulated devices are GPUs one does not have, for planning only: what
@@ -84,7 +82,7 @@ func simulatedItem(item string) (Device, error) {
 		return Device{}, err
 	}
 	d.Virtual = false
-	d.Name = "GPU with " + humanize.IBytes(d.MemoryTotal)
+	d.Name = "simulated GPU"
 	return d, nil
 }
 

@@ -16,8 +16,8 @@ func TestParseSimulated(t *testing.T) {
 	}{
 		{"GPU 0", "NVIDIA GeForce RTX 4090", 24 << 30},
 		{"GPU 1", "NVIDIA GeForce RTX 3090", 24 << 30},
-		{"GPU 2", "GPU with 12 GiB", 12 << 30},
-		{"GPU 3", "GPU with 512 MiB", 512 << 20},
+		{"GPU 2", "simulated GPU", 12 << 30},
+		{"GPU 3", "simulated GPU", 512 << 20},
 	}
 	if len(inv.Devices) != len(want) {
 		t.Fatalf("%d devices: %+v", len(inv.Devices), inv.Devices)
