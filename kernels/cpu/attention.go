@@ -36,16 +36,18 @@ type attention struct {
 	headDim           int
 	kHead, vHead      int // bytes of one KV head in a cache row
 	scale             float32
+	ctx16             int                                    // cache rows rounded up to 16: a query head's share of ms and vs
 	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type, but F16
 	scratch           []attnScratch                          // per worker
 }
 
 type attnScratch struct {
 	scores []float32 // [n_ctx rounded up to 16]
-	ms, vs []float32 // [n_ctx rounded up to 16]: each position's rescaling and weight
-	d      []float32 // [n_ctx rounded up to 16]: the exponents of ms or vs
+	ms, vs []float32 // [group][ctx16]: each position's rescaling and weight, per query head
+	d      []float32 // [ctx16]: the exponents of ms or vs
 	qh     []float32 // [headDim]: the query rounded to F16
-	acc    []float32 // [headDim]
+	acc    []float32 // [group][headDim]
+	sums   []float32 // [group]
 	vrow   []float32 // [headDim]: one value head, dequantized
 	half   []byte    // [headDim] in F16: the query's rounding
 	kpad   []byte    // [16 KV heads]: the last keys, when the cache ends before 16 more rows
@@ -79,15 +81,16 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 		return nil, err
 	}
 	s.scratch = make([]attnScratch, b.pool.size)
-	ctx := (s.k.rows + 15) &^ 15
+	s.ctx16 = (s.k.rows + 15) &^ 15
 	for w := range s.scratch {
 		s.scratch[w] = attnScratch{
-			scores: make([]float32, ctx),
-			ms:     make([]float32, ctx),
-			vs:     make([]float32, ctx),
-			d:      make([]float32, ctx),
+			scores: make([]float32, s.ctx16),
+			ms:     make([]float32, s.group*s.ctx16),
+			vs:     make([]float32, s.group*s.ctx16),
+			d:      make([]float32, s.ctx16),
 			qh:     make([]float32, s.headDim),
-			acc:    make([]float32, s.headDim),
+			acc:    make([]float32, s.group*s.headDim),
+			sums:   make([]float32, s.group),
 			vrow:   make([]float32, s.headDim),
 			half:   make([]byte, 2*s.headDim),
 			kpad:   make([]byte, 16*s.kHead),
@@ -110,14 +113,12 @@ func (s *attention) run(w, lo, hi int) {
 	for item := lo; item < hi; item++ {
 		r, g := item/s.nKVHead, item%s.nKVHead
 		n := int(s.pos.i32(0)[r]) + 1
+		if s.k.typ != quant.F32 || s.v.typ != quant.F32 {
+			s.flash(sc, r, g, n)
+			continue
+		}
 		for h := g * s.group; h < (g+1)*s.group; h++ {
-			q := s.q.f32(r)[h*s.headDim : (h+1)*s.headDim]
-			out := s.dst.f32(r)[h*s.headDim : (h+1)*s.headDim]
-			if s.k.typ == quant.F32 && s.v.typ == quant.F32 {
-				s.exact(sc, q, out, n, g)
-			} else {
-				s.flash(sc, q, out, n, g)
-			}
+			s.exact(sc, s.q.f32(r)[h*s.headDim:(h+1)*s.headDim], s.dst.f32(r)[h*s.headDim:(h+1)*s.headDim], n, g)
 		}
 	}
 }
@@ -140,56 +141,69 @@ func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
 func (s *attention) keys(t, g int) []byte   { return s.k.row(t)[g*s.kHead : (g+1)*s.kHead] }
 func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1)*s.vHead] }
 
-// flash is llama.cpp's one-pass attention of query q over positions
-// [0, n) of KV head g. Its loop, position by position, is
+// flash is llama.cpp's one-pass attention of the query heads of row r
+// that share KV head g, over positions [0, n). Its loop for one head,
+// position by position, is
 //
 //	x = score(t)
 //	if x > m { ms = exp(m-x); m = x; if ms != 1 { acc *= ms } } else { vs = exp(x-m) }
 //	acc += v_t·vs; S = S·ms + vs
 //
 // (ms and vs otherwise 1), computed here in the phases the type comment
-// describes, each with those bits.
-func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
+// describes, each with those bits: the scores and weights head by head,
+// then the accumulation of all the heads at once over the shared values.
+func (s *attention) flash(sc *attnScratch, r, g, n int) {
+	hd, ctx := s.headDim, s.ctx16
 	x := sc.scores
-	if s.k.typ == quant.F16 {
-		// The query rounded to F16, kept as float32 for the F16 dot product.
-		_ = quant.Quantize(quant.F16, q, sc.half)
-		_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
-		scoresHalf(x, s.k.data[g*s.kHead:], s.k.stride, s.kHead, sc.qh, s.scale, n, sc.kpad)
-	} else {
-		_ = sc.qv.Prepare(s.k.typ, q)
-		for t := range n {
-			x[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
+	for u := range s.group {
+		h := g*s.group + u
+		q := s.q.f32(r)[h*hd : (h+1)*hd]
+		if s.k.typ == quant.F16 {
+			// The query rounded to F16, kept as float32 for the F16 dot product.
+			_ = quant.Quantize(quant.F16, q, sc.half)
+			_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
+			scoresHalf(x, s.k.data[g*s.kHead:], s.k.stride, s.kHead, sc.qh, s.scale, n, sc.kpad)
+		} else {
+			_ = sc.qv.Prepare(s.k.typ, q)
+			for t := range n {
+				x[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
+			}
 		}
+		onlineWeights(x, n, sc.ms[u*ctx:(u+1)*ctx], sc.vs[u*ctx:(u+1)*ctx], sc.d)
 	}
-	ms, vs := sc.ms[:n], sc.vs[:n]
-	onlineWeights(x, n, ms, vs, sc.d)
 
-	acc := sc.acc
-	clear(acc)
-	var sum float32
+	accs, sums := sc.acc, sc.sums
+	clear(accs)
+	clear(sums)
 	if s.v.typ == quant.F16 {
-		sum = accumulateHalfRows(acc, s.v.data[g*s.vHead:], s.v.stride, ms, vs)
+		accumulateHalfUnits(accs, s.v.data[g*s.vHead:], s.v.stride, sc.ms, sc.vs, ctx, s.group, n, sums)
 	} else {
-		for t := range n {
-			if ms[t] != 1 {
-				scaleF32(acc, ms[t])
+		for u := range s.group {
+			acc, ms, vs := accs[u*hd:(u+1)*hd], sc.ms[u*ctx:u*ctx+n], sc.vs[u*ctx:u*ctx+n]
+			for t := range n {
+				if ms[t] != 1 {
+					scaleF32(acc, ms[t])
+				}
+				switch s.v.typ {
+				case quant.Q8_0:
+					madQ8_0(acc, s.values(t, g), vs[t])
+				case quant.Q4_0:
+					madQ4_0(acc, s.values(t, g), vs[t])
+				default:
+					_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
+					madF32(acc, sc.vrow, vs[t])
+				}
+				sums[u] = fma32(sums[u], ms[t], vs[t]) // S·ms + vs, fused as ggml's compiler does
 			}
-			switch s.v.typ {
-			case quant.Q8_0:
-				madQ8_0(acc, s.values(t, g), vs[t])
-			case quant.Q4_0:
-				madQ4_0(acc, s.values(t, g), vs[t])
-			default:
-				_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
-				madF32(acc, sc.vrow, vs[t])
-			}
-			sum = fma32(sum, ms[t], vs[t]) // S·ms + vs, fused as ggml's compiler does
 		}
 	}
-	inv := 1 / sum
-	for i, a := range acc {
-		out[i] = a * inv
+	for u := range s.group {
+		h := g*s.group + u
+		out := s.dst.f32(r)[h*hd : (h+1)*hd]
+		inv := 1 / sums[u]
+		for i, a := range accs[u*hd : (u+1)*hd] {
+			out[i] = a * inv
+		}
 	}
 }
 
@@ -218,11 +232,22 @@ func onlineWeightsGo(x, ms, vs []float32) {
 	}
 }
 
+// accumulateHalfUnitsGo is accumulateHalfRowsGo for units query heads
+// over n positions of the value heads at v, which they share: head u's
+// accumulator at acc[u·hd:] (hd = len(acc)/units), its rescalings and
+// weights at ms[u·wstride:] and vs[u·wstride:], its running sum in sums[u].
+func accumulateHalfUnitsGo(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32) {
+	hd := len(acc) / units
+	for u := range units {
+		a, w := acc[u*hd:(u+1)*hd], u*wstride
+		sums[u] = accumulateHalfRowsGo(a, v, stride, ms[w:w+n], vs[w:w+n], sums[u])
+	}
+}
+
 // accumulateHalfRowsGo is flash's accumulation over F16 value heads at v
 // (stride bytes apart): acc rescaled by ms and f16(acc + v_t·vs) per
-// position, and the running sum S·ms + vs returned.
-func accumulateHalfRowsGo(acc []float32, v []byte, stride int, ms, vs []float32) float32 {
-	var sum float32
+// position, and the running sum S·ms + vs, from sum, returned.
+func accumulateHalfRowsGo(acc []float32, v []byte, stride int, ms, vs []float32, sum float32) float32 {
 	for t := range ms {
 		if ms[t] != 1 {
 			scaleHalf(acc, ms[t])

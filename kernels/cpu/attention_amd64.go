@@ -136,24 +136,27 @@ func onlineWeights(x []float32, n int, ms, vs, d []float32) {
 }
 
 //go:noescape
-func accumulateHalf64AVX512(acc []float32, v []byte, stride int, ms, vs []float32, n int) float32
+func accumulateHalfUnits64AVX512(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32)
 
 //go:noescape
-func accumulateHalf128AVX512(acc []float32, v []byte, stride int, ms, vs []float32, n int) float32
+func accumulateHalfUnits128AVX512(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32)
 
-// accumulateHalfRows is accumulateHalfRowsGo, for heads of 64 or 128
-// elements in assembly with the accumulator in registers.
-func accumulateHalfRows(acc []float32, v []byte, stride int, ms, vs []float32) float32 {
-	n := len(ms)
-	f := accumulateHalf64AVX512
+// accumulateHalfUnits is accumulateHalfUnitsGo, for heads of 64 or 128
+// elements in assembly.
+func accumulateHalfUnits(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32) {
+	f := accumulateHalfUnits64AVX512
+	hd := len(acc) / units
 	switch {
 	case !hasAttnAVX512 || n == 0:
-		return accumulateHalfRowsGo(acc, v, stride, ms, vs)
-	case len(acc) == 128:
-		f = accumulateHalf128AVX512
-	case len(acc) != 64:
-		return accumulateHalfRowsGo(acc, v, stride, ms, vs)
+		accumulateHalfUnitsGo(acc, v, stride, ms, vs, wstride, units, n, sums)
+		return
+	case hd == 128:
+		f = accumulateHalfUnits128AVX512
+	case hd != 64:
+		accumulateHalfUnitsGo(acc, v, stride, ms, vs, wstride, units, n, sums)
+		return
 	}
-	_ = v[(n-1)*stride+2*len(acc)-1]
-	return f(acc, v, stride, ms, vs[:n], n)
+	_, _, _ = v[(n-1)*stride+2*hd-1], ms[(units-1)*wstride+n-1], vs[(units-1)*wstride+n-1]
+	_, _ = acc[units*hd-1], sums[units-1]
+	f(acc, v, stride, ms, vs, wstride, units, n, sums)
 }

@@ -210,7 +210,8 @@ GLOBL expConst<>(SB), RODATA|NOPTR, $144
 // n = round(x·16/ln2), r = x - n·ln2/16 (|r| ≤ ln2/32), e^r by its Taylor
 // polynomial to degree 7, times 2^(j/16) (j = n mod 16, from the table in
 // Z22:Z23) and 2^(n>>4) added to the exponent. Lanes whose float32
-// rounding is in doubt are set to -1 and their bits ORed into R11: results
+// rounding is in doubt are set to -1 and their bits ORed into R11 (the
+// mask's upper byte is KNOTW's, not lanes'): results
 // within 512 units of a float32 midpoint (the exponential's error and
 // math.Exp's are both far below that), x below -87 (subnormal float32
 // results) but not below -104 (zero), and NaN.
@@ -248,6 +249,7 @@ GLOBL expConst<>(SB), RODATA|NOPTR, $144
 	VMOVAPD          Z14, K5, Z7; \
 	VMOVAPD          Z15, K3, Z7; \
 	KMOVW            K3, R10; \
+	ANDQ             $0xff, R10; \
 	ORQ              R10, R11
 
 // func onlineWeightsAVX512(x, ms, vs, d []float32, blocks int) (flags int)
@@ -351,139 +353,151 @@ nan:
 	VZEROUPPER
 	RET
 
-// ACCUMULATE4 is one position's accumulation into Z0-Z3 (Z8 = vs
-// broadcast): f16(acc + v·vs) for the 64 F16 values at OFF(SI).
-#define ACCUMULATE4(OFF, A0, A1, A2, A3) \
-	VCVTPH2PS   OFF(SI), Z12; \
-	VCVTPH2PS   OFF+32(SI), Z13; \
-	VCVTPH2PS   OFF+64(SI), Z14; \
-	VCVTPH2PS   OFF+96(SI), Z15; \
-	VFMADD231PS Z12, Z8, A0; \
-	VFMADD231PS Z13, Z8, A1; \
-	VFMADD231PS Z14, Z8, A2; \
-	VFMADD231PS Z15, Z8, A3; \
-	VCVTPS2PH   $0, A0, Y12; \
-	VCVTPS2PH   $0, A1, Y13; \
-	VCVTPS2PH   $0, A2, Y14; \
-	VCVTPS2PH   $0, A3, Y15; \
-	VCVTPH2PS   Y12, A0; \
-	VCVTPH2PS   Y13, A1; \
-	VCVTPH2PS   Y14, A2; \
-	VCVTPH2PS   Y15, A3
+// UNIT16 is f16(acc + v·vs) for the 16 values of chunk C: the F16 values
+// at C·32(SI), the accumulator at C·64(R14), Z2 = vs broadcast.
+#define UNIT16(C, Z, Y) \
+	VCVTPH2PS   C*32(SI), Z; \
+	VFMADD213PS C*64(R14), Z2, Z; \
+	VCVTPS2PH   $0, Z, Y; \
+	VCVTPH2PS   Y, Z; \
+	VMOVUPS     Z, C*64(R14)
 
-// RESCALE4 is f16(acc·ms) for four accumulators (Z9 = ms broadcast).
-#define RESCALE4(A0, A1, A2, A3) \
-	VMULPS    Z9, A0, A0; \
-	VMULPS    Z9, A1, A1; \
-	VMULPS    Z9, A2, A2; \
-	VMULPS    Z9, A3, A3; \
-	VCVTPS2PH $0, A0, Y12; \
-	VCVTPS2PH $0, A1, Y13; \
-	VCVTPS2PH $0, A2, Y14; \
-	VCVTPS2PH $0, A3, Y15; \
-	VCVTPH2PS Y12, A0; \
-	VCVTPH2PS Y13, A1; \
-	VCVTPH2PS Y14, A2; \
-	VCVTPH2PS Y15, A3
+// RESCALE16 is f16(acc·ms) for chunk C of the accumulator at R14, Z2 = ms
+// broadcast.
+#define RESCALE16(C, Z, Y) \
+	VMULPS    C*64(R14), Z2, Z; \
+	VCVTPS2PH $0, Z, Y; \
+	VCVTPH2PS Y, Z; \
+	VMOVUPS   Z, C*64(R14)
 
-// func accumulateHalf64AVX512(acc []float32, v []byte, stride int, ms, vs []float32, n int) float32
+// func accumulateHalfUnits64AVX512(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32)
 //
-// accumulateHalfRowsGo for 64-element heads, acc held in Z0-Z3.
-TEXT ·accumulateHalf64AVX512(SB), NOSPLIT, $0-116
+// accumulateHalfUnitsGo for heads of 64 elements. Per position, each unit
+// (query head) in turn: its rescaling, its accumulation, its sum; the
+// accumulators stay in memory, one unit's after another, so the chains of
+// different units (and chunks) overlap while each waits on its previous
+// position.
+TEXT ·accumulateHalfUnits64AVX512(SB), NOSPLIT, $0-152
 	MOVQ         acc_base+0(FP), DI
 	MOVQ         v_base+24(FP), SI
-	MOVQ         stride+48(FP), DX
 	MOVQ         ms_base+56(FP), R8
 	MOVQ         vs_base+80(FP), R9
-	MOVQ         n+104(FP), CX
-	VMOVUPS      (DI), Z0
-	VMOVUPS      64(DI), Z1
-	VMOVUPS      128(DI), Z2
-	VMOVUPS      192(DI), Z3
+	MOVQ         wstride+104(FP), R10
+	SHLQ         $2, R10
+	MOVQ         units+112(FP), R12
+	MOVQ         n+120(FP), R11
+	MOVQ         sums_base+128(FP), BX
 	MOVL         $0x3f800000, AX
 	VMOVD        AX, X10
-	VXORPS       X11, X11, X11 // the sum
 
-pos64:
-	VMOVSS       (R8), X9
-	VUCOMISS     X10, X9
-	JNE          rescale64
-	JPS          rescale64
+key64:
+	MOVQ DI, R14
+	MOVQ R8, AX
+	MOVQ R9, CX
+	MOVQ BX, DX
+	MOVQ R12, R13
+
+unit64:
+	VMOVSS   (AX), X1
+	VUCOMISS X10, X1
+	JNE      rescale64
+	JPS      rescale64
 
 add64:
-	VBROADCASTSS (R9), Z8
-	ACCUMULATE4(0, Z0, Z1, Z2, Z3)
-	VFMADD213SS  X8, X9, X11
-	ADDQ         DX, SI
+	VBROADCASTSS (CX), Z2
+	UNIT16(0, Z3, Y3)
+	UNIT16(1, Z4, Y4)
+	UNIT16(2, Z5, Y5)
+	UNIT16(3, Z6, Y6)
+	VMOVSS       (DX), X7
+	VFMADD213SS  (CX), X1, X7
+	VMOVSS       X7, (DX)
+	ADDQ         $256, R14
+	ADDQ         R10, AX
+	ADDQ         R10, CX
+	ADDQ         $4, DX
+	DECQ         R13
+	JNZ          unit64
+	ADDQ         stride+48(FP), SI
 	ADDQ         $4, R8
 	ADDQ         $4, R9
-	DECQ         CX
-	JNZ          pos64
-	VMOVUPS      Z0, (DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVSS       X11, ret+112(FP)
+	DECQ         R11
+	JNZ          key64
 	VZEROUPPER
 	RET
 
 rescale64:
-	VBROADCASTSS X9, Z9
-	RESCALE4(Z0, Z1, Z2, Z3)
+	VBROADCASTSS X1, Z2
+	RESCALE16(0, Z3, Y3)
+	RESCALE16(1, Z4, Y4)
+	RESCALE16(2, Z5, Y5)
+	RESCALE16(3, Z6, Y6)
 	JMP          add64
 
-// func accumulateHalf128AVX512(acc []float32, v []byte, stride int, ms, vs []float32, n int) float32
+// func accumulateHalfUnits128AVX512(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32)
 //
-// accumulateHalfRowsGo for 128-element heads, acc held in Z0-Z7.
-TEXT ·accumulateHalf128AVX512(SB), NOSPLIT, $0-116
+// accumulateHalfUnits64AVX512 for heads of 128 elements.
+TEXT ·accumulateHalfUnits128AVX512(SB), NOSPLIT, $0-152
 	MOVQ         acc_base+0(FP), DI
 	MOVQ         v_base+24(FP), SI
-	MOVQ         stride+48(FP), DX
 	MOVQ         ms_base+56(FP), R8
 	MOVQ         vs_base+80(FP), R9
-	MOVQ         n+104(FP), CX
-	VMOVUPS      (DI), Z0
-	VMOVUPS      64(DI), Z1
-	VMOVUPS      128(DI), Z2
-	VMOVUPS      192(DI), Z3
-	VMOVUPS      256(DI), Z4
-	VMOVUPS      320(DI), Z5
-	VMOVUPS      384(DI), Z6
-	VMOVUPS      448(DI), Z7
+	MOVQ         wstride+104(FP), R10
+	SHLQ         $2, R10
+	MOVQ         units+112(FP), R12
+	MOVQ         n+120(FP), R11
+	MOVQ         sums_base+128(FP), BX
 	MOVL         $0x3f800000, AX
 	VMOVD        AX, X10
-	VXORPS       X11, X11, X11
 
-pos128:
-	VMOVSS       (R8), X9
-	VUCOMISS     X10, X9
-	JNE          rescale128
-	JPS          rescale128
+key128:
+	MOVQ DI, R14
+	MOVQ R8, AX
+	MOVQ R9, CX
+	MOVQ BX, DX
+	MOVQ R12, R13
+
+unit128:
+	VMOVSS   (AX), X1
+	VUCOMISS X10, X1
+	JNE      rescale128
+	JPS      rescale128
 
 add128:
-	VBROADCASTSS (R9), Z8
-	ACCUMULATE4(0, Z0, Z1, Z2, Z3)
-	ACCUMULATE4(128, Z4, Z5, Z6, Z7)
-	VFMADD213SS  X8, X9, X11
-	ADDQ         DX, SI
+	VBROADCASTSS (CX), Z2
+	UNIT16(0, Z3, Y3)
+	UNIT16(1, Z4, Y4)
+	UNIT16(2, Z5, Y5)
+	UNIT16(3, Z6, Y6)
+	UNIT16(4, Z7, Y7)
+	UNIT16(5, Z8, Y8)
+	UNIT16(6, Z9, Y9)
+	UNIT16(7, Z11, Y11)
+	VMOVSS       (DX), X7
+	VFMADD213SS  (CX), X1, X7
+	VMOVSS       X7, (DX)
+	ADDQ         $512, R14
+	ADDQ         R10, AX
+	ADDQ         R10, CX
+	ADDQ         $4, DX
+	DECQ         R13
+	JNZ          unit128
+	ADDQ         stride+48(FP), SI
 	ADDQ         $4, R8
 	ADDQ         $4, R9
-	DECQ         CX
-	JNZ          pos128
-	VMOVUPS      Z0, (DI)
-	VMOVUPS      Z1, 64(DI)
-	VMOVUPS      Z2, 128(DI)
-	VMOVUPS      Z3, 192(DI)
-	VMOVUPS      Z4, 256(DI)
-	VMOVUPS      Z5, 320(DI)
-	VMOVUPS      Z6, 384(DI)
-	VMOVUPS      Z7, 448(DI)
-	VMOVSS       X11, ret+112(FP)
+	DECQ         R11
+	JNZ          key128
 	VZEROUPPER
 	RET
 
 rescale128:
-	VBROADCASTSS X9, Z9
-	RESCALE4(Z0, Z1, Z2, Z3)
-	RESCALE4(Z4, Z5, Z6, Z7)
+	VBROADCASTSS X1, Z2
+	RESCALE16(0, Z3, Y3)
+	RESCALE16(1, Z4, Y4)
+	RESCALE16(2, Z5, Y5)
+	RESCALE16(3, Z6, Y6)
+	RESCALE16(4, Z7, Y7)
+	RESCALE16(5, Z8, Y8)
+	RESCALE16(6, Z9, Y9)
+	RESCALE16(7, Z11, Y11)
 	JMP          add128

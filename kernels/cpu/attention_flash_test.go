@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -136,30 +137,40 @@ func TestOnlineWeightsExpExhaustive(t *testing.T) {
 	}
 }
 
-// TestAccumulateHalfRows: the accumulation over F16 value heads has the
-// bits of the per-position Go loop, with rescalings mixed in.
-func TestAccumulateHalfRows(t *testing.T) {
+// TestAccumulateHalfUnits: the accumulation of several query heads over
+// shared F16 value heads has, for each head, the bits of the
+// per-position Go loop for that head alone, with rescalings mixed in.
+func TestAccumulateHalfUnits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, hd := range []int{64, 128, 40} {
-		for _, n := range []int{1, 2, 17, 100} {
-			stride := 4 * hd
-			v := halfRows(rng, n, stride, 1)
-			ms, vs := make([]float32, n), make([]float32, n)
-			for i := range ms {
-				ms[i], vs[i] = 1, float32(rng.Float64())
-				if rng.IntN(4) == 0 {
-					ms[i], vs[i] = float32(rng.Float64()), 1
+		for _, units := range []int{1, 2, 3, 4} {
+			for _, n := range []int{1, 2, 17, 100} {
+				stride, wstride := 4*hd, n+5
+				v := halfRows(rng, n, stride, 1)
+				ms, vs := make([]float32, units*wstride), make([]float32, units*wstride)
+				for i := range ms {
+					ms[i], vs[i] = 1, float32(rng.Float64())
+					if rng.IntN(4) == 0 {
+						ms[i], vs[i] = float32(rng.Float64()), 1
+					}
 				}
+				want, wantSums := make([]float32, units*hd), make([]float32, units)
+				for i := range want {
+					want[i] = roundHalf(float32(rng.NormFloat64()))
+				}
+				for u := range units {
+					wantSums[u] = float32(rng.Float64())
+				}
+				got, gotSums := append([]float32(nil), want...), append([]float32(nil), wantSums...)
+				for u := range units {
+					o := u * wstride
+					wantSums[u] = accumulateHalfRowsGo(want[u*hd:(u+1)*hd], v[hd:], stride, ms[o:o+n], vs[o:o+n], wantSums[u])
+				}
+				accumulateHalfUnits(got, v[hd:], stride, ms, vs, wstride, units, n, gotSums)
+				what := fmt.Sprintf("accumulateHalfUnits hd=%d units=%d", hd, units)
+				sameBits(t, what, n, got, want)
+				sameBits(t, what+" sums", n, gotSums, wantSums)
 			}
-			want := make([]float32, hd)
-			for i := range want {
-				want[i] = roundHalf(float32(rng.NormFloat64()))
-			}
-			got := append([]float32(nil), want...)
-			wantSum := accumulateHalfRowsGo(want, v[hd:], stride, ms, vs)
-			gotSum := accumulateHalfRows(got, v[hd:], stride, ms, vs)
-			sameBits(t, fmt.Sprintf("accumulateHalfRows hd=%d", hd), n, got, want)
-			sameBits(t, "sum", n, []float32{gotSum}, []float32{wantSum})
 		}
 	}
 }
@@ -361,4 +372,55 @@ func TestFma32(t *testing.T) {
 	}
 	check(a, b, c)
 	check(-a, b, -c)
+}
+
+// BenchmarkFlashPhases times each phase of the F16 attention on the demo
+// target's shape (64-element heads, three query heads per KV head) over
+// 128 positions, per position and query head.
+func BenchmarkFlashPhases(b *testing.B) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	const hd, units, n, kvHeads = 64, 3, 128, 2
+	stride := kvHeads * 2 * hd
+	cache := halfRows(rng, n, stride, 1)
+	q := make([]float32, hd)
+	for i := range q {
+		q[i] = roundHalf(float32(rng.NormFloat64()))
+	}
+	x, d := make([]float32, n), make([]float32, n)
+	ms, vs := make([]float32, units*n), make([]float32, units*n)
+	acc, sums := make([]float32, units*hd), make([]float32, units)
+	pad := make([]byte, 16*2*hd)
+	b.Run("scores", func(b *testing.B) {
+		b.SetBytes(int64(n * 2 * hd))
+		perKey(b, n, func() { scoresHalf(x, cache, stride, 2*hd, q, 0.125, n, pad) })
+	})
+	b.Run("weights", func(b *testing.B) {
+		perKey(b, n, func() { onlineWeights(x, n, ms, vs, d) })
+	})
+	for u := 1; u < units; u++ {
+		copy(ms[u*n:(u+1)*n], ms[:n])
+		copy(vs[u*n:(u+1)*n], vs[:n])
+	}
+	b.Run("accumulate", func(b *testing.B) {
+		b.SetBytes(int64(n * 2 * hd))
+		perKey(b, n*units, func() {
+			clear(acc)
+			clear(sums)
+			accumulateHalfUnits(acc, cache, stride, ms, vs, n, units, n, sums)
+		})
+	})
+}
+
+// perKey runs f b.N times on one locked OS thread and reports its thread
+// CPU time per key (the machine's wall time is shared with other work).
+func perKey(b *testing.B, keys int, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0, ok := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	if t1, _ := threadCPU(); ok {
+		b.ReportMetric(float64((t1-t0).Nanoseconds())/float64(b.N*keys), "cpu-ns/key")
+	}
 }

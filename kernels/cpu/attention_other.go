@@ -16,6 +16,6 @@ func onlineWeights(x []float32, n int, ms, vs, _ []float32) {
 	onlineWeightsGo(x[:n], ms[:n], vs[:n])
 }
 
-func accumulateHalfRows(acc []float32, v []byte, stride int, ms, vs []float32) float32 {
-	return accumulateHalfRowsGo(acc, v, stride, ms, vs)
+func accumulateHalfUnits(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32) {
+	accumulateHalfUnitsGo(acc, v, stride, ms, vs, wstride, units, n, sums)
 }
