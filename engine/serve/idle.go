@@ -1,6 +1,10 @@
 package serve
 
-import "sync"
+import (
+	"runtime"
+	"runtime/debug"
+	"sync"
+)
 
 // idleRelease returns memory to the system when the server falls idle.
 //
@@ -9,8 +13,12 @@ import "sync"
 // runtime's background scavenger gives those pages back over minutes. A
 // desktop server sits idle most of the time, so when the last request in
 // flight ends it is worth one forced collection that returns them at once
-// (debug.FreeOSMemory: a few milliseconds on a heap of this size, on a
-// goroutine of its own, never on a request's path).
+// (a few milliseconds on a heap of this size, on a goroutine of its own,
+// never on a request's path).
+//
+// A connection's buffers outlive its last request until the client closes
+// it, so a connection closing while no request is in flight is a moment to
+// release as well (poke).
 //
 // At most one release runs at a time; a server that falls idle again while
 // one runs gets one more after it, so the last burst is always followed by a
@@ -37,6 +45,18 @@ func (r *idleRelease) leave() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.active--
+	r.start()
+}
+
+// poke starts a release if no request is in flight.
+func (r *idleRelease) poke() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.start()
+}
+
+// start runs with r.mu held.
+func (r *idleRelease) start() {
 	if r.active > 0 {
 		return
 	}
@@ -60,4 +80,13 @@ func (r *idleRelease) loop() {
 		r.again = false
 		r.mu.Unlock()
 	}
+}
+
+// freeOSMemory collects twice before returning free pages: what a burst
+// left in sync.Pools (net/http's and bufio's buffers, io.Copy's) survives
+// one collection in the pools' victim caches, and an idle server would not
+// run the second one for minutes.
+func freeOSMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }

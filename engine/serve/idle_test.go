@@ -1,6 +1,9 @@
 package serve
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +27,7 @@ func TestIdleReleaseFollowsTheLastRequest(t *testing.T) {
 
 	a, b := r.enter(), r.enter()
 	a()
+	r.poke() // a connection closed: still a request in flight
 	select {
 	case <-started:
 		t.Fatal("a release started while a request was still in flight")
@@ -32,9 +36,11 @@ func TestIdleReleaseFollowsTheLastRequest(t *testing.T) {
 	b()
 	<-started // the first release, blocked in proceed
 
-	// Two more bursts end while it runs: one release follows, not two.
+	// Two more bursts end and a connection closes while it runs: one
+	// release follows, not three.
 	r.enter()()
 	r.enter()()
+	r.poke()
 	proceed <- struct{}{}
 	<-started
 	proceed <- struct{}{}
@@ -71,4 +77,33 @@ func TestServerReleasesMemoryWhenIdle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no memory release after the requests ended")
 	}
+}
+
+// TestServeReleasesWhenConnectionsClose: a keep-alive connection holds its
+// buffers after its request; closing it while the server is idle releases
+// memory again.
+func TestServeReleasesWhenConnectionsClose(t *testing.T) {
+	released := make(chan struct{}, 64)
+	opt := testOptions()
+	opt.ReleaseMemory = func() { released <- struct{}{} }
+	addr := listening(t, New(&echo{}, opt))
+	client := &http.Client{Transport: &http.Transport{}}
+	resp, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-released:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no memory release after %s", what)
+		}
+	}
+	wait("the request")
+	client.CloseIdleConnections()
+	wait("the connection closed")
 }

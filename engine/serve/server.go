@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +60,7 @@ type Options struct {
 	// Log gets one line per request; nil = no log.
 	Log *slog.Logger
 	// ReleaseMemory runs when the last request in flight has ended (see
-	// idleRelease); nil = debug.FreeOSMemory.
+	// idleRelease); nil = two collections and debug.FreeOSMemory.
 	ReleaseMemory func()
 }
 
@@ -111,7 +110,7 @@ func New(gen Generator, opt Options) *Server {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	if opt.ReleaseMemory == nil {
-		opt.ReleaseMemory = debug.FreeOSMemory
+		opt.ReleaseMemory = freeOSMemory
 	}
 	s := &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
 		// One running and MaxQueue waiting: the queue's own bound, checked
@@ -251,6 +250,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: s.opt.HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				s.idle.poke()
+			}
+		},
 		// No ReadTimeout or WriteTimeout: net/http would cancel a long
 		// stream's context when they expire. The body has a deadline of
 		// its own (decodeBody).
