@@ -41,6 +41,7 @@ func (m *mainWindow) buildCtx() {
 	m.ctxHint = widget.NewLabel("")
 	m.ctxHint.Wrapping = fyne.TextWrapWord
 	m.ctxUnit = widget.NewLabel("tokens")
+	m.ctxUnit.Wrapping = fyne.TextWrapWord // a narrow models column
 }
 
 // ctxValue reads the context field: 0 for empty (the planner's default).

@@ -93,6 +93,7 @@ type mainWindow struct {
 // build makes the window's widgets.
 func (m *mainWindow) build() {
 	m.notice, m.errNotice = newNotices(), newNotices()
+	m.notice.compact = true
 	m.targetCard = widgets.NewModelCard(modelInfo("Target model", nil))
 	m.draftCard = widgets.NewModelCard(modelInfo("Draft model", nil))
 	m.gpus = widgets.NewGPUCanvas()
@@ -119,24 +120,29 @@ func (m *mainWindow) build() {
 	var recentTarget, recentDraft *widget.Button
 	recentTarget = widget.NewButtonWithIcon("Recent", theme.HistoryIcon(), func() { m.showRecent("target", recentTarget) })
 	recentDraft = widget.NewButtonWithIcon("Recent", theme.HistoryIcon(), func() { m.showRecent("draft", recentDraft) })
-	targetBox := container.NewVBox(container.NewHBox(chooseTarget, recentTarget), m.targetCard)
-	m.draftBox = container.NewVBox(container.NewHBox(chooseDraft, recentDraft, noDraft), m.draftCard)
+	// Each model's buttons stay in view above its card, which scrolls in
+	// its half of the column; the context and KV cache rows sit under the
+	// models (what is loaded, then how).
 	dropHint := widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it; dropped on the draft section, it becomes the draft.",
 		fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
 	dropHint.Wrapping = fyne.TextWrapWord // else its one line sets the window's narrowest width
-	models := container.NewVScroll(container.NewVBox(targetBox, widget.NewSeparator(), m.draftBox, dropHint))
-
-	// Two rows, so the context and the KV cache stay in view in an
-	// 800-pixel-wide window.
+	m.draftBox = container.NewBorder(container.NewHBox(chooseDraft, recentDraft, noDraft), nil, nil, nil,
+		container.NewVScroll(container.NewVBox(m.draftCard, dropHint)))
+	targetBox := container.NewBorder(container.NewHBox(chooseTarget, recentTarget), nil, nil, nil, container.NewVScroll(m.targetCard))
 	ctxRow := container.New(layout.NewFormLayout(),
 		widget.NewLabel("Context"), container.NewVBox( // the box and hint hidden take no room
-			container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), m.ctxUnit),
+			container.NewBorder(nil, nil, container.NewGridWrap(fyne.NewSize(90, m.ctxEntry.MinSize().Height), m.ctxEntry), nil, m.ctxUnit),
 			m.ctxOver, m.ctxHint),
 		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))
-	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
-		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))
-	split := container.NewHSplit(models, right)
-	split.Offset = 0.34
+	models := container.NewBorder(nil, container.NewVBox(widget.NewSeparator(), ctxRow), nil, nil,
+		container.NewGridWithRows(2, targetBox, m.draftBox))
+	// The memory preview beside the devices, as the Load settings of other
+	// runners keep what fits next to where it goes: both in view on an
+	// 800x600 screen and above the fold at the default size.
+	devices := container.NewHSplit(container.NewVScroll(m.gpus), container.NewVScroll(m.preview))
+	devices.Offset = 0.55
+	split := container.NewHSplit(models, devices)
+	split.Offset = 0.3
 
 	m.loadBtn = widget.NewButtonWithIcon("Load", theme.MediaPlayIcon(), m.startLoad)
 	m.loadBtn.Importance = widget.HighImportance

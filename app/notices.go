@@ -30,6 +30,10 @@ type notices struct {
 	// and go: nothing lays out a box's parent when the box shrinks, so a
 	// closed notice left its band empty until the page was switched.
 	page *fyne.Container
+	// compact keeps each notice to one line until the user unfolds it
+	// (the Models page: two first-start notes took 170 px of an 800x600
+	// screen, pushing the zones and the preview out of view).
+	compact bool
 }
 
 type notice struct {
@@ -76,6 +80,8 @@ func (q *notices) add(n notice) {
 func (q *notices) show(n notice) {
 	w := widgets.NewNotice()
 	w.Set(n.kind, n.text, n.detail)
+	w.SetCompact(q.compact)
+	w.OnFold(q.laidOut)
 	if n.action != "" {
 		w.SetAction(n.action, func() {
 			q.close(w)

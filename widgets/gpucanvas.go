@@ -34,17 +34,20 @@ type GPUCanvas struct {
 	pl         Placement
 	autoRatios []float64 // the planner's ratios, shown greyed when pl.Ratios is nil
 
-	chips   map[Zone]map[int]*Chip // reused, so focus survives a rebuild
-	ratios  map[int]*widget.Entry
-	pool    *fyne.Container
-	zones   map[Zone]*zoneView
-	split   *widget.Select
-	head    *widget.Select
-	layer   *fyne.Container // top layer with the drag ghost
-	ghost   *Chip
-	dragged fyne.Delta
-	content fyne.CanvasObject
-	quiet   bool // set while widgets are updated from code
+	chips  map[Zone]map[int]*Chip // reused, so focus survives a rebuild
+	ratios map[int]*widget.Entry
+	pool   *fyne.Container
+	zones  map[Zone]*zoneView
+	split  *widget.Select
+	head   *widget.Select
+	// splitBox holds split and head, shown while the target spans
+	// devices (one device has nothing to split).
+	splitBox *fyne.Container
+	layer    *fyne.Container // top layer with the drag ghost
+	ghost    *Chip
+	dragged  fyne.Delta
+	content  fyne.CanvasObject
+	quiet    bool // set while widgets are updated from code
 }
 
 type zoneView struct {
@@ -74,18 +77,17 @@ func NewGPUCanvas() *GPUCanvas {
 		})
 	})
 
-	targetHead := container.NewHBox(heading("Target"), layout.NewSpacer(),
-		widget.NewLabel("split by"), g.split, widget.NewLabel("head"), g.head)
-	g.zones[ZoneTarget] = newZoneView("Drop GPUs here for the target model (or focus a chip and press T)")
-	g.zones[ZoneDraft] = newZoneView("Drop GPUs here for the draft model (or focus a chip and press D)")
-	hint := widget.NewLabelWithStyle("Drag chips into a zone; drag them out to remove. Keys on a focused chip: T, D, ←/→ to reorder, Delete.",
-		fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
-	hint.Wrapping = fyne.TextWrapWord
+	// Compact, so the canvas fits beside the memory preview on an 800x600
+	// screen: each heading on the left of its row, how the target is split
+	// under its heading and only while it spans devices. How to drag (and
+	// the keys) is said by an empty zone and a chip's menu.
+	g.zones[ZoneTarget] = newZoneView("Drag a device here for the target (or press T on a chip)")
+	g.zones[ZoneDraft] = newZoneView("Drag a device here for the draft (or press D on a chip)")
+	g.splitBox = container.New(layout.NewFormLayout(), widget.NewLabel("split"), g.split, widget.NewLabel("head"), g.head)
 	body := container.NewVBox(
-		heading("Devices"), chipRow(g.pool),
-		targetHead, g.zones[ZoneTarget].all,
-		heading("Draft"), g.zones[ZoneDraft].all,
-		hint,
+		container.NewBorder(nil, nil, rowHeading("Devices"), nil, chipRow(g.pool)),
+		container.NewBorder(nil, nil, container.NewVBox(rowHeading("Target"), g.splitBox), nil, g.zones[ZoneTarget].all),
+		container.NewBorder(nil, nil, rowHeading("Draft"), nil, g.zones[ZoneDraft].all),
 	)
 	g.content = container.NewStack(body, g.layer)
 	g.ExtendBaseWidget(g)
@@ -97,6 +99,13 @@ func NewGPUCanvas() *GPUCanvas {
 // chipRow scrolls a row of chips sideways, with room for their borders.
 func chipRow(row *fyne.Container) fyne.CanvasObject {
 	return container.NewHScroll(container.New(layout.NewCustomPaddedLayout(2, 2, 2, 2), row))
+}
+
+// rowHeading is a heading on the left of its row, as wide as the widest,
+// so the rows' zones line up.
+func rowHeading(s string) fyne.CanvasObject {
+	h := heading(s)
+	return container.NewGridWrap(fyne.NewSize(80, h.MinSize().Height), h)
 }
 
 func heading(s string) *widget.Label {
@@ -284,6 +293,8 @@ func (g *GPUCanvas) rebuild() {
 		head = "auto"
 	}
 	g.head.SetSelected(head)
+	g.splitBox.Hidden = len(g.pl.Target) < 2
+	g.splitBox.Refresh()
 }
 
 func (g *GPUCanvas) fillZone(zone Zone, ids []int) {

@@ -70,3 +70,38 @@ func TestMeter(t *testing.T) {
 		t.Errorf("fill %v wide, want a quarter of 200", w)
 	}
 }
+
+// A compact notice keeps a long text to one line until More unfolds it,
+// and Less folds it again; each fold is reported so the page can lay out.
+func TestNoticeCompact(t *testing.T) {
+	test.NewTempApp(t)
+	long := "No GPUs listed: the NVIDIA driver is installed but not loaded. Models run on the CPU. " +
+		"For NVIDIA GPUs, install the NVIDIA driver, reboot and start Tandem again; no CUDA toolkit is needed."
+	n := NewNotice()
+	w := test.NewTempWindow(t, n)
+	w.Resize(fyne.NewSize(500, 300))
+	n.Set(NoticeInfo, long, "")
+	full := n.MinSize().Height
+	if len(buttonsNamed(n, "More")) != 0 {
+		t.Error("a notice that is not compact offers More")
+	}
+	n.SetCompact(true)
+	one := n.MinSize().Height
+	if !n.Folded() || one >= full {
+		t.Fatalf("compact notice %v high, the whole text %v: not one line", one, full)
+	}
+	folds := 0
+	n.OnFold(func() { folds++ })
+	more := buttonsNamed(n, "More")
+	if len(more) != 1 {
+		t.Fatal("no More button on a compact notice")
+	}
+	test.Tap(more[0])
+	if n.Folded() || n.MinSize().Height != full || folds != 1 {
+		t.Fatalf("after More: folded %v, %v high (want %v), %d folds reported", n.Folded(), n.MinSize().Height, full, folds)
+	}
+	test.Tap(buttonsNamed(n, "Less")[0])
+	if !n.Folded() || n.MinSize().Height != one || folds != 2 {
+		t.Errorf("after Less: folded %v, %v high (want %v), %d folds reported", n.Folded(), n.MinSize().Height, one, folds)
+	}
+}

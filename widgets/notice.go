@@ -16,8 +16,9 @@ const (
 	NoticeError
 )
 
-// Notice is a one-line message above the content (a note, a warning, an
-// error) with its full detail one click away and a close button.
+// Notice is a message above the content (a note, a warning, an error)
+// with its full detail one click away and a close button; a compact one
+// keeps to one line until unfolded.
 type Notice struct {
 	widget.BaseWidget
 	kind      NoticeKind
@@ -25,9 +26,11 @@ type Notice struct {
 	detail    *widget.Label
 	details   *widget.Button
 	action    *widget.Button
+	more      *widget.Button // in a compact notice: the whole text or one line
 	icon      *widget.Icon
 	content   *fyne.Container
 	onDismiss func()
+	onFold    func()
 }
 
 // NewNotice is a hidden notice; Set fills and shows it.
@@ -57,8 +60,16 @@ func NewNotice() *Notice {
 	closeBtn.Importance = widget.LowImportance
 	n.action = widget.NewButton("", nil)
 	n.action.Hide()
+	n.more = widget.NewButton("More", func() {
+		n.fold(n.text.Wrapping == fyne.TextWrapWord)
+		if n.onFold != nil {
+			n.onFold()
+		}
+	})
+	n.more.Importance = widget.LowImportance
+	n.more.Hide()
 	n.content = container.NewVBox(
-		container.NewBorder(nil, nil, n.icon, container.NewHBox(n.action, n.details, closeBtn), n.text),
+		container.NewBorder(nil, nil, n.icon, container.NewHBox(n.action, n.more, n.details, closeBtn), n.text),
 		n.detail)
 	n.ExtendBaseWidget(n)
 	n.Hide()
@@ -90,6 +101,30 @@ func (n *Notice) Set(kind NoticeKind, text, detail string) {
 	n.Refresh()
 }
 
+// SetCompact keeps the notice to one line, cut with an ellipsis, with a
+// More button that unfolds the whole text: notes that stay above a page
+// (a first start's) then leave its controls in view on a small screen.
+func (n *Notice) SetCompact(on bool) {
+	n.more.Hidden = !on
+	n.fold(on)
+}
+
+// fold shows the text on one line (on) or all of it.
+func (n *Notice) fold(on bool) {
+	if on {
+		n.text.Wrapping, n.text.Truncation = fyne.TextWrapOff, fyne.TextTruncateEllipsis
+		n.more.SetText("More")
+	} else {
+		n.text.Wrapping, n.text.Truncation = fyne.TextWrapWord, fyne.TextTruncateOff
+		n.more.SetText("Less")
+	}
+	n.text.Refresh()
+	n.Refresh()
+}
+
+// Folded reports whether a compact notice shows one line only.
+func (n *Notice) Folded() bool { return n.more.Visible() && n.text.Wrapping == fyne.TextWrapOff }
+
 // SetAction shows a button labelled label that calls do ("": none).
 func (n *Notice) SetAction(label string, do func()) {
 	n.action.SetText(label)
@@ -103,6 +138,10 @@ func (n *Notice) Text() string { return n.text.Text }
 
 // Kind is the notice's kind.
 func (n *Notice) Kind() NoticeKind { return n.kind }
+
+// OnFold is called when the user folds or unfolds a compact notice (its
+// height changed).
+func (n *Notice) OnFold(f func()) { n.onFold = f }
 
 // OnDismiss is called when the user closes the notice.
 func (n *Notice) OnDismiss(f func()) { n.onDismiss = f }
