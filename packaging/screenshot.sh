@@ -10,8 +10,9 @@
 #                   writes (a fake answer holding two code blocks): code on
 #                   its own background, coloured, each block with a Copy
 #                   button, and Copy on each message
-#   models-800x600.png  the Models page on an 800x600 screen: the window
-#                   fits it with every control of the page in view
+#   models-800x600.png  the Models page on an 800x600 screen on a first start
+#                   (the no-GPU and demo-pair notes, one line each): the window
+#                   fits it with every control of the page in view, unscrolled
 #   simulated.png   the Models page on three simulated GPUs (tandem gui
 #                   --simulate) with both demo models on GPU 0: its bar red,
 #                   over by a few MiB, and the planner's fixes
@@ -173,8 +174,8 @@ esac
 # Three simulated GPUs with 73 MiB each past the CUDA context: the demo
 # pair on the first needs 86 MiB, so GPU 0 is red with the planner's fixes;
 # the first, "Put the draft on GPU 1", is clicked and the layout fits. The
-# window is made taller (on a taller screen) so the memory preview is in
-# view without scrolling, which xdotool's wheel does not do in Fyne.
+# window is made taller (on a taller screen) so the model cards show whole;
+# the memory preview sits beside the device zones, in view at any size.
 display3=:$((290 + RANDOM % 100))
 Xvfb "$display3" -screen 0 1400x1200x24 -nolisten tcp >"$work/xvfb3.log" 2>&1 &
 xvfb3_pid=$!
@@ -190,7 +191,7 @@ mark simulated devices screenshot
 DISPLAY=$display3 import -window "$main" "$out/simulated.png"
 # Apply beside "Put the draft on GPU 1": a position in the taller window;
 # the check below says if it missed.
-DISPLAY=$display3 xdotool mousemove --window "$main" 1234 882 click 1
+DISPLAY=$display3 xdotool mousemove --window "$main" 1241 404 click 1
 sleep 3
 DISPLAY=$display3 import -window "$main" "$out/simulated-fixed.png"
 kill -TERM "$app_pid"
