@@ -7,6 +7,7 @@ package engine
 
 import (
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 )
@@ -57,6 +58,17 @@ type Request struct {
 	// chat.ErrTemplate; set ChatMLFallback to use plain ChatML instead.
 	Messages       []chat.Message
 	ChatMLFallback bool
+	// Tools are the functions the model may call, rendered into the prompt
+	// by the model's chat template: a template without tool syntax is an
+	// error wrapping chat.ErrNoTools, and there is no ChatML fallback.
+	// The calls come back as text in the template's syntax
+	// (chat.ToolParser reads them).
+	Tools []chat.Tool
+	// Constraint, when set, limits the output to its grammar's language
+	// (from Runner.Constraint): every token, drafted ones too, is chosen
+	// under the grammar's mask, and generation stops with "stop" once the
+	// output is complete, even with IgnoreEOS.
+	Constraint *grammar.Constraint
 
 	MaxTokens int  // 0 = until end of generation or the context is full
 	IgnoreEOS bool // generate exactly MaxTokens tokens

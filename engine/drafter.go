@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 )
@@ -13,9 +14,13 @@ import (
 // its own top probability falls below pMin. dists[i] is the distribution
 // tokens[i] was drawn from under the request's sampling settings; a nil
 // dists means each proposal is certain (a one-hot distribution), as for
-// greedy drafting and prompt lookup.
+// greedy drafting and prompt lookup. m, when not nil, is the grammar the
+// output must follow, at the history's end: a drafter that picks from
+// logits masks them with it and advances it by each proposal (it is the
+// drafter's own copy); one that does not may propose anything, and the
+// generation cuts its proposals where the grammar refuses one.
 type drafter interface {
-	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (tokens []int32, dists [][]float32, err error)
+	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (tokens []int32, dists [][]float32, err error)
 }
 
 // modelDrafter drafts with a small model of the same vocabulary.
@@ -25,7 +30,7 @@ type modelDrafter struct {
 	dists [][]float32
 }
 
-func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) ([]int32, [][]float32, error) {
+func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
 	d.toks = append(d.toks[:0], history...)
 	proposed := d.toks[len(history):]
 	greedy := s.Params().Greedy()
@@ -41,7 +46,7 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		if err != nil {
 			return nil, nil, err
 		}
-		t, top, err := pick(s, logits, d.toks, dists, i)
+		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -52,6 +57,13 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		}
 		d.toks = append(d.toks, t)
 		proposed = d.toks[len(history):]
+		stop, err := draftedUnder(m, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		if stop {
+			break
+		}
 	}
 	if greedy {
 		return proposed, nil, nil
@@ -87,6 +99,6 @@ func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float3
 // lookupDrafter drafts by prompt lookup: no model, certain proposals.
 type lookupDrafter struct{ l spec.Lookup }
 
-func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler) ([]int32, [][]float32, error) {
+func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler, _ *grammar.Matcher) ([]int32, [][]float32, error) {
 	return d.l.Draft(history, n), nil, nil
 }

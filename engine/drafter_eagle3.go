@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/engine/sample"
 )
@@ -24,7 +25,7 @@ type eagle3Drafter struct {
 	dists  [][]float32
 }
 
-func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) ([]int32, [][]float32, error) {
+func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
 	last := len(history) - 1
 	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
 	if ran < last || ran == 0 || n <= 0 {
@@ -35,8 +36,8 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 	c := min(d.m.Len(), commonPrefix(d.fed, history[1:]), ran-1)
 	// Unpenalised greedy drafting needs only the top token: with the
 	// target's head split by vocabulary, its shards' tops merge and no
-	// logits are gathered.
-	topOnly := s.Params().Greedy() && !s.Params().Penalised()
+	// logits are gathered. A grammar needs the logits to mask.
+	topOnly := s.Params().Greedy() && !s.Params().Penalised() && m == nil
 	var logits []float32
 	var top model.Top
 	var err error
@@ -62,7 +63,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 	for i := 0; ; i++ {
 		t, p := top.ID, top.P
 		if !topOnly {
-			if t, p, err = pick(s, logits, d.toks, dists, i); err != nil {
+			if t, p, err = pickUnder(m, s, logits, d.toks, dists, i); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -70,7 +71,11 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 			break
 		}
 		d.toks = append(d.toks, t)
-		if i == n-1 {
+		stop, err := draftedUnder(m, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		if i == n-1 || stop {
 			break
 		}
 		// Position ran+i reads the token just drafted and the output the

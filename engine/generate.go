@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/engine/tokenizer"
@@ -33,10 +34,16 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	case len(prompt) >= n:
 		return Stats{PromptTokens: len(prompt)}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
 	}
+	if err := r.checkConstraint(req.Constraint); err != nil {
+		return Stats{}, err
+	}
 	drafting := req.Drafting.Resolve()
 	g := &generation{r: r, req: req, drafting: drafting, emit: emit, sampler: sample.NewSeeded(req.Sampling),
 		history: prompt, stream: r.tok.NewStreamDecoder(),
 		length: spec.NewLength(drafting.Min, drafting.Max)}
+	if req.Constraint != nil {
+		g.m = req.Constraint.NewMatcher()
+	}
 	g.stats.PromptTokens = len(prompt)
 	if emit == nil {
 		g.emit = func(Event) {}
@@ -55,7 +62,7 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 	if len(req.Messages) > 0 {
 		var err error
 		// Message text cannot make special tokens; the template's markup can.
-		text, err = r.RenderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), req.ChatMLFallback)
+		text, err = r.renderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), chatOptions(req, r.tok.Defuse), req.ChatMLFallback && len(req.Tools) == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -71,8 +78,28 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 // generation prompt. Without a template, or when it fails to render, it is
 // an error wrapping chat.ErrTemplate unless fallback allows plain ChatML.
 func (r *Runner) RenderChat(ctx context.Context, msgs []chat.Message, fallback bool) (string, error) {
+	return r.renderChat(ctx, msgs, chat.Options{AddGenerationPrompt: true}, fallback)
+}
+
+// chatOptions are the template variables of a request: its tools (defused
+// like the messages), and no thinking when a grammar forces the output,
+// since the grammar leaves no room for a reasoning block (Qwen3's
+// template then writes an empty one itself).
+func chatOptions(req Request, defuse func(string) string) chat.Options {
+	opts := chat.Options{AddGenerationPrompt: true, Tools: chat.DefusedTools(req.Tools, defuse)}
+	if req.Constraint != nil {
+		thinking := false
+		opts.EnableThinking = &thinking
+	}
+	return opts
+}
+
+func (r *Runner) renderChat(ctx context.Context, msgs []chat.Message, opts chat.Options, fallback bool) (string, error) {
+	if len(opts.Tools) > 0 && r.ToolSyntax() == chat.NoToolSyntax {
+		return "", fmt.Errorf("engine: %w", chat.ErrNoTools)
+	}
 	if r.template != nil {
-		text, err := r.template.Render(ctx, msgs, chat.Options{AddGenerationPrompt: true})
+		text, err := r.template.Render(ctx, msgs, opts)
 		if err == nil || !fallback {
 			return text, err
 		}
@@ -96,6 +123,7 @@ type generation struct {
 	text     strings.Builder // everything emitted, for stop strings
 	held     string          // decoded text held back: it may begin a stop string
 	probs    []float32
+	m        *grammar.Matcher // the output so far under req.Constraint; nil without one
 }
 
 func (g *generation) run(ctx context.Context) error {
@@ -110,6 +138,10 @@ func (g *generation) run(ctx context.Context) error {
 	g.stats.PrefillSeconds = time.Since(start).Seconds()
 	start = time.Now()
 	defer func() { g.stats.DecodeSeconds = time.Since(start).Seconds() }()
+	if g.grammarComplete() { // a grammar of the empty text: nothing to ask
+		g.stats.FinishReason = "stop"
+		return nil
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -131,14 +163,18 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		n := min(g.length.Next(), room, g.remaining()-1)
 		if n > 0 {
 			var err error
-			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.drafting.PMin, g.sampler); err != nil {
+			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.drafting.PMin, g.sampler, g.forkMatcher()); err != nil {
 				return false, err
 			}
 		}
 	}
+	drafted, dists, masks, err := g.speculate(drafted, dists)
+	if err != nil {
+		return false, err
+	}
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
-	if p := g.req.Sampling; p.Greedy() && !p.Penalised() {
+	if p := g.req.Sampling; p.Greedy() && !p.Penalised() && g.m == nil {
 		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
 		if err != nil {
 			return false, err
@@ -150,6 +186,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		maskRows(logits, masks)
 		if out, err = g.verify(logits, drafted, dists); err != nil {
 			return false, err
 		}
@@ -165,6 +202,9 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		for i := range len(out) - 1 {
 			g.stats.AcceptedAt[i]++
 		}
+	}
+	if out, err = g.advanceGrammar(out); err != nil {
+		return false, err
 	}
 	return g.accept(out), nil
 }
@@ -246,6 +286,9 @@ func (g *generation) accept(tokens []int32) bool {
 		if g.r.tok.TokenType(t) != tokenizer.TypeControl { // <|im_end|> and the like are not text
 			text.WriteString(g.stream.Add(t))
 		}
+	}
+	if finish == "" && g.grammarComplete() {
+		finish = "stop"
 	}
 	if finish == "" && g.remaining() <= 0 {
 		finish = "length"

@@ -29,6 +29,7 @@ type Runner struct {
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
 	placed    *placed // the plan and the backends of its devices (placement.go)
+	grammars  grammars
 
 	mu sync.Mutex
 }
