@@ -280,11 +280,13 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
     float* pe = es + T;
     __shared__ int last;
 
-    int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, nsplit = gridDim.z;
+    int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     int kvh = h / (n_head / n_kv_head);
     int p = pos[b];
     int nkeys = min(p + 1, n_ctx);
+    int nsplit = active_splits(nkeys, SPLIT_KEYS);
+    if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
     const int hbk = kvt<KT>::GB * ng, hbv = kvt<VT>::GB * ng;
@@ -391,18 +393,15 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
         __threadfence();
         // Merge the splits; other blocks' partials are read from L2.
         const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
-        float M = -INFINITY;
-        for (int sp = 0; sp < nsplit; sp++)
-            if (__ldcg(pp + sp * (D + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
         for (int i = tid; i < D; i += AKV_THREADS) {
-            float L = 0.f, o = 0.f;
+            float M = -INFINITY, L = 0.f, o = 0.f;
+#pragma unroll 2
             for (int sp = 0; sp < nsplit; sp++) {
                 const float* ps = pp + sp * (D + 2);
-                float ls = __ldcg(ps + 1);
-                if (ls == 0.f) continue;
-                float f = __expf(__ldcg(ps) - M);
-                L += ls * f;
-                o += __ldcg(ps + 2 + i) * f;
+                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a = __ldcg(ps + 2 + i), c, f;
+                merge_step(M, ms, c, f);
+                L = L * c + ls * f;
+                o = o * c + a * f;
             }
             qf[i] = L > 0.f ? o / L : 0.f;
         }
@@ -461,13 +460,15 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh;
     int hend = kvh * G + G;
-    int b0 = blockIdx.y * qr, split = blockIdx.z, nsplit = gridDim.z;
+    int b0 = blockIdx.y * qr, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     // the block's key range: up to its last row's position
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
+    int nsplit = active_splits(nkeys, ROW_SPLIT_KEYS);
+    if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
     const int hbk = kvt<KT>::GB * ng, hbv = kvt<VT>::GB * ng;
@@ -604,20 +605,19 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
             // merge the slices (other blocks' partials are read from L2)
             const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
             float M = -INFINITY;
-            for (int sp = 0; sp < nsplit; sp++)
-                if (__ldcg(pp + sp * (D + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
             L = 0.f;
 #pragma unroll
             for (int d = 0; d < 8; d++) o[d] = 0.f;
+#pragma unroll 2
             for (int sp = 0; sp < nsplit; sp++) {
                 const float* ps = pp + sp * (D + 2);
-                float ls = __ldcg(ps + 1);
-                if (ls == 0.f) continue;
-                float f = __expf(__ldcg(ps) - M);
-                L += ls * f;
+                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a[8], c, f;
 #pragma unroll
-                for (int d = 0; d < 8; d++)
-                    if (d < DP) o[d] += __ldcg(ps + 2 + lane + 32 * d) * f;
+                for (int d = 0; d < 8; d++) a[d] = d < DP ? __ldcg(ps + 2 + lane + 32 * d) : 0.f;
+                merge_step(M, ms, c, f);
+                L = L * c + ls * f;
+#pragma unroll
+                for (int d = 0; d < 8; d++) o[d] = o[d] * c + a[d] * f;
             }
         }
 #pragma unroll
