@@ -96,7 +96,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     int kvh = h / (n_head / n_kv_head);
     int p = pos[b];
     int nkeys = min(p + 1, n_ctx);
-    int nsplit = active_splits(nkeys, SPLIT_KEYS);
+    int nsplit = active_splits(nkeys);
     if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
@@ -174,7 +174,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     }
 
     if (nsplit > 1) {
-        float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (head_dim + 2);
+        float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (head_dim + 2);
         if (tid == 0) { out[0] = m; out[1] = l; }
         for (int i = tid; i < head_dim; i += ATT_THREADS) out[2 + i] = qs[i];
         __threadfence();
@@ -188,7 +188,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
         if (!last) return;
         __threadfence();
         // Merge the splits; other blocks' partials are read from L2.
-        const float* pp = part + ((size_t)b * n_head + h) * nsplit * (head_dim + 2);
+        const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (head_dim + 2);
         for (int i = tid; i < head_dim; i += ATT_THREADS) {
             float M = -INFINITY, L = 0.f, o = 0.f;
 #pragma unroll 2
@@ -303,7 +303,7 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
-    int nsplit = active_splits(nkeys, ROW_SPLIT_KEYS);
+    int nsplit = active_splits(nkeys);
     if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
@@ -403,7 +403,7 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
         for (int i = 0; i < UPW; i++) {
             if (upos[i] < 0) continue;
             int u = warp + ATR_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-            float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (D + 2);
+            float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
             if (lane == 0) { out[0] = m[i]; out[1] = l[i]; }
 #pragma unroll
             for (int d = 0; d < 8; d++)
@@ -432,7 +432,7 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
             for (int d = 0; d < 8; d++) o[d] = acc[i][d];
         } else {
             // merge the slices (other blocks' partials are read from L2)
-            const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
+            const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
             float M = -INFINITY;
             L = 0.f;
 #pragma unroll
@@ -516,7 +516,7 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
-    int nsplit = active_splits(nkeys, ROW_SPLIT_KEYS);
+    int nsplit = active_splits(nkeys);
     if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
@@ -663,7 +663,7 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (upos[r] < 0) continue;
-            float* out = part + (((size_t)ub[r] * n_head + uh[r]) * nsplit + split) * (D + 2);
+            float* out = part + (((size_t)ub[r] * n_head + uh[r]) * gridDim.z + split) * (D + 2);
             if (t == 0) {
                 out[0] = m[r];
                 out[1] = l[r];
@@ -687,7 +687,7 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (upos[r] < 0) continue;
-            const float* pp = part + ((size_t)ub[r] * n_head + uh[r]) * nsplit * (D + 2);
+            const float* pp = part + ((size_t)ub[r] * n_head + uh[r]) * gridDim.z * (D + 2);
             float M = -INFINITY, L = 0.f;
 #pragma unroll
             for (int n = 0; n < D / 8; n++) o[n][2 * r] = o[n][2 * r + 1] = 0.f;

@@ -285,7 +285,7 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
     int kvh = h / (n_head / n_kv_head);
     int p = pos[b];
     int nkeys = min(p + 1, n_ctx);
-    int nsplit = active_splits(nkeys, SPLIT_KEYS);
+    int nsplit = active_splits(nkeys);
     if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
@@ -375,7 +375,7 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
     }
 
     if (nsplit > 1) {
-        float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (D + 2);
+        float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
         if (tid == 0) {
             out[0] = m;
             out[1] = l;
@@ -392,7 +392,7 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
         if (!last) return;
         __threadfence();
         // Merge the splits; other blocks' partials are read from L2.
-        const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
+        const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
         for (int i = tid; i < D; i += AKV_THREADS) {
             float M = -INFINITY, L = 0.f, o = 0.f;
 #pragma unroll 2
@@ -467,7 +467,7 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
-    int nsplit = active_splits(nkeys, ROW_SPLIT_KEYS);
+    int nsplit = active_splits(nkeys);
     if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
@@ -571,7 +571,7 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
         for (int i = 0; i < UPW; i++) {
             if (upos[i] < 0) continue;
             int u = warp + ARK_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-            float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (D + 2);
+            float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
             if (lane == 0) {
                 out[0] = m[i];
                 out[1] = l[i];
@@ -603,7 +603,7 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
             for (int d = 0; d < 8; d++) o[d] = acc[i][d];
         } else {
             // merge the slices (other blocks' partials are read from L2)
-            const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
+            const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
             float M = -INFINITY;
             L = 0.f;
 #pragma unroll

@@ -70,17 +70,20 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // A grid of attention is cut in gridDim.z key slices, as many as the
 // cache's capacity may want (workspace.AttentionSplits and
 // AttentionRowSplits); at run time only the first active_splits of them
-// take keys, slices of at least min_keys, and the others exit at once. A
-// short context in a large cache is then not spread thin over slices that
-// each pay a partial write and a share of the merge: decode at a capacity
-// of 4096 did 0.93x the work rate of a capacity of 512 (kernels/cuda/NOTES.md).
-// The count depends only on nkeys, which every block of a (head, query)
-// computes alike, so the blocks that count themselves done and the merge
-// agree on it; and a captured graph stays valid as the context grows.
-#define SPLIT_KEYS 128    // workspace.SplitKeys
-#define ROW_SPLIT_KEYS 64 // workspace.RowSplitKeys
-__device__ __forceinline__ int active_splits(int nkeys, int min_keys) {
-    return max(1, min((int)gridDim.z, (nkeys + min_keys - 1) / min_keys));
+// take keys, slices of at least SLICE_KEYS (one tile of 64 keys of an F16
+// head of 128), and the others exit at once. A short context in a large
+// cache is then not spread thin over slices that each pay a partial write
+// and a share of the merge: at a capacity of 4096, decode of the 1.7B
+// Q4_K_M shape ran at 0.925x of its tok/s at 512, and now at 0.98-1.0x
+// (kernels/cuda/NOTES.md, hcuda2's call). The count depends only on the
+// block's key count, which every block of a (head, query), or of a
+// several-row block's units, computes alike, so the blocks that count
+// themselves done and the merge agree on it; and a captured graph stays
+// valid as the context grows. A unit's partials keep a stride of gridDim.z
+// slices: units of other blocks may have other counts.
+#define SLICE_KEYS 64
+__device__ __forceinline__ int active_splits(int nkeys) {
+    return max(1, min((int)gridDim.z, (nkeys + SLICE_KEYS - 1) / SLICE_KEYS));
 }
 
 // Attention over several key slices leaves per slice s a running maximum
