@@ -75,9 +75,10 @@ func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
 
 // Supports reports whether the backend runs op with its operand types
-// (the weight type of MatMul and GetRows; every other op is supported).
-// Shape limits (widths in whole 32-element groups, head sizes up to 256)
-// are Compile's to report.
+// (the weight type of MatMul and GetRows, the cache types of SetRows and
+// Attention: F32, F16, Q8_0 and Q4_0, K and V of any two; every other op
+// is supported). Shape limits (widths in whole 32-element groups, head
+// sizes up to 256) are Compile's to report.
 func (be *Backend) Supports(op kernels.Op) bool {
 	switch o := op.(type) {
 	case kernels.MatMul:
@@ -87,18 +88,15 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		_, ok := weightKernels[o.Src.Type]
 		return ok
 	case kernels.SetRows:
-		return floatCache(o.Dst.Type)
+		_, ok := kvCaches[o.Dst.Type]
+		return ok
 	case kernels.Attention:
-		return floatCache(o.K.Type) && o.V.Type == o.K.Type
+		_, kOK := kvCaches[o.K.Type]
+		_, vOK := kvCaches[o.V.Type]
+		return kOK && vOK
 	}
 	return true
 }
-
-// floatCache reports whether t is a KV cache type Supports offers: F32 or
-// F16, K and V alike. Compile also takes Q8_0 and Q4_0 caches and K and V
-// of different types (attention_kv.cu, set_rows_kv, attn_prep_kv), which
-// Supports offers once their tests have passed on a GPU.
-func floatCache(t quant.Type) bool { return t == quant.F32 || t == quant.F16 }
 
 // Compile validates ops and builds a program of kernel launches.
 func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
