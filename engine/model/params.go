@@ -71,6 +71,9 @@ func needArchInt(f *gguf.File, key string, dst *int) error {
 // its weights.
 func ReadParams(f *gguf.File) (Params, error) {
 	p := Params{Arch: f.Arch()}
+	if p.Arch == archDFlash || p.Arch == archEagle3 {
+		return p, fmt.Errorf("model: a %s file is a draft: it reads a target's hidden states and has no decoder of its own to generate with; load it as the draft beside its target: %w", p.Arch, ErrUnsupported)
+	}
 	a, ok := archFor(p.Arch)
 	if !ok {
 		return p, fmt.Errorf("model: architecture %q: %w (supported: %v)", p.Arch, ErrUnsupported, Architectures())

@@ -33,8 +33,8 @@ func (p Params) check(f *gguf.File) error {
 	if err := checkBlocks(f, p.Layers); err != nil {
 		return err
 	}
-	if p.Arch == archEagle3 {
-		return nil // its layout (fc, d2t, a borrowed embedding) is checked by LoadEagle3
+	if p.Arch == archEagle3 || p.Arch == archDFlash {
+		return nil // its layout (fc, d2t, a borrowed embedding) is checked by LoadEagle3 or LoadDFlash
 	}
 	embd, qDim, kvDim := int64(p.Embd), int64(p.Heads*p.HeadDim), int64(p.KVHeads*p.HeadDim)
 	for _, want := range []struct {
