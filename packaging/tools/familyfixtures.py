@@ -137,7 +137,10 @@ def gemma3_config():
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
         attention_bias=False,
-        query_pre_attn_scalar=24,
+        # llama.cpp reads no query_pre_attn_scalar for gemma3: it scales by
+        # head_dim^-0.5 (n_embd/n_head for the 62-layer 27B), as every
+        # released Gemma 3 does; the fixture must be one it runs alike.
+        query_pre_attn_scalar=32,
         sliding_window=GEMMA_WINDOW,
         layer_types=gemma_layer_types(),
         final_logit_softcapping=None,
