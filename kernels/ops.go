@@ -128,6 +128,24 @@ type Argmax struct{ Dst, X Tensor }
 //	X F32 [B, n]  Ids I32 [B, K]  Vals F32 [B, K]
 type TopK struct{ Ids, Vals, X Tensor }
 
+// MoE is a mixture-of-experts SwiGLU feed-forward network (Qwen3 MoE,
+// Mixtral). Each row's router logits, X times Router's rows, pick the Used
+// experts of largest softmax probability (the lower index first on ties);
+// their probabilities, divided by their sum when Renorm, weight the
+// experts' outputs down_e(silu(gate_e x) * up_e x), added in rank order.
+// Expert e's matrices are rows [e*FF, (e+1)*FF) of Gate and Up and rows
+// [e*n, (e+1)*n) of Down: a GGUF 3-D expert tensor viewed as 2-D. A batch's
+// rows are grouped by expert, so each expert's weights are read once per
+// batch however many rows it serves. Dst may be X (in place).
+//
+//	X F32 [B, n]  Router [Experts, n]  Gate, Up [Experts*FF, n]
+//	Down [Experts*n, FF]  Dst F32 [B, n]
+type MoE struct {
+	Dst, X, Router, Gate, Up, Down Tensor
+	Experts, Used                  int
+	Renorm                         bool
+}
+
 // Copy is Dst = Src with conversion between F32 and F16; equal shapes,
 // strides may differ (e.g. a block's input copied into a column slice of a
 // capture buffer).
@@ -146,6 +164,7 @@ func (Softmax) Name() string   { return "softmax" }
 func (Argmax) Name() string    { return "argmax" }
 func (TopK) Name() string      { return "top_k" }
 func (Copy) Name() string      { return "copy" }
+func (MoE) Name() string       { return "moe" }
 
 func (o GetRows) check() error {
 	if err := views(o.Dst, o.Src, o.Idx); err != nil {
@@ -287,6 +306,20 @@ func (o Copy) check() error {
 	return first(
 		isType(o.Dst, quant.F32, quant.F16), isType(o.Src, quant.F32, quant.F16),
 		shape(o.Dst, o.Src.Rows, o.Src.Cols))
+}
+
+func (o MoE) check() error {
+	if err := views(o.Dst, o.X, o.Router, o.Gate, o.Up, o.Down); err != nil {
+		return err
+	}
+	if o.Experts <= 0 || o.Used <= 0 || o.Used > o.Experts || o.Gate.Rows%o.Experts != 0 || o.Gate.Rows == 0 {
+		return fmt.Errorf("%w: %d of %d experts over %v", ErrShape, o.Used, o.Experts, o.Gate)
+	}
+	n, ff := o.X.Cols, o.Gate.Rows/o.Experts
+	return first(
+		isType(o.Dst, quant.F32), isType(o.X, quant.F32),
+		shape(o.Router, o.Experts, n), shape(o.Gate, o.Experts*ff, n), shape(o.Up, o.Experts*ff, n),
+		shape(o.Down, o.Experts*n, ff), shape(o.Dst, o.X.Rows, n))
 }
 
 // views checks each operand's geometry.

@@ -86,6 +86,8 @@ func (b *Backend) compile(op kernels.Op) (step, error) {
 		return b.newTopK(o)
 	case kernels.Copy:
 		return b.newCopy(o)
+	case kernels.MoE:
+		return b.newMoE(o)
 	}
 	return nil, kernels.ErrUnsupported
 }
@@ -98,6 +100,8 @@ func (b *Backend) Supports(op kernels.Op) bool {
 		return supportsDot(o.W.Type)
 	case kernels.GetRows:
 		return supportsDequant(o.Src.Type)
+	case kernels.MoE:
+		return supportsMoE(o)
 	case kernels.SetRows, kernels.RMSNorm, kernels.Add, kernels.Mul, kernels.SwiGLU,
 		kernels.Rope, kernels.Attention, kernels.Softmax, kernels.Argmax, kernels.TopK, kernels.Copy:
 		return true

@@ -90,6 +90,8 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		return floatCache(o.Dst.Type)
 	case kernels.Attention:
 		return floatCache(o.K.Type) && o.V.Type == o.K.Type
+	case kernels.MoE:
+		return false // no expert kernels yet: MoE blocks run on the CPU backend
 	}
 	return true
 }
@@ -314,6 +316,8 @@ func supported(op kernels.Op) error {
 		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
 			return fmt.Errorf("%w: top %d of %d", kernels.ErrUnsupported, o.Ids.Cols, o.X.Cols)
 		}
+	case kernels.MoE:
+		return fmt.Errorf("%w: no expert kernels on CUDA yet", kernels.ErrUnsupported)
 	}
 	return nil
 }

@@ -49,6 +49,10 @@ func cases() []opCase {
 		opCase{"argmax", argmaxCase},
 		opCase{"top_k", topKCase},
 		opCase{"copy", copyCase},
+		opCase{"moe/F32", func(h *harness) { moeCase(h, quant.F32) }},
+		opCase{"moe/F16", func(h *harness) { moeCase(h, quant.F16) }},
+		opCase{"moe/Q8_0", func(h *harness) { moeCase(h, quant.Q8_0) }},
+		opCase{"moe/Q4_K", func(h *harness) { moeCase(h, quant.Q4_K) }},
 		opCase{"program_order", orderCase},
 	)
 }
