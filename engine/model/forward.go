@@ -602,13 +602,17 @@ func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
 			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads})...)
 }
 
-// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens: the output (or
-// pt's share) ends in xn.
+// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens, or its routed
+// experts: the output (or pt's share) ends in xn.
 func (m *Model) ffnOps(pt *part, l, b int) []kernels.Op {
-	s, w, lb := pt.s, pt.w.blocks[l], pt.local[l]
+	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
-	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps}},
-		ffn(w, h, h, packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn))...)
+	norm := kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps}
+	if p.arch.moe {
+		return []kernels.Op{norm, kernels.MoE{Dst: h, X: h, Router: w.router, Gate: w.gate, Up: w.up, Down: w.down,
+			Experts: p.Experts, Used: p.ExpertsUsed, Renorm: true}}
+	}
+	return append([]kernels.Op{norm}, ffn(w, h, h, packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn))...)
 }
 
 // attnArgs are what one block's attention reads and writes on a device.

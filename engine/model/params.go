@@ -23,6 +23,11 @@ type Params struct {
 	RopeScale float32 // position multiplier (1 / linear scaling factor)
 	RopeDims  int     // rotated elements per head
 
+	// Mixture-of-experts blocks (qwen3moe); zero for dense models.
+	Experts     int // experts per block
+	ExpertsUsed int // experts each token is routed to
+	ExpertFF    int // feed-forward width of one expert
+
 	arch arch
 }
 
@@ -33,6 +38,7 @@ type arch struct {
 	neox   bool // RoPE pairs (j, j+d/2) rather than (2j, 2j+1)
 	qkNorm bool // RMSNorm on each query and key head before RoPE (qwen3)
 	bias   bool // optional Q/K/V biases are loaded (qwen2)
+	moe    bool // every block's FFN is routed experts, their weights renormalised (qwen3moe)
 }
 
 // archFor maps general.architecture to its traits.
@@ -46,12 +52,16 @@ func archFor(name string) (arch, bool) {
 		return arch{neox: true, bias: true}, true
 	case "qwen3":
 		return arch{neox: true, qkNorm: true}, true
+	case "qwen3moe":
+		// llama.cpp's qwen3moe always renormalises the chosen experts'
+		// weights (Qwen3 MoE's norm_topk_prob) and has no shared expert.
+		return arch{neox: true, qkNorm: true, moe: true}, true
 	}
 	return arch{}, false
 }
 
 // Architectures lists the general.architecture values Load accepts.
-func Architectures() []string { return []string{"llama", "qwen2", "qwen3"} }
+func Architectures() []string { return []string{"llama", "qwen2", "qwen3", "qwen3moe"} }
 
 // needArchInt reads ARCH.key, which must be present and a positive count
 // that fits an int32, into dst.
@@ -111,6 +121,22 @@ func ReadParams(f *gguf.File) (Params, error) {
 	if _, ok := f.ArchUint("rope.dimension_count"); ok {
 		if err := need("rope.dimension_count", &p.RopeDims); err != nil {
 			return p, err
+		}
+	}
+
+	if a.moe {
+		if err := need("expert_count", &p.Experts); err != nil {
+			return p, err
+		}
+		if err := need("expert_used_count", &p.ExpertsUsed); err != nil {
+			return p, err
+		}
+		// llama.cpp's default where the file has no expert width.
+		p.ExpertFF = p.FF / p.ExpertsUsed
+		if _, ok := f.ArchUint("expert_feed_forward_length"); ok {
+			if err := need("expert_feed_forward_length", &p.ExpertFF); err != nil {
+				return p, err
+			}
 		}
 	}
 

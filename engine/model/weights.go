@@ -28,8 +28,9 @@ type blockWeights struct {
 	kNorm      kernels.Tensor // [1, head_dim] (qwen3)
 	wo         kernels.Tensor // [n_embd, n_head*head_dim]
 	ffnNorm    kernels.Tensor // [1, n_embd]
-	gate, up   kernels.Tensor // [n_ff, n_embd]
-	down       kernels.Tensor // [n_embd, n_ff]
+	gate, up   kernels.Tensor // [n_ff, n_embd]; experts: [n_expert*n_ff_exp, n_embd]
+	down       kernels.Tensor // [n_embd, n_ff]; experts: [n_expert*n_embd, n_ff_exp]
+	router     kernels.Tensor // [n_expert, n_embd] (mixture-of-experts blocks)
 }
 
 // Progress reports loading: bytes of tensors placed on the device so far.
@@ -59,6 +60,7 @@ type tensorSpec struct {
 	cat        kernels.Category
 	optional   bool
 	vector     bool // a norm weight or bias, used as F32
+	experts    int  // > 0: a 3-D expert tensor {cols, rows/experts, experts}, bound as [rows, cols]
 	use        kernels.Op
 }
 
@@ -87,10 +89,25 @@ func (p Params) specs(w *weights) []tensorSpec {
 			matrix(n("attn_v.weight"), &b.wv, kvDim, embd, kernels.Weights),
 			matrix(n("attn_output.weight"), &b.wo, embd, qDim, kernels.Weights),
 			vector(n("ffn_norm.weight"), &b.ffnNorm, embd, kernels.Weights, false),
-			matrix(n("ffn_gate.weight"), &b.gate, p.FF, embd, kernels.Weights),
-			matrix(n("ffn_up.weight"), &b.up, p.FF, embd, kernels.Weights),
-			matrix(n("ffn_down.weight"), &b.down, embd, p.FF, kernels.Weights),
 		)
+		if p.arch.moe {
+			e, ff := p.Experts, p.ExpertFF
+			expert := func(name string, dst *kernels.Tensor, rows, cols int) tensorSpec {
+				return tensorSpec{name: n(name), dst: dst, rows: e * rows, cols: cols, cat: kernels.Weights, experts: e, use: kernels.MoE{}}
+			}
+			specs = append(specs,
+				tensorSpec{name: n("ffn_gate_inp.weight"), dst: &b.router, rows: e, cols: embd, cat: kernels.Weights, use: kernels.MoE{}},
+				expert("ffn_gate_exps.weight", &b.gate, ff, embd),
+				expert("ffn_up_exps.weight", &b.up, ff, embd),
+				expert("ffn_down_exps.weight", &b.down, embd, ff),
+			)
+		} else {
+			specs = append(specs,
+				matrix(n("ffn_gate.weight"), &b.gate, p.FF, embd, kernels.Weights),
+				matrix(n("ffn_up.weight"), &b.up, p.FF, embd, kernels.Weights),
+				matrix(n("ffn_down.weight"), &b.down, embd, p.FF, kernels.Weights),
+			)
+		}
 		if p.arch.bias {
 			specs = append(specs,
 				vector(n("attn_q.bias"), &b.bq, qDim, kernels.Weights, true),
@@ -147,8 +164,11 @@ func (l *loader) check(s tensorSpec) (*gguf.TensorInfo, error) {
 		return nil, fmt.Errorf("model: tensor %q: %w", s.name, ErrMissing)
 	}
 	want := []int64{int64(s.cols), int64(s.rows)}
-	if s.vector {
+	switch {
+	case s.vector:
 		want = want[:1]
+	case s.experts > 0:
+		want = []int64{int64(s.cols), int64(s.rows / s.experts), int64(s.experts)}
 	}
 	if !sameDims(info.Dims, want) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, want %v: %w", s.name, info.Dims, want, ErrShape)
@@ -164,6 +184,8 @@ func (l *loader) check(s tensorSpec) (*gguf.TensorInfo, error) {
 	switch s.use.(type) {
 	case kernels.GetRows:
 		op = kernels.GetRows{Src: probe}
+	case kernels.MoE:
+		op = kernels.MoE{Router: probe, Gate: probe, Up: probe, Down: probe}
 	default:
 		op = kernels.MatMul{W: probe}
 	}
