@@ -110,6 +110,23 @@ type Attention struct {
 	NHead, NKVHead    int
 	HeadDim           int
 	Scale             float32 // usually 1/sqrt(HeadDim)
+	// Window > 0 is sliding-window attention (Gemma's local layers): row
+	// b attends cache rows Pos[b]-Window+1 .. Pos[b] only.
+	Window int
+}
+
+// GeGLU is Gemma's gated FFN activation Dst = gelu(Gate) * Up with the
+// tanh approximation, gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+//
+//	Gate, Up, Dst F32 [B, n_ff]
+type GeGLU struct{ Dst, Gate, Up Tensor }
+
+// Scale is Dst = X * C elementwise (Gemma's embedding scale, sqrt(n_embd)).
+//
+//	X, Dst F32 [B, n]
+type Scale struct {
+	Dst, X Tensor
+	C      float32
 }
 
 // Softmax normalises each row: Dst[b] = exp(X[b] - max) / sum.
@@ -165,6 +182,8 @@ func (Argmax) Name() string    { return "argmax" }
 func (TopK) Name() string      { return "top_k" }
 func (Copy) Name() string      { return "copy" }
 func (MoE) Name() string       { return "moe" }
+func (GeGLU) Name() string     { return "geglu" }
+func (Scale) Name() string     { return "scale" }
 
 func (o GetRows) check() error {
 	if err := views(o.Dst, o.Src, o.Idx); err != nil {
@@ -233,6 +252,22 @@ func (o SwiGLU) check() error {
 		shape(o.Up, o.Gate.Rows, o.Gate.Cols), shape(o.Dst, o.Gate.Rows, o.Gate.Cols))
 }
 
+func (o GeGLU) check() error {
+	if err := views(o.Dst, o.Gate, o.Up); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.Gate, quant.F32), isType(o.Up, quant.F32),
+		shape(o.Up, o.Gate.Rows, o.Gate.Cols), shape(o.Dst, o.Gate.Rows, o.Gate.Cols))
+}
+
+func (o Scale) check() error {
+	if err := views(o.Dst, o.X); err != nil {
+		return err
+	}
+	return first(isType(o.Dst, quant.F32), isType(o.X, quant.F32), shape(o.Dst, o.X.Rows, o.X.Cols))
+}
+
 func (o Rope) check() error {
 	if err := views(o.Dst, o.X, o.Pos); err != nil {
 		return err
@@ -272,7 +307,7 @@ func (o Attention) check() error {
 		shape(o.Q, o.Q.Rows, o.NHead*o.HeadDim), shape(o.Dst, o.Q.Rows, o.Q.Cols),
 		shape(o.K, o.K.Rows, o.NKVHead*o.HeadDim), shape(o.V, o.K.Rows, o.K.Cols),
 		shape(o.Pos, 1, o.Q.Rows), positive("scale", float64(o.Scale), false),
-		disjoint(o.Dst, o.Q))
+		positive("window", float64(o.Window), true), disjoint(o.Dst, o.Q))
 }
 
 func (o Softmax) check() error {

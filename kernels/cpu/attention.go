@@ -25,6 +25,7 @@ type attention struct {
 	dst, q, k, v, pos view
 	nHead, group      int // group = query heads per KV head
 	headDim           int
+	window            int // > 0: a query sees the last window positions only
 	kHead, vHead      int // bytes of one KV head in a cache row
 	scale             float32
 	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type, but F16
@@ -41,7 +42,7 @@ type attnScratch struct {
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
-	s := &attention{nHead: o.NHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale}
+	s := &attention{nHead: o.NHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale, window: o.Window}
 	var err error
 	if s.dst, err = b.writable(o.Dst); err != nil {
 		return nil, err
@@ -95,26 +96,31 @@ func (s *attention) run(w, lo, hi int) {
 		q := s.q.f32(r)[h*s.headDim : (h+1)*s.headDim]
 		out := s.dst.f32(r)[h*s.headDim : (h+1)*s.headDim]
 		n := int(s.pos.i32(0)[r]) + 1
+		first := 0
+		if s.window > 0 {
+			first = max(0, n-s.window)
+		}
 		g := h / s.group // the KV head
 		if s.k.typ == quant.F32 && s.v.typ == quant.F32 {
-			s.exact(sc, q, out, n, g)
+			s.exact(sc, q, out, first, n, g)
 		} else {
-			s.flash(sc, q, out, n, g)
+			s.flash(sc, q, out, first, n, g)
 		}
 	}
 }
 
-func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
+// exact attends cache rows [first, n) in float32.
+func (s *attention) exact(sc *attnScratch, q, out []float32, first, n, g int) {
 	hd := s.headDim
 	_ = sc.qv.Prepare(quant.F32, q)
-	scores := sc.scores[:n]
-	for t := range n {
-		scores[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
+	scores := sc.scores[:n-first]
+	for i := range scores {
+		scores[i] = s.scale * s.dot(s.keys(first+i, g), &sc.qv)
 	}
 	softmaxInPlace(scores)
 	clear(out)
-	for t, p := range scores {
-		axpyF32(out, p, s.v.f32(t)[g*hd:(g+1)*hd])
+	for i, p := range scores {
+		axpyF32(out, p, s.v.f32(first + i)[g*hd:(g+1)*hd])
 	}
 }
 
@@ -122,7 +128,9 @@ func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
 func (s *attention) keys(t, g int) []byte   { return s.k.row(t)[g*s.kHead : (g+1)*s.kHead] }
 func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1)*s.vHead] }
 
-func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
+// flash attends cache rows [first, n) in one pass, as llama.cpp's flash
+// attention does.
+func (s *attention) flash(sc *attnScratch, q, out []float32, first, n, g int) {
 	kHalf, vHalf := s.k.typ == quant.F16, s.v.typ == quant.F16
 	if kHalf {
 		// The query rounded to F16, kept as float32 for the F16 dot product.
@@ -134,7 +142,7 @@ func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
 	acc := sc.acc
 	clear(acc)
 	m, sum := float32(math.Inf(-1)), float32(0)
-	for t := range n {
+	for t := first; t < n; t++ {
 		var x float32
 		if kHalf {
 			x = s.scale * dotHalfWide(s.keys(t, g), sc.qh)

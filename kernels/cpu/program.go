@@ -74,6 +74,10 @@ func (b *Backend) compile(op kernels.Op) (step, error) {
 		return b.newBinary(o.Dst, o.A, o.B, mulRow)
 	case kernels.SwiGLU:
 		return b.newBinary(o.Dst, o.Gate, o.Up, swigluRow)
+	case kernels.GeGLU:
+		return b.newBinary(o.Dst, o.Gate, o.Up, gegluRow)
+	case kernels.Scale:
+		return b.newBinary(o.Dst, o.X, o.X, scaleRow(o.C))
 	case kernels.Rope:
 		return b.newRope(o)
 	case kernels.Attention:
@@ -102,7 +106,7 @@ func (b *Backend) Supports(op kernels.Op) bool {
 		return supportsDequant(o.Src.Type)
 	case kernels.MoE:
 		return supportsMoE(o)
-	case kernels.SetRows, kernels.RMSNorm, kernels.Add, kernels.Mul, kernels.SwiGLU,
+	case kernels.SetRows, kernels.RMSNorm, kernels.Add, kernels.Mul, kernels.SwiGLU, kernels.GeGLU, kernels.Scale,
 		kernels.Rope, kernels.Attention, kernels.Softmax, kernels.Argmax, kernels.TopK, kernels.Copy:
 		return true
 	}
