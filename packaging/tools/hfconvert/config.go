@@ -34,6 +34,7 @@ type hfConfig struct {
 	// qwen3_moe
 	MoEIntermediate   int   `json:"moe_intermediate_size"`
 	Experts           int   `json:"num_experts"`
+	LocalExperts      int   `json:"num_local_experts"` // transformers 5's spelling of num_experts
 	ExpertsUsed       int   `json:"num_experts_per_tok"`
 	NormTopKProb      bool  `json:"norm_topk_prob"`
 	DecoderSparseStep int   `json:"decoder_sparse_step"`
@@ -74,6 +75,9 @@ func readConfig(path string) (*hfConfig, error) {
 	}
 	if c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
 		return nil, fmt.Errorf("config: %s: %d heads over %d KV heads", path, c.Heads, c.KVHeads)
+	}
+	if c.Experts == 0 {
+		c.Experts = c.LocalExperts
 	}
 	if c.RMSNormEps <= 0 {
 		return nil, fmt.Errorf("config: %s: rms_norm_eps %g", path, c.RMSNormEps)

@@ -110,7 +110,7 @@ func qwenCheckpoint(fused bool) *checkpoint {
 	c := newCheckpoint(map[string]any{
 		"model_type": "qwen3_moe", "vocab_size": testVocab, "hidden_size": tH, "intermediate_size": 512,
 		"moe_intermediate_size": tFF, "num_hidden_layers": 2, "num_attention_heads": tHeads,
-		"num_key_value_heads": tKV, "head_dim": tHD, "num_experts": tExperts, "num_experts_per_tok": tUsed,
+		"num_key_value_heads": tKV, "head_dim": tHD, "num_local_experts": tExperts, "num_experts_per_tok": tUsed,
 		"norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []int{}, "hidden_act": "silu",
 		"max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
 		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1e6},

@@ -1,0 +1,138 @@
+package model
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/kernels/cpu"
+)
+
+// familyOracle is testdata/<fixture>-oracle.json, made with
+// packaging/tools/familyfixtures.py: transformers in float32 on the tiny
+// random-weight models that packaging/tools/hfconvert turned into
+// testdata/<fixture>.gguf.
+type familyOracle struct {
+	Greedy []struct {
+		PromptIDs []int32 `json:"prompt_ids"`
+		GreedyIDs []int32 `json:"greedy_ids"`
+	} `json:"greedy"`
+	Prompts []struct {
+		IDs     []int32 `json:"ids"`
+		Greedy  []int32 `json:"greedy"`
+		Teacher struct {
+			TopIDs    [][]int32   `json:"top_ids"`
+			TopLogits [][]float64 `json:"top_logits"`
+			LogSumExp []float64   `json:"logsumexp"`
+		} `json:"teacher"`
+		FullRows map[string][]float64 `json:"full_rows"`
+	} `json:"prompts"`
+}
+
+// familyFixtures are the architectures of issue 22 with their fixtures.
+var familyFixtures = []string{"qwen3moe-tiny-F16"}
+
+// openFixture loads testdata/<name>.gguf on the CPU with its oracle.
+func openFixture(t *testing.T, name string) (*Model, *familyOracle) {
+	t.Helper()
+	f, err := gguf.Open(filepath.Join("testdata", name+".gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{})
+	m, err := Load(context.Background(), f, be, Options{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+		be.Close()
+		f.Close()
+	})
+	var o familyOracle
+	readJSON(t, filepath.Join("testdata", name+"-oracle.json"), &o)
+	if len(o.Prompts) == 0 || len(o.Greedy) != len(o.Prompts) {
+		t.Fatalf("%s oracle: %d prompts, %d greedy runs", name, len(o.Prompts), len(o.Greedy))
+	}
+	return m, &o
+}
+
+// TestFamilyOracleTeacherForced checks the logits of prompt plus reference
+// continuation, run as one batch, at every position: top-1 equal to
+// transformers', every reference top-8 logit and the logsumexp within
+// issue 4's 2e-3 of the largest reference logit, and the whole rows the
+// oracle keeps within it too.
+func TestFamilyOracleTeacherForced(t *testing.T) {
+	for _, name := range familyFixtures {
+		t.Run(name, func(t *testing.T) {
+			m, o := openFixture(t, name)
+			vocab := m.Params().Vocab
+			var worst float64
+			for pi, p := range o.Prompts {
+				seq := append(slices.Clone(p.IDs), p.Greedy...)
+				if len(p.Teacher.TopIDs) != len(seq) {
+					t.Fatalf("prompt %d: %d reference positions for %d tokens", pi, len(p.Teacher.TopIDs), len(seq))
+				}
+				logits, err := m.Forward(context.Background(), seq, 0, allRows(len(seq)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for pos := range seq {
+					row := logits[pos*vocab : (pos+1)*vocab]
+					ids, vals := p.Teacher.TopIDs[pos], p.Teacher.TopLogits[pos]
+					scale := 0.0
+					for _, v := range vals {
+						scale = max(scale, math.Abs(v))
+					}
+					tol := 2e-3 * scale
+					for j, id := range ids {
+						d := math.Abs(float64(row[id]) - vals[j])
+						worst = max(worst, d/scale)
+						if d > tol {
+							t.Errorf("prompt %d pos %d: logit of %d = %.5f, reference %.5f", pi, pos, id, row[id], vals[j])
+						}
+					}
+					if got := argmax(row); got != ids[0] {
+						t.Errorf("prompt %d pos %d: top-1 %d, reference %d", pi, pos, got, ids[0])
+					}
+					if d := math.Abs(logSumExp(row) - p.Teacher.LogSumExp[pos]); d > tol {
+						t.Errorf("prompt %d pos %d: logsumexp %.5f, reference %.5f", pi, pos, logSumExp(row), p.Teacher.LogSumExp[pos])
+					}
+					if full, ok := p.FullRows[strconv.Itoa(pos)]; ok {
+						for id, v := range full {
+							d := math.Abs(float64(row[id]) - v)
+							worst = max(worst, d/scale)
+							if d > tol {
+								t.Errorf("prompt %d pos %d: logit of %d = %.5f, reference %.5f (full row)", pi, pos, id, row[id], v)
+								break
+							}
+						}
+					}
+				}
+			}
+			t.Logf("largest logit error: %.2e of the largest reference logit", worst)
+		})
+	}
+}
+
+// TestFamilyOracleGreedy decodes 48 tokens token by token after a batched
+// prompt, the argmax taken where the head runs: exactly transformers'.
+func TestFamilyOracleGreedy(t *testing.T) {
+	for _, name := range familyFixtures {
+		t.Run(name, func(t *testing.T) {
+			m, o := openFixture(t, name)
+			for pi, g := range o.Greedy {
+				got := greedyArgmax(t, m, g.PromptIDs, len(g.GreedyIDs))
+				if !slices.Equal(got, g.GreedyIDs) {
+					t.Errorf("prompt %d: greedy %v, reference %v", pi, got, g.GreedyIDs)
+				}
+			}
+		})
+	}
+}
