@@ -34,7 +34,7 @@ type familyOracle struct {
 }
 
 // familyFixtures are the architectures of issue 22 with their fixtures.
-var familyFixtures = []string{"qwen3moe-tiny-F16"}
+var familyFixtures = []string{"qwen3moe-tiny-F16", "gemma3-tiny-F16"}
 
 // openFixture loads testdata/<name>.gguf on the CPU with its oracle.
 func openFixture(t *testing.T, name string) (*Model, *familyOracle) {

@@ -31,6 +31,8 @@ type blockWeights struct {
 	gate, up   kernels.Tensor // [n_ff, n_embd]; experts: [n_expert*n_ff_exp, n_embd]
 	down       kernels.Tensor // [n_embd, n_ff]; experts: [n_expert*n_embd, n_ff_exp]
 	router     kernels.Tensor // [n_expert, n_embd] (mixture-of-experts blocks)
+	attnPost   kernels.Tensor // [1, n_embd] norm of the attention output (gemma3)
+	ffnPost    kernels.Tensor // [1, n_embd] norm of the FFN output (gemma3)
 }
 
 // Progress reports loading: bytes of tensors placed on the device so far.
@@ -113,6 +115,12 @@ func (p Params) specs(w *weights) []tensorSpec {
 				vector(n("attn_q.bias"), &b.bq, qDim, kernels.Weights, true),
 				vector(n("attn_k.bias"), &b.bk, kvDim, kernels.Weights, true),
 				vector(n("attn_v.bias"), &b.bv, kvDim, kernels.Weights, true),
+			)
+		}
+		if p.arch.postNorms {
+			specs = append(specs,
+				vector(n("post_attention_norm.weight"), &b.attnPost, embd, kernels.Weights, false),
+				vector(n("post_ffw_norm.weight"), &b.ffnPost, embd, kernels.Weights, false),
 			)
 		}
 		if p.arch.qkNorm {
