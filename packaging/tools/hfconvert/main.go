@@ -9,7 +9,10 @@
 //	hfconvert -in dir -vocab ../shared/models/factory-target-F16.gguf -type F16 -o model.gguf
 //
 // The tokenizer (every tokenizer.* entry) is copied from -vocab, whose
-// token count must equal the config's vocab_size.
+// token count must equal the config's vocab_size. Given a GGUF as -in (an
+// F16 file it wrote), it re-encodes it at -type by the same rules instead:
+//
+//	hfconvert -in qwen3moe-tiny-F16.gguf -type Q4_K_M -o qwen3moe-tiny-Q4_K_M.gguf
 //
 // Q4_K_M follows llama.cpp's main rule, not its every special case: Q4_K,
 // with Q6_K for the head (the embedding when tied) and for attn_v and
@@ -23,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -42,13 +46,20 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("hfconvert", flag.ContinueOnError)
-	in := fs.String("in", "", "directory holding config.json and model.safetensors")
+	in := fs.String("in", "", "directory holding config.json and model.safetensors, or a GGUF to re-encode")
 	vocab := fs.String("vocab", "", "GGUF whose tokenizer.* entries the output gets")
 	ftype := fs.String("type", "F16", "F16, Q8_0 or Q4_K_M")
 	name := fs.String("name", "", "general.name (default: the input directory's name)")
 	out := fs.String("o", "", "output GGUF")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if strings.HasSuffix(*in, ".gguf") && *out != "" {
+		w, err := requantize(*in, *ftype)
+		if err != nil {
+			return err
+		}
+		return w.WriteFile(*out)
 	}
 	if *in == "" || *vocab == "" || *out == "" {
 		return fmt.Errorf("-in, -vocab and -o are required")
@@ -94,6 +105,62 @@ func build(dir, vocab, ftype, name string) (*gguf.Writer, error) {
 	}
 	for _, t := range conv.tensors {
 		typ := typeFor(t, ftype, c.Layers, conv.tied)
+		data, err := encode(typ, t.data)
+		if err != nil {
+			return nil, fmt.Errorf("%s as %v: %w", t.name, typ, err)
+		}
+		if err := w.AddTensor(t.name, typ, t.dims, data); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// requantize re-encodes the GGUF at path (float weights) as file type
+// ftype, its metadata kept but general.file_type.
+func requantize(path, ftype string) (*gguf.Writer, error) {
+	ft, ok := fileTypes[ftype]
+	if !ok {
+		return nil, fmt.Errorf("file type %q (F16, Q8_0 or Q4_K_M)", ftype)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	layers, _ := f.ArchUint("block_count")
+	_, hasHead := f.Tensor("output.weight")
+	w := &gguf.Writer{}
+	for _, kv := range f.KV {
+		if kv.Key == "general.file_type" {
+			w.AddKV(kv.Key, ft)
+			continue
+		}
+		w.AddKV(kv.Key, kv.Value)
+	}
+	for i := range f.Tensors {
+		info := &f.Tensors[i]
+		switch info.Type {
+		case quant.F32, quant.F16, quant.BF16:
+		default:
+			return nil, fmt.Errorf("%s: tensor %q is %v: only float files are re-encoded", path, info.Name, info.Type)
+		}
+		raw, err := f.TensorData(info)
+		if err != nil {
+			return nil, err
+		}
+		t := outTensor{name: info.Name, dims: info.Dims, data: make([]float32, info.Elements()), layer: -1,
+			vector: len(info.Dims) == 1 || strings.HasSuffix(info.Name, ".ffn_gate_inp.weight")}
+		if err := quant.Dequantize(info.Type, raw, t.data); err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", path, info.Name, err)
+		}
+		if rest, ok := strings.CutPrefix(info.Name, "blk."); ok {
+			num, _, _ := strings.Cut(rest, ".")
+			if t.layer, err = strconv.Atoi(num); err != nil {
+				return nil, fmt.Errorf("%s: tensor %q: block number: %w", path, info.Name, err)
+			}
+		}
+		typ := typeFor(t, ftype, int(layers), !hasHead)
 		data, err := encode(typ, t.data)
 		if err != nil {
 			return nil, fmt.Errorf("%s as %v: %w", t.name, typ, err)
