@@ -151,9 +151,8 @@ type TopK struct{ Ids, Vals, X Tensor }
 // their probabilities, divided by their sum when Renorm, weight the
 // experts' outputs down_e(silu(gate_e x) * up_e x), added in rank order.
 // Expert e's matrices are rows [e*FF, (e+1)*FF) of Gate and Up and rows
-// [e*n, (e+1)*n) of Down: a GGUF 3-D expert tensor viewed as 2-D. A batch's
-// rows are grouped by expert, so each expert's weights are read once per
-// batch however many rows it serves. Dst may be X (in place).
+// [e*n, (e+1)*n) of Down: a GGUF 3-D expert tensor viewed as 2-D. Dst may
+// be X (in place).
 //
 //	X F32 [B, n]  Router [Experts, n]  Gate, Up [Experts*FF, n]
 //	Down [Experts*n, FF]  Dst F32 [B, n]

@@ -12,12 +12,14 @@ import (
 // moe runs kernels.MoE in three parallel passes: the router (per row:
 // logits, softmax, top experts, their weights), the experts (per routed
 // pair of row and expert, ordered by expert so that the pairs an expert
-// serves run back to back while its rows are hot: gate and up rows, SwiGLU,
-// down rows into the pair's own output), and the sum of each row's pairs
-// in rank order, so the result does not depend on how work was split.
-// Every product is the single-row one (quant.RowsFunc) whatever the batch,
-// so a row routed alike gets the same bits in decode, prefill and
-// verification.
+// serves run back to back: gate and up rows, SwiGLU, down rows into the
+// pair's own output), and the sum of each row's pairs in rank order, so
+// the result does not depend on how work was split. Every product is the
+// single-row one (quant.RowsFunc) whatever the batch, so a row routed
+// alike gets the same bits in decode, prefill and verification. Each pair
+// streams its expert's rows: a batch reads an expert once per row it
+// routes there, not once (quant.Mul's tiles over the pairs of one expert
+// would, with the same bits; BenchmarkOps/moe shows the cost).
 type moe struct {
 	x, dst                 view
 	router, gate, up, down view
