@@ -15,7 +15,15 @@ import (
 // familyOracle is testdata/<fixture>-oracle.json, made with
 // packaging/tools/familyfixtures.py: transformers in float32 on the tiny
 // random-weight models that packaging/tools/hfconvert turned into
-// testdata/<fixture>.gguf.
+// testdata/<fixture>.gguf. To make them again (torch and transformers 5
+// where the script runs):
+//
+//	python3 packaging/tools/familyfixtures.py OUT
+//	go run ./packaging/tools/hfconvert -in OUT/qwen3moe -vocab ../shared/models/factory-target-F16.gguf \
+//		-type F16 -name "qwen3moe tiny random (issue 22)" -o engine/model/testdata/qwen3moe-tiny-F16.gguf
+//	cp OUT/qwen3moe/oracle.json engine/model/testdata/qwen3moe-tiny-F16-oracle.json
+//
+// and the same for gemma3.
 type familyOracle struct {
 	Greedy []struct {
 		PromptIDs []int32 `json:"prompt_ids"`
