@@ -2,13 +2,16 @@ package model
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 )
 
@@ -142,5 +145,58 @@ func TestFamilyOracleGreedy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// noOp is a CPU backend that lacks one op, as the CUDA backend lacks the
+// MoE, GeGLU, Scale and sliding-window kernels.
+type noOp struct {
+	kernels.Backend
+	lacks string // an op name
+	win   bool   // or sliding-window attention
+}
+
+func (b noOp) Supports(op kernels.Op) bool {
+	if a, ok := op.(kernels.Attention); ok && b.win && a.Window > 0 {
+		return false
+	}
+	return op.Name() != b.lacks && b.Backend.Supports(op)
+}
+
+// TestFamilyOpsRefused: a device without an op a family needs is refused
+// at load, naming it, before anything is placed.
+func TestFamilyOpsRefused(t *testing.T) {
+	for _, c := range []struct {
+		fixture string
+		be      noOp
+		says    string
+	}{
+		{"qwen3moe-tiny-F16", noOp{lacks: "moe"}, "moe"},
+		{"gemma3-tiny-F16", noOp{lacks: "geglu"}, "geglu"},
+		{"gemma3-tiny-F16", noOp{lacks: "scale"}, "scale"},
+		{"gemma3-tiny-F16", noOp{win: true}, "sliding-window attention"},
+	} {
+		f, err := gguf.Open(filepath.Join("testdata", c.fixture+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpuBe := cpu.New(cpu.Options{Threads: 1})
+		c.be.Backend = cpuBe
+		m, err := Load(context.Background(), f, c.be, Options{Context: 64})
+		if err == nil {
+			m.Close()
+		}
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s without %s: %v", c.fixture, c.says, err)
+		}
+		if u := cpuBe.Usage(); len(u) != 0 {
+			for l, n := range u {
+				if n != 0 {
+					t.Errorf("%s without %s: %d bytes of %v left allocated", c.fixture, c.says, n, l)
+				}
+			}
+		}
+		cpuBe.Close()
+		f.Close()
 	}
 }

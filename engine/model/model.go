@@ -134,6 +134,9 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		m.byDev[d] = pt
 		bes = append(bes, be)
 	}
+	if err := params.checkOps(bes); err != nil {
+		return nil, err
+	}
 	if err := checkTensors(f, params.specs(&weights{}), bes); err != nil {
 		return nil, err
 	}

@@ -133,6 +133,38 @@ func (p Params) specs(w *weights) []tensorSpec {
 	return specs
 }
 
+// checkOps refuses, before anything is placed, devices that lack an op the
+// architecture's blocks need besides the weights' products (Gemma 3's
+// GELU gating, embedding scale and sliding window), rather than failing at
+// the first pass.
+func (p Params) checkOps(bes []kernels.Backend) error {
+	var need []kernels.Op
+	if p.arch.geglu {
+		need = append(need, kernels.GeGLU{})
+	}
+	if p.arch.embedScale {
+		need = append(need, kernels.Scale{})
+	}
+	if p.arch.swaPeriod > 0 {
+		need = append(need, kernels.Attention{Window: p.SlidingWindow})
+	}
+	for _, be := range bes {
+		for _, op := range need {
+			if !be.Supports(op) {
+				return fmt.Errorf("model: %s blocks need %s on %s: %w", p.Arch, describeOp(op), be.Name(), ErrUnsupported)
+			}
+		}
+	}
+	return nil
+}
+
+func describeOp(op kernels.Op) string {
+	if a, ok := op.(kernels.Attention); ok && a.Window > 0 {
+		return "sliding-window attention"
+	}
+	return op.Name()
+}
+
 // checkTensors checks every tensor of specs in f before anything is
 // placed: present unless optional, of the shape the hyper-parameters
 // imply, and of a type each of bes (the devices that will run it) can use.
