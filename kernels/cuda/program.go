@@ -93,7 +93,9 @@ func (be *Backend) Supports(op kernels.Op) bool {
 	case kernels.Attention:
 		_, kOK := kvCaches[o.K.Type]
 		_, vOK := kvCaches[o.V.Type]
-		return kOK && vOK
+		return kOK && vOK && o.Window == 0
+	case kernels.MoE, kernels.GeGLU, kernels.Scale:
+		return false // no kernels yet: qwen3moe and gemma3 run on the CPU backend
 	}
 	return true
 }
@@ -307,6 +309,9 @@ func supported(op kernels.Op) error {
 		if !kOK || !vOK {
 			return fmt.Errorf("%w: K %v, V %v caches", kernels.ErrUnsupported, o.K.Type, o.V.Type)
 		}
+		if o.Window > 0 {
+			return fmt.Errorf("%w: sliding-window attention", kernels.ErrUnsupported)
+		}
 		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
 			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
 		}
@@ -319,6 +324,8 @@ func supported(op kernels.Op) error {
 		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
 			return fmt.Errorf("%w: top %d of %d", kernels.ErrUnsupported, o.Ids.Cols, o.X.Cols)
 		}
+	case kernels.MoE, kernels.GeGLU, kernels.Scale:
+		return fmt.Errorf("%w: no CUDA kernel yet", kernels.ErrUnsupported)
 	}
 	return nil
 }
