@@ -44,10 +44,14 @@ const (
 )
 
 // pathOf is the path of o on a backend that runs products of up to vecRows
-// rows on the matrix-vector kernels. Tensor-core kernels need whole units
+// rows on the matrix-vector kernels (0: defaultVecRows of the weight
+// type). Tensor-core kernels need whole units
 // of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
 // they load 16 bytes (Q4_K, F16), and two rows or more.
 func pathOf(o kernels.MatMul, vecRows int) mvPath {
+	if vecRows == 0 {
+		vecRows = defaultVecRows(o.W.Type)
+	}
 	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
 	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
 	// Q8_0's tensor-core kernel stages rows with 8-byte loads
@@ -70,6 +74,58 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 		return pathF16Vec
 	}
 	return pathGeneric
+}
+
+// defaultVecRows is the most rows a product of weights t runs on the
+// matrix-vector kernels unless Options.MatVecRows says otherwise: where
+// they were faster than the tensor-core kernels on the H200
+// (BenchmarkMatVecRows and gpubench -rows, kernels/cuda/NOTES.md, call 24).
+func defaultVecRows(t quant.Type) int {
+	switch t {
+	case quant.Q4_K, quant.Q6_K, quant.Q8_0:
+		return 4
+	case quant.F16:
+		return 2
+	}
+	return 1
+}
+
+// defaultWeightRows is how many weight rows a warp of the integer and F16
+// matrix-vector kernels takes for a batch of nb rows (mvq2_, mvv2_ when
+// two): two share each activation load between two weight rows, which
+// pays where the batch makes those loads outweigh the weights' (call 24).
+func defaultWeightRows(t quant.Type, nb int) int {
+	if nb >= 2 {
+		return 2
+	}
+	return 1
+}
+
+// vecRowsFor is the most rows a product of weights t runs on the
+// matrix-vector kernels of be.
+func (be *Backend) vecRowsFor(t quant.Type) int {
+	if be.vecRows > 0 {
+		return be.vecRows
+	}
+	return defaultVecRows(t)
+}
+
+// weightRows is the weight rows a warp of the matrix-vector kernels of be
+// takes for a product of weights t and nb rows.
+func (be *Backend) weightRows(t quant.Type, nb int) int {
+	if be.wRows > 0 {
+		return be.wRows
+	}
+	return defaultWeightRows(t, nb)
+}
+
+// mvKernel is the matrix-vector kernel of prefix (mvq_<type>, mvv_f16)
+// for nb rows with wr weight rows a warp (mvq2_<type>, mvv2_f16 for two).
+func mvKernel(prefix, name string, nb, wr int) string {
+	if wr == 2 {
+		prefix += "2"
+	}
+	return fmt.Sprintf("%s_%s_%d", prefix, name, batchVariant(nb))
 }
 
 // mmaShape is the tile of a tensor-core product of nb rows of weights t
@@ -254,7 +310,8 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		args = append(args, argPtr(w), argI64(g.W.Stride), argPtr(y), argI64(stride(g.Dst)), argInt(g.W.Rows))
 		maxRows = max(maxRows, g.W.Rows)
 	}
-	grid := [3]uint32{ceilDiv(maxRows, mvWarps), uint32(len(group)), 1}
+	wr := c.be.weightRows(o.W.Type, nb)
+	grid := [3]uint32{ceilDiv(maxRows, wr*mvWarps), uint32(len(group)), 1}
 	block := [3]uint32{32 * mvWarps, 1, 1}
 	var kernel string
 	shape := ""
@@ -273,6 +330,9 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		mt, nt = max(mt, 1), max(nt, 1)
 		shape = fmt.Sprintf("%dx%d", mt, nt)
 		warps := mmaWarps(path, mt, nt, maxRows, n)
+		if c.be.warps > 0 && mt == 1 && nt <= 4 {
+			warps = c.be.warps
+		}
 		grid = [3]uint32{ceilDiv(maxRows, 16*mt), uint32(len(group)), ceilDiv(nb, 8*nt)}
 		block = [3]uint32{uint32(32 * warps), 1, 1}
 		shared = mmaShared(o.W.Type, mt, nt, warps)
@@ -282,7 +342,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		if err != nil {
 			return err
 		}
-		kernel = fmt.Sprintf("mvq_%s_%d", name, batchVariant(nb))
+		kernel = mvKernel("mvq", name, nb, wr)
 		if path == pathMMQ {
 			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
 		}
@@ -292,7 +352,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		if err != nil {
 			return err
 		}
-		kernel = fmt.Sprintf("mvv_f16_%d", batchVariant(nb))
+		kernel = mvKernel("mvv", "f16", nb, wr)
 		if path == pathMMF16 {
 			kernel = "mmf16_" + shape
 		}
