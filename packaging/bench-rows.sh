@@ -44,8 +44,8 @@ run)
 	done
 	nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader || true
 	# kernel tests against the CPU (embedded PTX)
-	(cd kernels/cuda && timeout 120 "$dir/cuda.test" -test.v \
-		-test.run "${TESTS:-TestMatMul|TestGLU|TestNormQuantizes|TestFusedBlock|TestMatVecRowsRange|TestEmbeddedKernels}" \
+	(cd kernels/cuda && timeout 90 "$dir/cuda.test" -test.v \
+		-test.run "${TESTS:-TestMatMul|TestGLU|TestNormQuantizes|TestFusedBlock|TestMatVecRowsRange|TestEmbeddedKernels|TestWorkspace|TestArgmaxTopK}" \
 		>"$out/tests.log" 2>&1) || true
 	echo "tests: $(grep -c -- '--- PASS' "$out/tests.log") PASS, $(grep -c -- '--- FAIL' "$out/tests.log") FAIL"
 	grep -- '--- FAIL' "$out/tests.log" | head -20 || true
@@ -57,18 +57,22 @@ run)
 		m="$models/qwen3-8b-$typ.gguf"
 		[ -f "$m" ] || "$dir/synthmodel" -inflate assets/factory-target-Q4_K_M.gguf -shape qwen3-8b -type "$typ" -o "$m"
 		b="$dir/gpubench -backend cuda -model $m -pp 256 -tg 64 -r 2 -rows 1,2,3,4,5,8,16"
-		for v in "old:-matvec-rows 1 -profile -profile-rows 4" "mv1:-matvec-rows 8 -matvec-weight-rows 1" \
-			"mv2:-matvec-rows 8 -matvec-weight-rows 2" "default:-profile -profile-rows 4"; do
-			echo "== $typ ${v%%:*}: ${v#*:}" >>"$out/curves.txt"
-			timeout 60 $b ${v#*:} >>"$out/curves.txt" 2>&1 || echo "gpubench failed: $?" >>"$out/curves.txt"
+		for v in "old:-matvec-rows 1 -profile -profile-rows 4" "mv2:-matvec-rows 8 -matvec-weight-rows 2" \
+			"default:-profile -profile-rows 4" "mv1:-matvec-rows 8 -matvec-weight-rows 1"; do
+			echo "== $typ ${v%%:*}: ${v#*:}" | tee -a "$out/curves.txt"
+			timeout 45 $b ${v#*:} >"$out/one.txt" 2>&1 || echo "gpubench failed: $?" >>"$out/one.txt"
+			cat "$out/one.txt" >>"$out/curves.txt"
+			grep -v '^  \|^$\|us of kernels' "$out/one.txt" || true
 		done
+		rm -f "$out/one.txt"
 		rm -f "$m"
 		if [ "${BENCH:-1}" != 0 ] && [ ! -f "$out/bench.log" ]; then
-			(cd kernels/cuda && timeout 150 "$dir/cuda.test" -test.run XXX -test.bench MatVecRows -test.benchtime 3x \
+			(cd kernels/cuda && timeout 80 "$dir/cuda.test" -test.run XXX -test.bench MatVecRows -test.benchtime 3x \
 				>"$out/bench.log" 2>&1) || true
 		fi
 	done
-	grep -v '^  ' "$out/curves.txt" | grep -v '^|---\|^| model\|^$'
+	echo "== summary"
+	grep '^==\|rows |' "$out/curves.txt"
 	grep '^==\|^  \|us of kernels' "$out/curves.txt" | grep -v '^== .* mv' | cut -c1-90
 	;;
 *)
