@@ -15,12 +15,11 @@ const copyRoofline = 4.3e12
 
 // Products of the few rows a verification pass has, at Qwen3-8B widths
 // (attention output, gate/up, down), on each path: the tensor-core
-// kernels (mma: mmaWarps' warps a block, 16 at 4096 rows and 6 at 12288;
-// mma4, mma8: that many),
-// and the matrix-vector kernels with one weight row a warp (mv1) or two
-// (mv2). Bytes are the weights one pass reads; "roof" is
-// their rate over the copy roofline. Each run reads a stack of distinct
-// matrices much larger than the L2.
+// kernels (mma: mmaWarps' warps a block; mma4, mma8: that many), and the
+// matrix-vector kernels with one weight row a warp (mv1) or two (mv2).
+// Bytes are the weights one pass reads; "roof" is their rate over the
+// copy roofline. Each run reads a stack of distinct matrices much larger
+// than the L2.
 func BenchmarkMatVecRows(b *testing.B) {
 	gpu := openGPU(b)
 	rng := rand.New(rand.NewPCG(3, 3))

@@ -78,24 +78,28 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 
 // defaultVecRows is the most rows a product of weights t runs on the
 // matrix-vector kernels unless Options.MatVecRows says otherwise: where
-// they were faster than the tensor-core kernels on the H200
-// (BenchmarkMatVecRows and gpubench -rows, kernels/cuda/NOTES.md, call 24).
+// they beat the tensor-core kernels on the H200 (BenchmarkMatVecRows,
+// kernels/cuda/NOTES.md, call 24). Only Q6_K and Q8_0 at 2 rows, 10-20%
+// (a Q6_K 12288x4096 product 25 us against 30 at 8 warps); from 3 rows
+// on, and for Q4_K and F16 from 2, the matrix-vector kernels lose, by 2-6x
+// at 8 rows: each warp re-reads every activation row for each weight row
+// from L1, and its integer dot products grow with the rows.
 func defaultVecRows(t quant.Type) int {
 	switch t {
-	case quant.Q4_K, quant.Q6_K, quant.Q8_0:
-		return 4
-	case quant.F16:
+	case quant.Q6_K, quant.Q8_0:
 		return 2
 	}
 	return 1
 }
 
 // defaultWeightRows is how many weight rows a warp of the integer and F16
-// matrix-vector kernels takes for a batch of nb rows (mvq2_, mvv2_ when
-// two): two share each activation load between two weight rows, which
-// pays where the batch makes those loads outweigh the weights' (call 24).
-func defaultWeightRows(t quant.Type, nb int) int {
-	if nb >= 2 {
+// matrix-vector kernels takes (mvq2_, mvv2_ when
+// two). Two for the integer types: decode of the 8B Q4_K_M 3.372 ms a step
+// against 3.412-3.421 with one (call 24, four runs), and the 2-row Q6_K
+// and Q8_0 products above were measured so; one for F16, where two lost
+// (8B F16 decode 4.91 against 4.60-4.63 ms).
+func defaultWeightRows(t quant.Type) int {
+	if workspace.QuantizesActivations(t) {
 		return 2
 	}
 	return 1
@@ -116,7 +120,7 @@ func (be *Backend) weightRows(t quant.Type, nb int) int {
 	if be.wRows > 0 {
 		return be.wRows
 	}
-	return defaultWeightRows(t, nb)
+	return defaultWeightRows(t)
 }
 
 // mvKernel is the matrix-vector kernel of prefix (mvq_<type>, mvv_f16)
@@ -164,20 +168,27 @@ func mmtType(t quant.Type) bool { return t == quant.F16 || t == quant.Q4_K }
 
 // mmaWarps is the warps of a tensor-core block for a matrix of rows by n:
 // they split n, so that a matrix of few rows still has enough loads in
-// flight. The few-row shapes (up to 16 warps, MMQ_MAXW in mma.cu) aim at
-// about 4096 warps in all (32 a multiprocessor of an H200), each with a
-// unit of work at least (256 weights; two spans of 32 for F16): with 16
-// warps on every matrix, a 12288x4096 Q4_K product of 2 rows took 1.6x
-// its 4-warp time (call 21). The others have blocks enough across the
-// batch and take 4.
+// flight. The F16 few-row shapes (up to 16 warps, MMQ_MAXW in mma.cu) aim
+// at about 4096 warps in all (32 a multiprocessor of an H200), each with
+// a unit of work at least (two spans of 32): with 16 warps on every
+// matrix, a 12288x4096 Q4_K product of 2 rows took 1.6x its 4-warp time
+// (call 21). The integer few-row shapes take 8 (fewer where n has fewer
+// 256-weight units): at 16 a 4096-row block (72 registers a thread) is
+// alone on its multiprocessor, so 256 blocks run in two rounds with
+// nothing in flight while one reduces, and at 6 (12288 rows) the 16 units
+// of a 4096-wide row split 3-3-3-3-2-2; 8 was the fastest or within 7% of
+// it on every 8B matrix and row count 2-8 (BenchmarkMatVecRows, call 24:
+// Q4_K 12288x4096 16 us against 20, 4096x4096 8 against 9, Q6_K 4096x4096
+// 13 against 15), while F16 kept its own (8 warps: 15 us against 12). The
+// others have blocks enough across the batch and take 4.
 func mmaWarps(path mvPath, mt, nt, rows, n int) int {
 	if mt != 1 || nt > 4 {
 		return 4
 	}
-	units := n / 256
-	if path == pathMMF16 {
-		units = n / 64
+	if path == pathMMQ {
+		return min(8, max(n/256, 4))
 	}
+	units := n / 64
 	blocks := (rows + 15) / 16
 	want := (4096 + blocks - 1) / blocks
 	return min(max(want, 4), 16, max(units, 4))
