@@ -4,9 +4,11 @@
 # 4/8/16 warps a block, matrix-vector kernels with one or two weight rows
 # a warp), then the pass time over rows 1-16 of the demo target inflated
 # to Qwen3-8B (Q4_K_M and F16) with every product of 2+ rows on tensor
-# cores (the old default), on the matrix-vector kernels with one and two
-# weight rows a warp, and with the backend's default, and a per-kernel
-# profile of a 4-row pass on the old and the default path.
+# cores (tc), on the matrix-vector kernels with one and two weight rows a
+# warp (mv1, mv2), and with the backend's default, and a per-kernel
+# profile of a 4-row pass on tc and the default. For a before/after, run
+# an older gpubench over the same models (kernels/cuda/NOTES.md, call 24,
+# has the figures before this script's defaults).
 #
 # The GPU machine has no Go, so this runs in halves:
 #   packaging/bench-rows.sh build [DIR]   here: cuda.test, gpubench and
@@ -57,7 +59,7 @@ run)
 		m="$models/qwen3-8b-$typ.gguf"
 		[ -f "$m" ] || "$dir/synthmodel" -inflate assets/factory-target-Q4_K_M.gguf -shape qwen3-8b -type "$typ" -o "$m"
 		b="$dir/gpubench -backend cuda -model $m -pp 256 -tg 64 -r 2 -rows 1,2,3,4,5,8,16"
-		for v in "old:-matvec-rows 1 -profile -profile-rows 4" "mv2:-matvec-rows 8 -matvec-weight-rows 2" \
+		for v in "tc:-matvec-rows 1 -profile -profile-rows 4" "mv2:-matvec-rows 8 -matvec-weight-rows 2" \
 			"default:-profile -profile-rows 4" "mv1:-matvec-rows 8 -matvec-weight-rows 1"; do
 			echo "== $typ ${v%%:*}: ${v#*:}" | tee -a "$out/curves.txt"
 			timeout 45 $b ${v#*:} >"$out/one.txt" 2>&1 || echo "gpubench failed: $?" >>"$out/one.txt"
