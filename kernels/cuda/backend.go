@@ -37,10 +37,17 @@ type Options struct {
 	// GPUs. For measuring what dependent launch gains.
 	SerialLaunch bool
 	// MatVecRows is the most rows a product runs with the matrix-vector
-	// kernels (one warp a weight row); larger batches run on tensor cores
-	// where the weight type has a kernel for them. 0 means 1; at most
-	// workspace.MaxVectorRows. For measuring one path against the other.
+	// kernels (a warp per weight row or two, reading each weight once for
+	// all rows); larger batches run on tensor cores where the weight type
+	// has a kernel for them. 0: the default of each weight type
+	// (defaultVecRows); at most workspace.MaxVectorRows. For measuring one
+	// path against the other: 1 runs every batch above one row on tensor
+	// cores.
 	MatVecRows int
+	// MatVecWeightRows is how many weight rows a warp of the integer and
+	// F16 matrix-vector kernels takes, 1 or 2; 0: the default
+	// (defaultWeightRows). For measuring one against the other.
+	MatVecWeightRows int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -128,9 +135,12 @@ type Backend struct {
 	kernels kernelIndex
 	args    *launchArgs // touched only on the device thread
 	depend  bool        // kernels launch with programmatic dependent launch
-	vecRows int         // Options.MatVecRows, resolved
+	vecRows int         // Options.MatVecRows (0: defaultVecRows)
+	wRows   int         // Options.MatVecWeightRows (0: defaultWeightRows)
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
-	shape   func(nb int) (mt, nt int)
+	shape func(nb int) (mt, nt int)
+	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
+	warps   int
 	prof    *profiler // device thread only; nil unless profiling
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends
@@ -168,6 +178,9 @@ func Open(o Options) (*Backend, error) {
 	if o.MatVecRows < 0 || o.MatVecRows > workspace.MaxVectorRows {
 		return nil, fmt.Errorf("%w: MatVecRows %d (0 to %d)", ErrBadOption, o.MatVecRows, workspace.MaxVectorRows)
 	}
+	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
+		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
+	}
 	d, err := openDriver()
 	if err != nil {
 		return nil, err
@@ -184,7 +197,7 @@ func Open(o Options) (*Backend, error) {
 		return nil, err
 	}
 	be := &Backend{
-		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: max(o.MatVecRows, 1),
+		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

@@ -74,7 +74,8 @@ func checkKernels(t *testing.T, dir string) {
 		}
 	}
 	for _, nb := range []int{1, 2, 4, 8} {
-		for _, name := range []string{"mvv_f16", "mvq_q8_0", "mvq_q4_k", "mvq_q6_k", "mvq_glu_q8_0", "mvq_glu_q4_k", "mvq_glu_q6_k"} {
+		for _, name := range []string{"mvv_f16", "mvq_q8_0", "mvq_q4_k", "mvq_q6_k", "mvq_glu_q8_0", "mvq_glu_q4_k", "mvq_glu_q6_k",
+			"mvv2_f16", "mvq2_q8_0", "mvq2_q4_k", "mvq2_q6_k"} {
 			want = append(want, fmt.Sprintf("%s_%d", name, nb))
 		}
 	}

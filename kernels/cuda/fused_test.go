@@ -55,6 +55,9 @@ func TestGLU(t *testing.T) {
 	t.Run("matvec8", func(t *testing.T) {
 		testGLU(t, newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 8}))
 	})
+	t.Run("mma", func(t *testing.T) {
+		testGLU(t, newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1}))
+	})
 }
 
 func testGLU(t *testing.T, h *harness) {
@@ -96,9 +99,11 @@ func testGLU(t *testing.T, h *harness) {
 					for _, s := range p.(*program).steps {
 						names = append(names, s.kernel)
 					}
-					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d mvq_q8_0_%d]", weightKernels[typ], batchVariant(batch), batchVariant(batch))
-					if batch > h.gpu.vecRows { // the down product's 640 is no whole number of 256-units
-						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 mvq_q8_0_%d]", weightKernels[typ], batchVariant(batch))
+					// the down product's 640 is no whole number of 256-units
+					down := mvKernel("mvq", "q8_0", batch, h.gpu.weightRows(quant.Q8_0, batch))
+					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d %s]", weightKernels[typ], batchVariant(batch), down)
+					if batch > h.gpu.vecRowsFor(typ) {
+						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 %s]", weightKernels[typ], down)
 					}
 					if got := fmt.Sprint(names); got != want {
 						t.Errorf("launches %s, want %s", got, want)

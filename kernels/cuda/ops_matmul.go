@@ -44,10 +44,14 @@ const (
 )
 
 // pathOf is the path of o on a backend that runs products of up to vecRows
-// rows on the matrix-vector kernels. Tensor-core kernels need whole units
+// rows on the matrix-vector kernels (0: defaultVecRows of the weight
+// type). Tensor-core kernels need whole units
 // of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
 // they load 16 bytes (Q4_K, F16), and two rows or more.
 func pathOf(o kernels.MatMul, vecRows int) mvPath {
+	if vecRows == 0 {
+		vecRows = defaultVecRows(o.W.Type)
+	}
 	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
 	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
 	// Q8_0's tensor-core kernel stages rows with 8-byte loads
@@ -70,6 +74,62 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 		return pathF16Vec
 	}
 	return pathGeneric
+}
+
+// defaultVecRows is the most rows a product of weights t runs on the
+// matrix-vector kernels unless Options.MatVecRows says otherwise: where
+// they beat the tensor-core kernels on the H200 (BenchmarkMatVecRows,
+// kernels/cuda/NOTES.md, call 24). Only Q6_K and Q8_0 at 2 rows, 10-20%
+// (a Q6_K 12288x4096 product 25 us against 30 at 8 warps); from 3 rows
+// on, and for Q4_K and F16 from 2, the matrix-vector kernels lose, by 2-6x
+// at 8 rows: each warp re-reads every activation row for each weight row
+// from L1, and its integer dot products grow with the rows.
+func defaultVecRows(t quant.Type) int {
+	switch t {
+	case quant.Q6_K, quant.Q8_0:
+		return 2
+	}
+	return 1
+}
+
+// defaultWeightRows is how many weight rows a warp of the integer and F16
+// matrix-vector kernels takes (mvq2_, mvv2_ when
+// two). Two for the integer types: decode of the 8B Q4_K_M 3.372 ms a step
+// against 3.412-3.421 with one (call 24, four runs), and the 2-row Q6_K
+// and Q8_0 products above were measured so; one for F16, where two lost
+// (8B F16 decode 4.91 against 4.60-4.63 ms).
+func defaultWeightRows(t quant.Type) int {
+	if workspace.QuantizesActivations(t) {
+		return 2
+	}
+	return 1
+}
+
+// vecRowsFor is the most rows a product of weights t runs on the
+// matrix-vector kernels of be.
+func (be *Backend) vecRowsFor(t quant.Type) int {
+	if be.vecRows > 0 {
+		return be.vecRows
+	}
+	return defaultVecRows(t)
+}
+
+// weightRows is the weight rows a warp of the matrix-vector kernels of be
+// takes for a product of weights t and nb rows.
+func (be *Backend) weightRows(t quant.Type, nb int) int {
+	if be.wRows > 0 {
+		return be.wRows
+	}
+	return defaultWeightRows(t)
+}
+
+// mvKernel is the matrix-vector kernel of prefix (mvq_<type>, mvv_f16)
+// for nb rows with wr weight rows a warp (mvq2_<type>, mvv2_f16 for two).
+func mvKernel(prefix, name string, nb, wr int) string {
+	if wr == 2 {
+		prefix += "2"
+	}
+	return fmt.Sprintf("%s_%s_%d", prefix, name, batchVariant(nb))
 }
 
 // mmaShape is the tile of a tensor-core product of nb rows of weights t
@@ -108,20 +168,27 @@ func mmtType(t quant.Type) bool { return t == quant.F16 || t == quant.Q4_K }
 
 // mmaWarps is the warps of a tensor-core block for a matrix of rows by n:
 // they split n, so that a matrix of few rows still has enough loads in
-// flight. The few-row shapes (up to 16 warps, MMQ_MAXW in mma.cu) aim at
-// about 4096 warps in all (32 a multiprocessor of an H200), each with a
-// unit of work at least (256 weights; two spans of 32 for F16): with 16
-// warps on every matrix, a 12288x4096 Q4_K product of 2 rows took 1.6x
-// its 4-warp time (call 21). The others have blocks enough across the
-// batch and take 4.
+// flight. The F16 few-row shapes (up to 16 warps, MMQ_MAXW in mma.cu) aim
+// at about 4096 warps in all (32 a multiprocessor of an H200), each with
+// a unit of work at least (two spans of 32): with 16 warps on every
+// matrix, a 12288x4096 Q4_K product of 2 rows took 1.6x its 4-warp time
+// (call 21). The integer few-row shapes take 8 (fewer where n has fewer
+// 256-weight units): at 16 a 4096-row block (72 registers a thread) is
+// alone on its multiprocessor, so 256 blocks run in two rounds with
+// nothing in flight while one reduces, and at 6 (12288 rows) the 16 units
+// of a 4096-wide row split 3-3-3-3-2-2; 8 was the fastest or within 7% of
+// it on every 8B matrix and row count 2-8 (BenchmarkMatVecRows, call 24:
+// Q4_K 12288x4096 16 us against 20, 4096x4096 8 against 9, Q6_K 4096x4096
+// 13 against 15), while F16 kept its own (8 warps: 15 us against 12). The
+// others have blocks enough across the batch and take 4.
 func mmaWarps(path mvPath, mt, nt, rows, n int) int {
 	if mt != 1 || nt > 4 {
 		return 4
 	}
-	units := n / 256
-	if path == pathMMF16 {
-		units = n / 64
+	if path == pathMMQ {
+		return min(8, max(n/256, 4))
 	}
+	units := n / 64
 	blocks := (rows + 15) / 16
 	want := (4096 + blocks - 1) / blocks
 	return min(max(want, 4), 16, max(units, 4))
@@ -254,7 +321,8 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		args = append(args, argPtr(w), argI64(g.W.Stride), argPtr(y), argI64(stride(g.Dst)), argInt(g.W.Rows))
 		maxRows = max(maxRows, g.W.Rows)
 	}
-	grid := [3]uint32{ceilDiv(maxRows, mvWarps), uint32(len(group)), 1}
+	wr := c.be.weightRows(o.W.Type, nb)
+	grid := [3]uint32{ceilDiv(maxRows, wr*mvWarps), uint32(len(group)), 1}
 	block := [3]uint32{32 * mvWarps, 1, 1}
 	var kernel string
 	shape := ""
@@ -273,6 +341,9 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		mt, nt = max(mt, 1), max(nt, 1)
 		shape = fmt.Sprintf("%dx%d", mt, nt)
 		warps := mmaWarps(path, mt, nt, maxRows, n)
+		if c.be.warps > 0 && mt == 1 && nt <= 4 {
+			warps = c.be.warps
+		}
 		grid = [3]uint32{ceilDiv(maxRows, 16*mt), uint32(len(group)), ceilDiv(nb, 8*nt)}
 		block = [3]uint32{uint32(32 * warps), 1, 1}
 		shared = mmaShared(o.W.Type, mt, nt, warps)
@@ -282,7 +353,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		if err != nil {
 			return err
 		}
-		kernel = fmt.Sprintf("mvq_%s_%d", name, batchVariant(nb))
+		kernel = mvKernel("mvq", name, nb, wr)
 		if path == pathMMQ {
 			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
 		}
@@ -292,7 +363,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		if err != nil {
 			return err
 		}
-		kernel = fmt.Sprintf("mvv_f16_%d", batchVariant(nb))
+		kernel = mvKernel("mvv", "f16", nb, wr)
 		if path == pathMMF16 {
 			kernel = "mmf16_" + shape
 		}

@@ -93,23 +93,36 @@ func seenActivations(t testing.TB, path mvPath, x []float64) []float64 {
 // rows), with activations both aligned and not.
 var matMulShapes = []struct{ rows, n, batch, xOff int }{
 	{67, 256, 1, 0}, {300, 512, 3, 0}, {128, 1024, 8, 1}, {200, 768, 37, 0}, {70, 512, 5, 3},
-	{33, 256, 2, 0}, {500, 1024, 16, 0}, {100, 768, 130, 0}, {90, 96, 20, 0},
+	{33, 256, 2, 0}, {500, 1024, 16, 0}, {100, 768, 130, 0}, {90, 96, 20, 0}, {75, 1024, 4, 0},
+	{41, 2048, 6, 2},
 }
 
 // MatMul is checked against a float64 product of the dequantized weights.
 func TestMatMul(t *testing.T) { testMatMul(t, newHarness(t)) }
 
 // With MatVecRows 8 the integer and F16 products of 2 to 8 rows run on
-// the matrix-vector kernels, reading the same activation layout.
+// the matrix-vector kernels, reading the same activation layout, with one
+// weight row a warp or two (odd row counts leave a warp half a pair);
+// with MatVecRows 1 every batch above one row runs on tensor cores.
 func TestMatMulMatVecRows(t *testing.T) {
-	testMatMul(t, newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 8}))
+	for _, o := range []struct{ vec, wr int }{{8, 1}, {8, 2}, {1, 2}} {
+		t.Run(fmt.Sprintf("vec%d_wr%d", o.vec, o.wr), func(t *testing.T) {
+			testMatMul(t, newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: o.vec, MatVecWeightRows: o.wr}))
+		})
+	}
 }
 
-// An out-of-range MatVecRows is refused before the driver is asked.
+// An out-of-range MatVecRows or MatVecWeightRows is refused before the
+// driver is asked.
 func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 9} {
 		if _, err := Open(Options{MatVecRows: n}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("MatVecRows %d: %v, want ErrBadOption", n, err)
+		}
+	}
+	for _, n := range []int{-1, 3} {
+		if _, err := Open(Options{MatVecWeightRows: n}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("MatVecWeightRows %d: %v, want ErrBadOption", n, err)
 		}
 	}
 }
@@ -161,7 +174,7 @@ func testMatMul(t *testing.T, h *harness) {
 // leave partial tiles (one block of rows and several), against the
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
 	defer func() { h.gpu.shape = nil }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {

@@ -61,41 +61,56 @@ __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const fl
     }
 }
 
-// F16 weights in 16-byte vectors (rows 16-byte aligned, n % 8 == 0).
-template <int NB>
+// F16 weights in 16-byte vectors (rows 16-byte aligned, n % 8 == 0). A
+// warp takes WR neighbouring weight rows, so each activation vector it
+// loads serves WR rows: at several batch rows the activations' loads (4
+// bytes an element a batch row, from L1) outweigh the weights' (2 bytes).
+template <int NB, int WR>
 __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const float* __restrict__ x,
                            long long xstride, float* __restrict__ y, long long ystride, int rows,
                            int n, int nb, int accumulate) {
-    int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int row = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * WR, lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const uint4* wr = (const uint4*)(w + (size_t)row * wstride);
-    float acc[NB];
+    const uint4* wr[WR];
 #pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
+    for (int r = 0; r < WR; r++) wr[r] = (const uint4*)(w + (size_t)min(row + r, rows - 1) * wstride);
+    float acc[WR][NB];
+#pragma unroll
+    for (int r = 0; r < WR; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.f;
 #pragma unroll 2
     for (int i = lane; i < (n >> 3); i += 32) {
-        uint4 q = __ldg(wr + i);
-        const __half2* h = (const __half2*)&q;
-        float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
-        float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+        float2 f[WR][4];
+#pragma unroll
+        for (int r = 0; r < WR; r++) {
+            uint4 q = __ldg(wr[r] + i);
+            const __half2* h = (const __half2*)&q;
+#pragma unroll
+            for (int k = 0; k < 4; k++) f[r][k] = __half22float2(h[k]);
+        }
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             if (b < nb) {
                 const float4* xv = (const float4*)(x + b * xstride) + 2 * i;
                 float4 a = __ldg(xv), c = __ldg(xv + 1);
-                acc[b] += f0.x * a.x + f0.y * a.y + f1.x * a.z + f1.y * a.w +
-                          f2.x * c.x + f2.y * c.y + f3.x * c.z + f3.y * c.w;
+#pragma unroll
+                for (int r = 0; r < WR; r++)
+                    acc[r][b] += f[r][0].x * a.x + f[r][0].y * a.y + f[r][1].x * a.z + f[r][1].y * a.w +
+                                 f[r][2].x * c.x + f[r][2].y * c.y + f[r][3].x * c.z + f[r][3].y * c.w;
             }
         }
     }
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
+    for (int r = 0; r < WR; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            float s = warp_sum(acc[r][b]);
+            if (lane == 0 && b < nb && row + r < rows) {
+                float* out = y + b * ystride + row + r;
+                *out = accumulate ? *out + s : s;
+            }
         }
-    }
 }
 
 // The integer kernels below take R weight rows (one, or a gate row and an
@@ -264,24 +279,31 @@ __device__ __forceinline__ void dot_q(const u8* const (&wr)[R], const signed cha
     }
 }
 
-// mvq: one weight row per warp against quantize_q8 activations.
-template <int T, int NB>
+// mvq: WR neighbouring weight rows per warp against quantize_q8
+// activations. With WR 2 each activation group a lane loads (from L1)
+// serves two weight rows: at several batch rows those loads, a byte an
+// element a batch row, outweigh the weights' (0.56-1.06 bytes).
+template <int T, int NB, int WR>
 __device__ void mvq(const u8* __restrict__ w, long long wstride, const signed char* __restrict__ xq,
                     const float2* __restrict__ xd, float* __restrict__ y, long long ystride, int rows, int n,
                     int nb, int accumulate) {
-    int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int row = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * WR, lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const u8* const wr[1] = {w + (size_t)row * wstride};
-    float acc[1][NB];
-    dot_q<T, NB, 1>(wr, xq, xd, n, nb, acc);
+    const u8* wp[WR];
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[0][b]);
-        if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
+    for (int r = 0; r < WR; r++) wp[r] = w + (size_t)min(row + r, rows - 1) * wstride;
+    float acc[WR][NB];
+    dot_q<T, NB, WR>(wp, xq, xd, n, nb, acc);
+#pragma unroll
+    for (int r = 0; r < WR; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            float s = warp_sum(acc[r][b]);
+            if (lane == 0 && b < nb && row + r < rows) {
+                float* out = y + b * ystride + row + r;
+                *out = accumulate ? *out + s : s;
+            }
         }
-    }
 }
 
 // mvq_glu: the gate and up products of the same activations and the
@@ -350,24 +372,39 @@ FOR_EACH_WEIGHT_TYPE(MV_GENERIC_ALL)
     long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2);   \
     int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
 
-// mvv_f16_<NB>: F16 weights in 16-byte vectors, F32 activations.
+// mvv_f16_<NB>: F16 weights in 16-byte vectors, F32 activations, a
+// weight row per warp; mvv2_f16_<NB>: two (grid ceil(rows/(2*MV_WARPS))).
 #define MV_F16VEC(NB)                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
         mvv_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
         grid_dep_begin();                                                                      \
         MV_PICK_JOB                                                                            \
-        mv_f16_vec<NB>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);           \
+        mv_f16_vec<NB, 1>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);        \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
+        mvv2_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                      \
+        MV_PICK_JOB                                                                            \
+        mv_f16_vec<NB, 2>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);        \
     }
 MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 
-// mvq_<type>_<NB>: integer kernels on quantize_q8 output.
+// mvq_<type>_<NB>: integer kernels on quantize_q8 output, a weight row
+// per warp; mvq2_<type>_<NB>: two (grid ceil(rows/(2*MV_WARPS))).
 #define MV_Q8(T, name, NB)                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
         mvq_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
                           int accumulate) {                                                    \
         grid_dep_begin();                                                                      \
         MV_PICK_JOB                                                                            \
-        mvq<T, NB>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                   \
+        mvq<T, NB, 1>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
+        mvq2_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
+                           int accumulate) {                                                   \
+        grid_dep_begin();                                                                      \
+        MV_PICK_JOB                                                                            \
+        mvq<T, NB, 2>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                \
     }
 // mvq_glu_<type>_<NB>: gate, up and SwiGLU quantized (mvq_glu); grid
 // ceil(rows/MV_WARPS).

@@ -63,6 +63,7 @@ type config struct {
 	contextSz int
 	rows      []int
 	vecRows   int
+	wRows     int
 	profRows  int
 }
 
@@ -86,6 +87,7 @@ func run(args []string) error {
 	capacity := fs.Int("ctx", 0, "KV cache capacity in tokens (0: -pp + -tg + 16); the window's default is 4096")
 	rows := fs.String("rows", "", "comma-separated row counts: time a verification pass of each (e.g. 1,2,4,8,16)")
 	fs.IntVar(&c.vecRows, "matvec-rows", 0, "products of up to this many rows on the matrix-vector kernels (cuda; 0: the backend's default)")
+	fs.IntVar(&c.wRows, "matvec-weight-rows", 0, "weight rows a warp of the matrix-vector kernels takes, 1 or 2 (cuda; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -131,7 +133,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
