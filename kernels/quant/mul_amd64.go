@@ -4,6 +4,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"math"
 
 	"golang.org/x/sys/cpu"
 )
@@ -34,6 +35,10 @@ func blockedKernel(w Type) (*blocked, bool) {
 		return &q6_KBlocked, true
 	case w == Q4_K && hasVNNI512:
 		return &q4_KBlocked, true
+	case w == Q8_0 && hasVNNI512:
+		return &q8_0Blocked, true
+	case w == Q5_0 && hasVNNI512:
+		return &q5_0Blocked, true
 	}
 	return nil, false
 }
@@ -62,6 +67,7 @@ var f16Blocked = blocked{
 const (
 	layoutF32   = iota + 1 // packF32Act
 	layoutQ8K16            // packQ8KAct
+	layoutQ8_0             // packQ8_0Act
 )
 
 // kBlocked is a K-quant's tile with Q8_K activations, both sides as int16
@@ -130,6 +136,83 @@ func packQ8KAct(b *Batch, i int, v *Vec) {
 		}
 	}
 }
+
+// q8_0Blocked and q5_0Blocked are Q8_0 and Q5_0 weights with Q8_0
+// activations (mul_q8_amd64.s): both decode into one panel form (the
+// weights as signed bytes, their sums for VPDPBUSD's offset, dx by lane),
+// so one tile of 4 weight rows x 4 activation rows serves both.
+var (
+	q8_0Blocked = q8Blocked(packQ8_0x4)
+	q5_0Blocked = q8Blocked(packQ5_0x4)
+)
+
+func q8Blocked(pack func(ptrs *[4]*byte, nb int, panel *byte)) blocked {
+	return blocked{
+		layout: layoutQ8_0,
+		rows:   4, acts: 4, minRows: q8MinRows,
+		panelBytes: func(nb int) int { return nb * q8PanelBytes },
+		pack: func(ptrs []*byte, nb int, panel []byte) {
+			_ = panel[nb*q8PanelBytes-1]
+			pack((*[4]*byte)(ptrs), nb, &panel[0])
+		},
+		packAct:  packQ8_0Act,
+		actBytes: func(nb int) int { return q8TileBytes / 4 * nb },
+		tile: func(panel []byte, np int, act []byte, nb int, out []float32, ld int) {
+			_, _, _ = panel[np*nb*q8PanelBytes-1], act[nb*q8TileBytes-1], out[3*ld+4*np-1]
+			mulQ8_0x4x4(&panel[0], np, &act[0], nb, &out[0], 4*ld)
+		},
+	}
+}
+
+const (
+	// q8PanelBytes is one block of four weight rows in the panel.
+	q8PanelBytes = 384
+	// q8TileBytes is one block of four Q8_0 activation rows as
+	// packQ8_0Act lays them out: each row's 32 quants plus 128 (unsigned
+	// bytes for VPDPBUSD), the four scales dy as float32, 16 bytes of
+	// padding (every row's quants stay 32-byte aligned).
+	q8TileBytes = 4*32 + 4*4 + 16
+	// q8MinRows is the shortest batch the Q8_0 and Q5_0 tiles take:
+	// below it the four-by-four kernel, which needs no panel, was faster
+	// (BenchmarkMul).
+	q8MinRows = 8
+)
+
+// packQ8_0Act lays out a Q8_0 activation row for the Q8_0 and Q5_0 tiles,
+// in tiles of four rows (q8TileBytes a block).
+func packQ8_0Act(b *Batch, i int, v *Vec) {
+	tile := b.data[i/4*q8TileBytes*b.nb:][:q8TileBytes*b.nb]
+	a := i % 4
+	for blk := range b.nb {
+		src := v.Q[blk*q8_0Bytes : (blk+1)*q8_0Bytes]
+		dst := tile[blk*q8TileBytes : (blk+1)*q8TileBytes]
+		for j := 0; j < 32; j += 8 {
+			q := binary.LittleEndian.Uint64(src[2+j:])
+			binary.LittleEndian.PutUint64(dst[32*a+j:], q^0x8080808080808080)
+		}
+		binary.LittleEndian.PutUint32(dst[128+4*a:], f16Bits(binary.LittleEndian.Uint16(src)))
+	}
+}
+
+// f16Bits is the float32 bits of the binary16 h as VCVTPH2PS gives them,
+// which the single-row kernels use: halfToFloat's, with a signalling NaN
+// made quiet.
+func f16Bits(h uint16) uint32 {
+	f := math.Float32bits(halfToFloat(h))
+	if f&0x7fffffff > 0x7f800000 {
+		f |= 0x400000
+	}
+	return f
+}
+
+//go:noescape
+func packQ8_0x4(rows *[4]*byte, nb int, panel *byte)
+
+//go:noescape
+func packQ5_0x4(rows *[4]*byte, nb int, panel *byte)
+
+//go:noescape
+func mulQ8_0x4x4(panel *byte, np int, act *byte, nb int, out *float32, ld int)
 
 //go:noescape
 func packF16AVX2(src *byte, n int, dst *float32)
