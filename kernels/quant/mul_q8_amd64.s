@@ -4,24 +4,26 @@
 #include "mul_amd64.h"
 
 // Blocked kernels for Q8_0 and Q5_0 weights with Q8_0 activations. Both
-// weight types pack into one panel form, so one tile serves both:
+// weight types pack into one panel form, so one tile serves both. The
+// single-row kernel's lane k (k = 0..7) holds the sums of elements
+// 4k..4k+3 of every block; here a 512-bit register holds lanes 2j and
+// 2j+1 of eight weight rows (dword 2r+t: row r's lane 2j+t), so one
+// broadcast of eight activation bytes meets eight rows at once, and one
+// product dx·dy per row serves all four registers of a block. A panel
+// block of eight rows (576 bytes):
 //
-//	0    rows 0, 1: the 32 weights of the block as signed bytes each
-//	     (Q5_0: q-16)
-//	64   rows 2, 3
-//	128  rows 0, 1: -128 times the sum of each four neighbouring weights
-//	     (eight int32 each)
-//	192  rows 2, 3
-//	256  rows 0, 1: the scale dx, eight float32 copies each
-//	320  rows 2, 3
+//	0    four registers j = 0..3 of weights as signed bytes (Q5_0: q-16),
+//	     qword r: row r's bytes 8j..8j+7
+//	256  the same four for -128 times each four weights' sum (int32)
+//	512  the rows' scales dx as float32, dword 2r+t: row r's
 //
 // and the activations go in as unsigned bytes, their quants plus 128
 // (packQ8_0Act). VPDPBUSD's sum of four products is then the single-row
 // kernel's lane sum plus 128 times the four weights' sum, which the
-// panel's third part, the accumulator's starting value, takes off again:
-// all exact integers. From there each lane takes the single-row kernel's
-// float32 operations in its order: conversion, dx·dy, one fused
-// multiply-add per block; at the end its HSUM8.
+// accumulator's starting value takes off again: all exact integers. From
+// there each lane takes the single-row kernel's float32 operations in its
+// order: conversion, dx·dy, one fused multiply-add per block; at the end
+// its HSUM8.
 
 // Q8PAIR0 loads rows P and Q's 32 quants (at 2(P), 2(Q)) into W as
 // [row P | row Q].
@@ -46,113 +48,158 @@
 	VPADDB          Z28, W, K4, W; \
 	VPSUBB          Z28, W, W
 
-// PAIRREST stores the weights of a pair (W) at off(DI), -128 times each
-// four's sum at off+128(DI) and the rows' scales (f16 at (P), (Q)) as
-// [dx_P ×8 | dx_Q ×8] at off+256(DI). Needs Z31 = 0x80 bytes, Z30 = 0.
-#define PAIRREST(P, Q, W, off) \
-	VMOVDQU64    W, off(DI); \
+// SCATTER8 stores the eight qwords of Z (rows r and r+1, four each) as
+// qword r (r+1) of the panel's four registers at off(DI) (XT scratch).
+#define SCATTER8(Z, X, off, r) \
+	VMOVQ         X, off+8*r(DI); \
+	VPEXTRQ       $1, X, off+64+8*r(DI); \
+	VEXTRACTI32X4 $1, Z, X7; \
+	VMOVQ         X7, off+128+8*r(DI); \
+	VPEXTRQ       $1, X7, off+192+8*r(DI); \
+	VEXTRACTI32X4 $2, Z, X7; \
+	VMOVQ         X7, off+8+8*r(DI); \
+	VPEXTRQ       $1, X7, off+72+8*r(DI); \
+	VEXTRACTI32X4 $3, Z, X7; \
+	VMOVQ         X7, off+136+8*r(DI); \
+	VPEXTRQ       $1, X7, off+200+8*r(DI)
+
+// PAIRREST stores a pair of rows r, r+1 (weights in W, scales f16 at (P),
+// (Q)): the weights, -128 times each four's sum, the scales. Needs Z31 =
+// 0x80 bytes, Z30 = 0.
+#define PAIRREST(P, Q, W, XW, r) \
+	SCATTER8(W, XW, 0, r); \
 	VPXORD       Z4, Z4, Z4; \
 	VPDPBUSD     W, Z31, Z4; \
 	VPSUBD       Z4, Z30, Z4; \
-	VMOVDQU32    Z4, off+128(DI); \
-	VPBROADCASTW (P), Y5; \
-	VPBROADCASTW (Q), Y6; \
-	VINSERTI128  $1, X6, Y5, Y5; \
-	VCVTPH2PS    Y5, Z5; \
-	VMOVUPS      Z5, off+256(DI)
+	SCATTER8(Z4, X4, 256, r); \
+	VPBROADCASTW (P), X5; \
+	VCVTPH2PS    X5, X5; \
+	VMOVQ        X5, 512+8*r(DI); \
+	VPBROADCASTW (Q), X6; \
+	VCVTPH2PS    X6, X6; \
+	VMOVQ        X6, 520+8*r(DI)
 
 #define Q8PACKSETUP \
 	MOVL         $0x80808080, AX; \
 	VPBROADCASTD AX, Z31; \
 	VPXORD       Z30, Z30, Z30; \
-	MOVQ         rows+0(FP), R8; \
-	MOVQ         (R8), AX; \
-	MOVQ         8(R8), BX; \
-	MOVQ         16(R8), DX; \
-	MOVQ         24(R8), SI; \
+	MOVQ         rows+0(FP), R12; \
+	MOVQ         (R12), AX; \
+	MOVQ         8(R12), BX; \
+	MOVQ         16(R12), DX; \
+	MOVQ         24(R12), SI; \
+	MOVQ         32(R12), R8; \
+	MOVQ         40(R12), R9; \
+	MOVQ         48(R12), R10; \
+	MOVQ         56(R12), R11; \
 	MOVQ         nb+8(FP), CX; \
 	MOVQ         panel+16(FP), DI
 
-// func packQ8_0x4(rows *[4]*byte, nb int, panel *byte)
+// Q8NEXT moves the eight row pointers on by n bytes and the panel on by a
+// block.
+#define Q8NEXT(n) \
+	ADDQ n, AX; \
+	ADDQ n, BX; \
+	ADDQ n, DX; \
+	ADDQ n, SI; \
+	ADDQ n, R8; \
+	ADDQ n, R9; \
+	ADDQ n, R10; \
+	ADDQ n, R11; \
+	ADDQ $576, DI
+
+// func packQ8_0x8(rows *[8]*byte, nb int, panel *byte)
 //
-// Four Q8_0 rows into a panel of 384 bytes a block (see above).
-TEXT ·packQ8_0x4(SB), NOSPLIT, $0-24
+// Eight Q8_0 rows into a panel of 576 bytes a block (see above).
+TEXT ·packQ8_0x8(SB), NOSPLIT, $0-24
 	Q8PACKSETUP
 
 q80pack:
 	Q8PAIR0(AX, BX, Z0, Y0)
-	PAIRREST(AX, BX, Z0, 0)
+	PAIRREST(AX, BX, Z0, X0, 0)
 	Q8PAIR0(DX, SI, Z1, Y1)
-	PAIRREST(DX, SI, Z1, 64)
-	ADDQ $34, AX
-	ADDQ $34, BX
-	ADDQ $34, DX
-	ADDQ $34, SI
-	ADDQ $384, DI
+	PAIRREST(DX, SI, Z1, X1, 2)
+	Q8PAIR0(R8, R9, Z2, Y2)
+	PAIRREST(R8, R9, Z2, X2, 4)
+	Q8PAIR0(R10, R11, Z3, Y3)
+	PAIRREST(R10, R11, Z3, X3, 6)
+	Q8NEXT($34)
 	DECQ CX
 	JNZ  q80pack
 	VZEROUPPER
 	RET
 
-// func packQ5_0x4(rows *[4]*byte, nb int, panel *byte)
+// func packQ5_0x8(rows *[8]*byte, nb int, panel *byte)
 //
-// Four Q5_0 rows into a panel of 384 bytes a block (see above).
-TEXT ·packQ5_0x4(SB), NOSPLIT, $0-24
+// Eight Q5_0 rows into a panel of 576 bytes a block (see above).
+TEXT ·packQ5_0x8(SB), NOSPLIT, $0-24
 	Q8PACKSETUP
-	MOVL         $0x0F0F0F0F, R9
-	VPBROADCASTD R9, Z29
-	MOVL         $0x10101010, R9
-	VPBROADCASTD R9, Z28
-	MOVL         $0xFF00FF00, R9
-	KMOVD        R9, K1
+	MOVL         $0x0F0F0F0F, R13
+	VPBROADCASTD R13, Z29
+	MOVL         $0x10101010, R13
+	VPBROADCASTD R13, Z28
+	MOVL         $0xFF00FF00, R13
+	KMOVD        R13, K1
 
 q50pack:
 	Q5PAIR0(AX, BX, Z0, Y0)
-	PAIRREST(AX, BX, Z0, 0)
+	PAIRREST(AX, BX, Z0, X0, 0)
 	Q5PAIR0(DX, SI, Z1, Y1)
-	PAIRREST(DX, SI, Z1, 64)
-	ADDQ $22, AX
-	ADDQ $22, BX
-	ADDQ $22, DX
-	ADDQ $22, SI
-	ADDQ $384, DI
+	PAIRREST(DX, SI, Z1, X1, 2)
+	Q5PAIR0(R8, R9, Z2, Y2)
+	PAIRREST(R8, R9, Z2, X2, 4)
+	Q5PAIR0(R10, R11, Z3, Y3)
+	PAIRREST(R10, R11, Z3, X3, 6)
+	Q8NEXT($22)
 	DECQ CX
 	JNZ  q50pack
 	VZEROUPPER
 	RET
 
-// Q8ACT runs activation row a of the tile (quants plus 128 at qoff(R14),
-// dy at dyoff(R14)) against the block's two row pairs (weights Z0, Z1,
-// scales Z2, Z3) into A0 (rows 0, 1) and A1 (rows 2, 3).
-#define Q8ACT(qoff, dyoff, A0, A1) \
-	VBROADCASTI32X8 qoff(R14), Z4; \
-	VMOVDQU32       128(SI), Z5; \
-	VPDPBUSD        Z0, Z4, Z5; \
-	VCVTDQ2PS       Z5, Z5; \
-	VMULPS.BCST     dyoff(R14), Z2, Z6; \
-	VFMADD231PS     Z6, Z5, A0; \
-	VMOVDQU32       192(SI), Z7; \
-	VPDPBUSD        Z1, Z4, Z7; \
-	VCVTDQ2PS       Z7, Z7; \
-	VMULPS.BCST     dyoff(R14), Z3, Z8; \
-	VFMADD231PS     Z8, Z7, A1
+// Q8J runs weight register j (W, its correction at off(SI)) against the
+// activation row's bytes 8j..8j+7 (at qoff(R14)) into ACC, dd in Z5.
+#define Q8J(W, qoff, off, A, T, ACC) \
+	VPBROADCASTQ qoff(R14), A; \
+	VMOVDQU32    off(SI), T; \
+	VPDPBUSD     W, A, T; \
+	VCVTDQ2PS    T, T; \
+	VFMADD231PS  Z5, T, ACC
 
-// func mulQ8_0x4x4(panel *byte, np int, act *byte, nb int, out *float32, ld int)
+// Q8ACT runs activation row a of the tile (quants plus 128 at qoff(R14),
+// dy at dyoff(R14)) against the block's eight rows (weights Z0-Z3,
+// scales Z4) into A0-A3.
+#define Q8ACT(qoff, dyoff, A0, A1, A2, A3) \
+	VMULPS.BCST dyoff(R14), Z4, Z5; \
+	Q8J(Z0, qoff, 256, Z6, Z7, A0); \
+	Q8J(Z1, qoff+8, 320, Z8, Z9, A1); \
+	Q8J(Z2, qoff+16, 384, Z10, Z11, A2); \
+	Q8J(Z3, qoff+24, 448, Z12, Z13, A3)
+
+// Q8OUT folds act a's four registers as HSUM8 does each row's lanes
+// (lanes k and k+4, then 2j and 2j+1's sums, then the last two, for all
+// eight rows at once) and stores the rows' sums at DST.
+#define Q8OUT(A0, A1, A2, A3, DST) \
+	VADDPS      A2, A0, A0; \
+	VADDPS      A3, A1, A1; \
+	VADDPS      A1, A0, A0; \
+	VPERMILPS   $0xb1, A0, A1; \
+	VADDPS      A1, A0, A0; \
+	VCOMPRESSPS A0, K1, DST
+
+// func mulQ8_0x8x4(panel *byte, np int, act *byte, nb int, out *float32, ld int)
 //
-// np panels of four Q8_0 or Q5_0 rows (packQ8_0x4, packQ5_0x4; nb blocks,
-// panels nb*384 bytes apart) times four activation rows (packQ8_0Act: nb
-// blocks of 160 bytes). Act a with rows 2p, 2p+1 keeps the single-row
-// kernel's lanes in Z(16+2a+p) = [row 2p | row 2p+1]; folded as HSUM8
-// does, act a's sum with row r of panel p is stored at out[a*ld+4p+r]
-// (ld in bytes).
-TEXT ·mulQ8_0x4x4(SB), NOSPLIT, $0-48
+// np panels of eight Q8_0 or Q5_0 rows (packQ8_0x8, packQ5_0x8; nb
+// blocks, panels nb*576 bytes apart) times four activation rows
+// (packQ8_0Act: nb blocks of 160 bytes). Act a with row r of panel p is
+// stored at out[a*ld+8p+r] (ld in bytes).
+TEXT ·mulQ8_0x8x4(SB), NOSPLIT, $0-48
 	MOVQ  panel+0(FP), AX
 	MOVQ  np+8(FP), BX
 	MOVQ  act+16(FP), DI
 	MOVQ  nb+24(FP), R9
 	MOVQ  out+32(FP), R10
 	MOVQ  ld+40(FP), R13
-	MOVL  $0x1111, DX
+	MOVL  $0x5555, DX
 	KMOVW DX, K1
 
 q8panel:
@@ -167,33 +214,38 @@ q8panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
 
 q8block:
 	VMOVDQU64 (SI), Z0
 	VMOVDQU64 64(SI), Z1
-	VMOVUPS   256(SI), Z2
-	VMOVUPS   320(SI), Z3
-	Q8ACT(0, 128, Z16, Z17)
-	Q8ACT(32, 132, Z18, Z19)
-	Q8ACT(64, 136, Z20, Z21)
-	Q8ACT(96, 140, Z22, Z23)
-	ADDQ $384, SI
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	VMOVUPS   512(SI), Z4
+	Q8ACT(0, 128, Z16, Z17, Z18, Z19)
+	Q8ACT(32, 132, Z20, Z21, Z22, Z23)
+	Q8ACT(64, 136, Z24, Z25, Z26, Z27)
+	Q8ACT(96, 140, Z28, Z29, Z30, Z31)
+	ADDQ $576, SI
 	ADDQ $160, R14
 	DECQ CX
 	JNZ  q8block
 
-	REDUCE4(Z16, Z17, Z24, Z25)
-	VCOMPRESSPS Z16, K1, (R10)
-	REDUCE4(Z18, Z19, Z24, Z25)
-	VCOMPRESSPS Z18, K1, (R10)(R13*1)
-	REDUCE4(Z20, Z21, Z24, Z25)
-	VCOMPRESSPS Z20, K1, (R10)(R13*2)
-	LEAQ        (R10)(R13*2), R11
-	REDUCE4(Z22, Z23, Z24, Z25)
-	VCOMPRESSPS Z22, K1, (R11)(R13*1)
+	Q8OUT(Z16, Z17, Z18, Z19, (R10))
+	Q8OUT(Z20, Z21, Z22, Z23, (R10)(R13*1))
+	Q8OUT(Z24, Z25, Z26, Z27, (R10)(R13*2))
+	LEAQ (R10)(R13*2), R11
+	Q8OUT(Z28, Z29, Z30, Z31, (R11)(R13*1))
 
 	MOVQ SI, AX // SI ends where the next panel begins
-	ADDQ $16, R10
+	ADDQ $32, R10
 	DECQ BX
 	JNZ  q8panel
 	VZEROUPPER
