@@ -48,36 +48,72 @@
 	VPADDB          Z28, W, K4, W; \
 	VPSUBB          Z28, W, W
 
-// SCATTER8 stores the eight qwords of Z (rows r and r+1, four each) as
-// qword r (r+1) of the panel's four registers at off(DI) (XT scratch).
-#define SCATTER8(Z, X, off, r) \
-	VMOVQ         X, off+8*r(DI); \
-	VPEXTRQ       $1, X, off+64+8*r(DI); \
-	VEXTRACTI32X4 $1, Z, X7; \
-	VMOVQ         X7, off+128+8*r(DI); \
-	VPEXTRQ       $1, X7, off+192+8*r(DI); \
-	VEXTRACTI32X4 $2, Z, X7; \
-	VMOVQ         X7, off+8+8*r(DI); \
-	VPEXTRQ       $1, X7, off+72+8*r(DI); \
-	VEXTRACTI32X4 $3, Z, X7; \
-	VMOVQ         X7, off+136+8*r(DI); \
-	VPEXTRQ       $1, X7, off+200+8*r(DI)
+// q8PackIdx picks, from rows [r | r+1] and [r+2 | r+3] as qwords, each
+// row's qwords 0, 1 (VPERMT2Q; +64: qwords 2, 3) in row order.
+DATA q8PackIdx<>+0(SB)/8, $0
+DATA q8PackIdx<>+8(SB)/8, $4
+DATA q8PackIdx<>+16(SB)/8, $8
+DATA q8PackIdx<>+24(SB)/8, $12
+DATA q8PackIdx<>+32(SB)/8, $1
+DATA q8PackIdx<>+40(SB)/8, $5
+DATA q8PackIdx<>+48(SB)/8, $9
+DATA q8PackIdx<>+56(SB)/8, $13
+DATA q8PackIdx<>+64(SB)/8, $2
+DATA q8PackIdx<>+72(SB)/8, $6
+DATA q8PackIdx<>+80(SB)/8, $10
+DATA q8PackIdx<>+88(SB)/8, $14
+DATA q8PackIdx<>+96(SB)/8, $3
+DATA q8PackIdx<>+104(SB)/8, $7
+DATA q8PackIdx<>+112(SB)/8, $11
+DATA q8PackIdx<>+120(SB)/8, $15
+GLOBL q8PackIdx<>(SB), RODATA|NOPTR, $128
 
-// PAIRREST stores a pair of rows r, r+1 (weights in W, scales f16 at (P),
-// (Q)): the weights, -128 times each four's sum, the scales. Needs Z31 =
-// 0x80 bytes, Z30 = 0.
-#define PAIRREST(P, Q, W, XW, r) \
-	SCATTER8(W, XW, 0, r); \
-	VPXORD       Z4, Z4, Z4; \
-	VPDPBUSD     W, Z31, Z4; \
-	VPSUBD       Z4, Z30, Z4; \
-	SCATTER8(Z4, X4, 256, r); \
+// PANELW stores weight register W as register j of the panel block at
+// DI, and -128 times each four's sum (Z31 = 0x80 bytes, Z30 = 0) as its
+// correction.
+#define PANELW(W, j) \
+	VMOVDQU64 W, 64*j(DI); \
+	VPXORD    Z4, Z4, Z4; \
+	VPDPBUSD  W, Z31, Z4; \
+	VPSUBD    Z4, Z30, Z4; \
+	VMOVDQU32 Z4, 256+64*j(DI)
+
+// DXROW stores row r's scale (f16 at (P)) as dwords 2r and 2r+1 of the
+// panel block's scales.
+#define DXROW(P, r) \
 	VPBROADCASTW (P), X5; \
 	VCVTPH2PS    X5, X5; \
-	VMOVQ        X5, 512+8*r(DI); \
-	VPBROADCASTW (Q), X6; \
-	VCVTPH2PS    X6, X6; \
-	VMOVQ        X6, 520+8*r(DI)
+	VMOVQ        X5, 512+8*r(DI)
+
+// PANEL8 turns the four row pairs Z0-Z3 ([row 2i | row 2i+1]) into the
+// panel block at DI: qword j of every row into register j (VPERMT2Q
+// within four rows, then halves of two), the corrections, the scales.
+// Needs Z26, Z27 = q8PackIdx.
+#define PANEL8 \
+	VMOVDQA64  Z0, Z8; \
+	VPERMT2Q   Z1, Z26, Z8; \
+	VMOVDQA64  Z0, Z9; \
+	VPERMT2Q   Z1, Z27, Z9; \
+	VMOVDQA64  Z2, Z10; \
+	VPERMT2Q   Z3, Z26, Z10; \
+	VMOVDQA64  Z2, Z11; \
+	VPERMT2Q   Z3, Z27, Z11; \
+	VSHUFI64X2 $0x44, Z10, Z8, Z12; \
+	VSHUFI64X2 $0xEE, Z10, Z8, Z13; \
+	VSHUFI64X2 $0x44, Z11, Z9, Z14; \
+	VSHUFI64X2 $0xEE, Z11, Z9, Z15; \
+	PANELW(Z12, 0); \
+	PANELW(Z13, 1); \
+	PANELW(Z14, 2); \
+	PANELW(Z15, 3); \
+	DXROW(AX, 0); \
+	DXROW(BX, 1); \
+	DXROW(DX, 2); \
+	DXROW(SI, 3); \
+	DXROW(R8, 4); \
+	DXROW(R9, 5); \
+	DXROW(R10, 6); \
+	DXROW(R11, 7)
 
 #define Q8PACKSETUP \
 	MOVL         $0x80808080, AX; \
@@ -93,7 +129,9 @@
 	MOVQ         48(R12), R10; \
 	MOVQ         56(R12), R11; \
 	MOVQ         nb+8(FP), CX; \
-	MOVQ         panel+16(FP), DI
+	MOVQ         panel+16(FP), DI; \
+	VMOVDQU64    q8PackIdx<>(SB), Z26; \
+	VMOVDQU64    q8PackIdx<>+64(SB), Z27
 
 // Q8NEXT moves the eight row pointers on by n bytes and the panel on by a
 // block.
@@ -116,13 +154,10 @@ TEXT ·packQ8_0x8(SB), NOSPLIT, $0-24
 
 q80pack:
 	Q8PAIR0(AX, BX, Z0, Y0)
-	PAIRREST(AX, BX, Z0, X0, 0)
 	Q8PAIR0(DX, SI, Z1, Y1)
-	PAIRREST(DX, SI, Z1, X1, 2)
 	Q8PAIR0(R8, R9, Z2, Y2)
-	PAIRREST(R8, R9, Z2, X2, 4)
 	Q8PAIR0(R10, R11, Z3, Y3)
-	PAIRREST(R10, R11, Z3, X3, 6)
+	PANEL8
 	Q8NEXT($34)
 	DECQ CX
 	JNZ  q80pack
@@ -143,13 +178,10 @@ TEXT ·packQ5_0x8(SB), NOSPLIT, $0-24
 
 q50pack:
 	Q5PAIR0(AX, BX, Z0, Y0)
-	PAIRREST(AX, BX, Z0, X0, 0)
 	Q5PAIR0(DX, SI, Z1, Y1)
-	PAIRREST(DX, SI, Z1, X1, 2)
 	Q5PAIR0(R8, R9, Z2, Y2)
-	PAIRREST(R8, R9, Z2, X2, 4)
 	Q5PAIR0(R10, R11, Z3, Y3)
-	PAIRREST(R10, R11, Z3, X3, 6)
+	PANEL8
 	Q8NEXT($22)
 	DECQ CX
 	JNZ  q50pack
