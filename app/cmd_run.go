@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/chat"
@@ -165,6 +167,7 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	ef.register(fs)
 	sf.register(fs)
 	prompt := fs.String("prompt", "", "raw prompt text (special tokens such as <|im_start|> are parsed)")
+	promptIDs := fs.String("prompt-ids", "", "the prompt as comma-separated token ids, run as they are (no BOS added)")
 	message := fs.String("chat", "", "a chat message, rendered with the model's chat template")
 	system := fs.String("system", "", "system prompt for --chat")
 	n := fs.Int("n", 256, "most tokens to generate")
@@ -174,14 +177,25 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	var stops stringList
 	fs.Var(&stops, "stop", "stop before this text (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(errOut, "Usage: tandem run [--model M] [--draft D | --lookup] (--prompt P | --chat MESSAGE [--system S]) [flags]\n\nGenerates text, streaming it to standard output.")
+		fmt.Fprintln(errOut, "Usage: tandem run [--model M] [--draft D | --lookup] (--prompt P | --chat MESSAGE [--system S] | --prompt-ids 1,2,3) [flags]\n\nGenerates text, streaming it to standard output.")
 		fs.PrintDefaults()
 	}
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if (*prompt == "") == (*message == "") {
-		fmt.Fprintln(errOut, "tandem run: give exactly one of --prompt or --chat")
+	given := 0
+	for _, v := range []string{*prompt, *message, *promptIDs} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		fmt.Fprintln(errOut, "tandem run: give exactly one of --prompt, --chat or --prompt-ids")
+		return errUsage
+	}
+	ids, err := parseIDs(*promptIDs)
+	if err != nil {
+		fmt.Fprintln(errOut, "tandem run: --prompt-ids:", err)
 		return errUsage
 	}
 	sampling, err := sf.sampling(fs)
@@ -192,7 +206,7 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sampling, Stop: stops,
+	req := engine.Request{Prompt: *prompt, PromptIDs: ids, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sampling, Stop: stops,
 		Drafting: ef.draftKnobs}
 	if *message != "" {
 		if *system != "" {
@@ -261,6 +275,23 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return enc.Encode(res)
 	}
 	return nil
+}
+
+// parseIDs reads comma-separated token ids ("" is none). Whether each is in
+// the model's vocabulary is the engine's to check.
+func parseIDs(s string) ([]int32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%q is not a token id", f)
+		}
+		ids = append(ids, int32(v))
+	}
+	return ids, nil
 }
 
 // stringList is a repeatable string flag.

@@ -66,6 +66,8 @@ func roleProblem(role string, f *gguf.File) string {
 		return "A vocabulary-only file: no weights to run. Choose a model file."
 	case role == "target" && spec.KindOf(f) == spec.DraftEagle3:
 		return "An EAGLE-3 draft: it borrows a target's embedding and output head, so it cannot run alone. Choose it as the draft, with the target it was trained for."
+	case role == "target" && spec.KindOf(f) == spec.DraftDFlash:
+		return "A DFlash block draft: it reads a target's hidden states and borrows its embedding and output head, so it cannot run alone. Choose it as the draft, with the target it was trained for."
 	case d.Layers == 0:
 		return "No transformer blocks in this file: nothing to run. Choose a model file."
 	}
@@ -91,6 +93,9 @@ func draftVerdict(target, draft *gguf.File) (string, bool) {
 	if kind == spec.DraftEagle3 {
 		return "Can draft for the target: an EAGLE-3 head that reads the target's hidden states and borrows its embedding and output head.", true
 	}
+	if kind == spec.DraftDFlash {
+		return "Can draft for the target: a DFlash block draft that reads the target's hidden states, borrows what it lacks of its embedding and output head, and drafts a block of tokens in one pass.", true
+	}
 	return "Can draft for the target: same tokenizer and vocabulary.", true
 }
 
@@ -98,11 +103,19 @@ func draftVerdict(target, draft *gguf.File) (string, bool) {
 // header lacks (EAGLE-3 drafts use the target's embedding and head); once
 // loaded, what the engine says it borrows.
 func borrowRow(draft *gguf.File, loaded []string) ([2]string, bool) {
-	if draft == nil || spec.KindOf(draft) != spec.DraftEagle3 {
+	if draft == nil {
 		return [2]string{}, false
 	}
+	kind := spec.KindOf(draft)
+	if kind != spec.DraftEagle3 && kind != spec.DraftDFlash {
+		return [2]string{}, false
+	}
+	what := "EAGLE-3 draft"
+	if kind == spec.DraftDFlash {
+		what = "DFlash draft"
+	}
 	if len(loaded) > 0 {
-		return [2]string{"borrows", "EAGLE-3 draft, loaded using the target's " + tensorWords(loaded) + " (" + strings.Join(loaded, ", ") + ")"}, true
+		return [2]string{"borrows", what + ", loaded using the target's " + tensorWords(loaded) + " (" + strings.Join(loaded, ", ") + ")"}, true
 	}
 	var lacks []string
 	for _, name := range []string{"token_embd.weight", "output.weight"} {
@@ -111,9 +124,9 @@ func borrowRow(draft *gguf.File, loaded []string) ([2]string, bool) {
 		}
 	}
 	if len(lacks) == 0 {
-		return [2]string{"kind", "EAGLE-3 draft with its own token embedding and output head"}, true
+		return [2]string{"kind", what + " with its own token embedding and output head"}, true
 	}
-	return [2]string{"borrows", "EAGLE-3 draft: borrows the target's " + tensorWords(lacks)}, true
+	return [2]string{"borrows", what + ": borrows the target's " + tensorWords(lacks)}, true
 }
 
 // errNotGGUF is a dropped or chosen file that is not a model.

@@ -58,6 +58,10 @@ type Request struct {
 	// chat.ErrTemplate; set ChatMLFallback to use plain ChatML instead.
 	Messages       []chat.Message
 	ChatMLFallback bool
+	// PromptIDs, when set, are the prompt's token ids, run as they are (no
+	// BOS added): Prompt and Messages are then not used. For checks against
+	// reference outputs given as ids.
+	PromptIDs []int32
 	// Tools are the functions the model may call, rendered into the prompt
 	// by the model's chat template: a template without tool syntax is an
 	// error wrapping chat.ErrNoTools, and there is no ChatML fallback.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 
 // promptTokens tokenizes the prompt or renders and tokenizes the messages.
 func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error) {
+	if len(req.PromptIDs) > 0 {
+		return slices.Clone(req.PromptIDs), nil
+	}
 	text := req.Prompt
 	if len(req.Messages) > 0 {
 		var err error

@@ -128,6 +128,12 @@ func (r *Runner) loadPlan(ctx context.Context, p *plan.Plan, tf, df *gguf.File, 
 			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
 		}
 		r.draft = &eagle3Drafter{m: d, target: r.target}
+	case df != nil && r.draftKind == spec.DraftDFlash:
+		d, err := model.LoadDFlash(ctx, df, tf, p, p.Draft, tm, r.placed.backends, reporter("draft", progress))
+		if err != nil {
+			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
+		}
+		r.draft = &dflashDrafter{m: d, target: r.target}
 	case df != nil:
 		dm, err := model.LoadPlan(ctx, df, p, p.Draft, r.placed.backends, reporter("draft", progress))
 		if err != nil {

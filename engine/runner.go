@@ -118,6 +118,8 @@ func (r *Runner) Close() error {
 		errs = append(errs, d.seq.m.Close())
 	case *eagle3Drafter:
 		errs = append(errs, d.m.Close())
+	case *dflashDrafter:
+		errs = append(errs, d.m.Close())
 	}
 	if r.target != nil {
 		errs = append(errs, r.target.m.Close())
@@ -141,7 +143,7 @@ type Info struct {
 	Context      int
 	ChatTemplate bool
 	Usage        kernels.Usage // bytes held on the devices, by owner and category
-	// DraftBorrows names the target tensors a head-sharing draft (EAGLE-3)
+	// DraftBorrows names the target tensors a head-sharing draft (EAGLE-3, DFlash)
 	// uses in place of its own: "token_embd.weight", "output.weight".
 	DraftBorrows []string
 }
@@ -155,7 +157,10 @@ func (r *Runner) Info() Info {
 	if r.cfg.Draft != "" {
 		d := r.files[1].Describe()
 		in.Draft, in.DraftKind = &d, r.draftKind
-		if e, ok := r.draft.(*eagle3Drafter); ok {
+		switch e := r.draft.(type) {
+		case *eagle3Drafter:
+			in.DraftBorrows = e.m.Borrowed()
+		case *dflashDrafter:
 			in.DraftBorrows = e.m.Borrowed()
 		}
 	}

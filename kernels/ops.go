@@ -110,6 +110,23 @@ type Attention struct {
 	NHead, NKVHead    int
 	HeadDim           int
 	Scale             float32 // usually 1/sqrt(HeadDim)
+	// Window > 0 is sliding-window attention (Gemma's local layers): row
+	// b attends cache rows Pos[b]-Window+1 .. Pos[b] only.
+	Window int
+}
+
+// GeGLU is Gemma's gated FFN activation Dst = gelu(Gate) * Up with the
+// tanh approximation, gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+//
+//	Gate, Up, Dst F32 [B, n_ff]
+type GeGLU struct{ Dst, Gate, Up Tensor }
+
+// Scale is Dst = X * C elementwise (Gemma's embedding scale, sqrt(n_embd)).
+//
+//	X, Dst F32 [B, n]
+type Scale struct {
+	Dst, X Tensor
+	C      float32
 }
 
 // Softmax normalises each row: Dst[b] = exp(X[b] - max) / sum.
@@ -127,6 +144,23 @@ type Argmax struct{ Dst, X Tensor }
 //
 //	X F32 [B, n]  Ids I32 [B, K]  Vals F32 [B, K]
 type TopK struct{ Ids, Vals, X Tensor }
+
+// MoE is a mixture-of-experts SwiGLU feed-forward network (Qwen3 MoE,
+// Mixtral). Each row's router logits, X times Router's rows, pick the Used
+// experts of largest softmax probability (the lower index first on ties);
+// their probabilities, divided by their sum when Renorm, weight the
+// experts' outputs down_e(silu(gate_e x) * up_e x), added in rank order.
+// Expert e's matrices are rows [e*FF, (e+1)*FF) of Gate and Up and rows
+// [e*n, (e+1)*n) of Down: a GGUF 3-D expert tensor viewed as 2-D. Dst may
+// be X (in place).
+//
+//	X F32 [B, n]  Router [Experts, n]  Gate, Up [Experts*FF, n]
+//	Down [Experts*n, FF]  Dst F32 [B, n]
+type MoE struct {
+	Dst, X, Router, Gate, Up, Down Tensor
+	Experts, Used                  int
+	Renorm                         bool
+}
 
 // Copy is Dst = Src with conversion between F32 and F16; equal shapes,
 // strides may differ (e.g. a block's input copied into a column slice of a
@@ -146,6 +180,9 @@ func (Softmax) Name() string   { return "softmax" }
 func (Argmax) Name() string    { return "argmax" }
 func (TopK) Name() string      { return "top_k" }
 func (Copy) Name() string      { return "copy" }
+func (MoE) Name() string       { return "moe" }
+func (GeGLU) Name() string     { return "geglu" }
+func (Scale) Name() string     { return "scale" }
 
 func (o GetRows) check() error {
 	if err := views(o.Dst, o.Src, o.Idx); err != nil {
@@ -214,6 +251,22 @@ func (o SwiGLU) check() error {
 		shape(o.Up, o.Gate.Rows, o.Gate.Cols), shape(o.Dst, o.Gate.Rows, o.Gate.Cols))
 }
 
+func (o GeGLU) check() error {
+	if err := views(o.Dst, o.Gate, o.Up); err != nil {
+		return err
+	}
+	return first(
+		isType(o.Dst, quant.F32), isType(o.Gate, quant.F32), isType(o.Up, quant.F32),
+		shape(o.Up, o.Gate.Rows, o.Gate.Cols), shape(o.Dst, o.Gate.Rows, o.Gate.Cols))
+}
+
+func (o Scale) check() error {
+	if err := views(o.Dst, o.X); err != nil {
+		return err
+	}
+	return first(isType(o.Dst, quant.F32), isType(o.X, quant.F32), shape(o.Dst, o.X.Rows, o.X.Cols))
+}
+
 func (o Rope) check() error {
 	if err := views(o.Dst, o.X, o.Pos); err != nil {
 		return err
@@ -253,7 +306,7 @@ func (o Attention) check() error {
 		shape(o.Q, o.Q.Rows, o.NHead*o.HeadDim), shape(o.Dst, o.Q.Rows, o.Q.Cols),
 		shape(o.K, o.K.Rows, o.NKVHead*o.HeadDim), shape(o.V, o.K.Rows, o.K.Cols),
 		shape(o.Pos, 1, o.Q.Rows), positive("scale", float64(o.Scale), false),
-		disjoint(o.Dst, o.Q))
+		positive("window", float64(o.Window), true), disjoint(o.Dst, o.Q))
 }
 
 func (o Softmax) check() error {
@@ -287,6 +340,20 @@ func (o Copy) check() error {
 	return first(
 		isType(o.Dst, quant.F32, quant.F16), isType(o.Src, quant.F32, quant.F16),
 		shape(o.Dst, o.Src.Rows, o.Src.Cols))
+}
+
+func (o MoE) check() error {
+	if err := views(o.Dst, o.X, o.Router, o.Gate, o.Up, o.Down); err != nil {
+		return err
+	}
+	if o.Experts <= 0 || o.Used <= 0 || o.Used > o.Experts || o.Gate.Rows%o.Experts != 0 || o.Gate.Rows == 0 {
+		return fmt.Errorf("%w: %d of %d experts over %v", ErrShape, o.Used, o.Experts, o.Gate)
+	}
+	n, ff := o.X.Cols, o.Gate.Rows/o.Experts
+	return first(
+		isType(o.Dst, quant.F32), isType(o.X, quant.F32),
+		shape(o.Router, o.Experts, n), shape(o.Gate, o.Experts*ff, n), shape(o.Up, o.Experts*ff, n),
+		shape(o.Down, o.Experts*n, ff), shape(o.Dst, o.X.Rows, n))
 }
 
 // views checks each operand's geometry.

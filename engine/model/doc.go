@@ -1,5 +1,6 @@
-// Package model runs llama-family decoders (llama, qwen2, qwen3) and
-// EAGLE-3 drafts on kernels.Backends, exactly as a memory plan
+// Package model runs llama-family decoders (llama, qwen2, qwen3), EAGLE-3
+// drafts and DFlash block drafts (dflash_params.go has llama.cpp's format)
+// on kernels.Backends, exactly as a memory plan
 // (engine/plan) lays them out: one device or several, split by layers or
 // by tensors, the head whole, replicated or split by vocabulary. It reads
 // the hyper-parameters from GGUF metadata, binds the weights by their

@@ -609,7 +609,7 @@ func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	}
 	ops = append(ops, p.attention(attnArgs{w: layer, factors: w.rope, in: in, out: tmp,
 		q: s.q.RowSlice(0, b), k: s.k.RowSlice(0, b), v: s.v.RowSlice(0, b), attn: s.attn.RowSlice(0, b),
-		keys: m.kvK, values: m.kvV, pos: s.pos.ColSlice(0, b), heads: p.Heads, kvHeads: p.KVHeads})...)
+		keys: m.kvK, values: m.kvV, pos: s.pos.ColSlice(0, b), heads: p.Heads, kvHeads: p.KVHeads, base: p.RopeBase})...)
 	ops = append(ops,
 		kernels.Add{Dst: x, A: tmp, B: residual},
 		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps})

@@ -244,7 +244,8 @@ func (m *Model) embed(ctx context.Context, b int) (*part, error) {
 		}
 		dst := pt.embedDst(b)
 		err := pt.progs.run(ctx, progKey{kind: progEmbed, n: b}, func() []kernels.Op {
-			return []kernels.Op{kernels.GetRows{Dst: dst, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)}}
+			return append([]kernels.Op{kernels.GetRows{Dst: dst, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)}},
+				m.embedScale(dst)...)
 		})
 		if err != nil {
 			return nil, err
@@ -263,6 +264,15 @@ func (m *Model) embed(ctx context.Context, b int) (*part, error) {
 		}
 	}
 	return nil, nil
+}
+
+// embedScale is what follows a token lookup into x: Gemma's scaling by
+// sqrt(n_embd), rounded to float32 as transformers does.
+func (m *Model) embedScale(x kernels.Tensor) []kernels.Op {
+	if !m.params.arch.embedScale {
+		return nil
+	}
+	return []kernels.Op{kernels.Scale{Dst: x, X: x, C: float32(math.Sqrt(float64(m.params.Embd)))}}
 }
 
 // embedDst is where a part's token lookup lands: its stream, or its normed
@@ -324,6 +334,7 @@ func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
 					ops = append(ops, kernels.Copy{Dst: x, Src: pt.s.recv.RowSlice(0, b)})
 				case pt == inline && seg[0] == 0:
 					ops = append(ops, kernels.GetRows{Dst: x, Src: pt.w.tokEmbd, Idx: pt.s.tokens.ColSlice(0, b)})
+					ops = append(ops, m.embedScale(x)...)
 				}
 				for l := seg[0]; l < seg[1]; l++ {
 					out := pt.s.xn.RowSlice(0, b)
@@ -595,20 +606,40 @@ func (pt *part) hasBlocks() bool {
 func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
 	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
-	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
+	base, window := p.blockRope(l)
+	ops := append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
 		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
 			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
 			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
-			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads})...)
+			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads,
+			base: base, window: window})...)
+	if p.arch.postNorms {
+		ops = append(ops, kernels.RMSNorm{Dst: h, X: h, W: w.attnPost, Eps: p.NormEps})
+	}
+	return ops
 }
 
-// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens: the output (or
-// pt's share) ends in xn.
+// ffnOps is block l's SwiGLU FFN on pt's rows for b tokens, or its routed
+// experts: the output (or pt's share) ends in xn.
 func (m *Model) ffnOps(pt *part, l, b int) []kernels.Op {
-	s, w, lb := pt.s, pt.w.blocks[l], pt.local[l]
+	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
-	return append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: m.params.NormEps}},
-		ffn(w, h, h, packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn))...)
+	norm := kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps}
+	gate, up := packed(s.gate, b, lb.ffn), packed(s.up, b, lb.ffn)
+	switch {
+	case p.arch.moe:
+		return []kernels.Op{norm, kernels.MoE{Dst: h, X: h, Router: w.router, Gate: w.gate, Up: w.up, Down: w.down,
+			Experts: p.Experts, Used: p.ExpertsUsed, Renorm: true}}
+	case p.arch.geglu:
+		return []kernels.Op{norm,
+			kernels.MatMul{Dst: gate, W: w.gate, X: h},
+			kernels.MatMul{Dst: up, W: w.up, X: h},
+			kernels.GeGLU{Dst: gate, Gate: gate, Up: up},
+			kernels.MatMul{Dst: h, W: w.down, X: gate},
+			kernels.RMSNorm{Dst: h, X: h, W: w.ffnPost, Eps: p.NormEps},
+		}
+	}
+	return append([]kernels.Op{norm}, ffn(w, h, h, gate, up)...)
 }
 
 // attnArgs are what one block's attention reads and writes on a device.
@@ -619,6 +650,8 @@ type attnArgs struct {
 	q, k, v, attn     kernels.Tensor // scratch: [b, heads*head_dim], [b, kv_heads*head_dim], [b, heads*head_dim]
 	keys, values, pos kernels.Tensor // the block's caches, and the rows' positions
 	heads, kvHeads    int            // the heads this device computes
+	base              float32        // the block's RoPE base
+	window            int            // > 0: sliding-window attention
 }
 
 // attention is a block's self-attention, the same for decoders and
@@ -629,7 +662,7 @@ func (p Params) attention(a attnArgs) []kernels.Op {
 	w, b := a.w, a.in.Rows
 	rope := func(t kernels.Tensor) kernels.Rope {
 		return kernels.Rope{Dst: t, X: t, Pos: a.pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
-			Base: p.RopeBase, Scale: p.RopeScale, Neox: p.arch.neox, Factors: a.factors}
+			Base: a.base, Scale: p.RopeScale, Neox: p.arch.neox, Factors: a.factors}
 	}
 	ops := []kernels.Op{
 		kernels.MatMul{Dst: a.q, W: w.wq, X: a.in},
@@ -654,7 +687,7 @@ func (p Params) attention(a attnArgs) []kernels.Op {
 		kernels.SetRows{Dst: a.values, Src: a.v, Idx: a.pos},
 		kernels.Attention{Dst: a.attn, Q: a.q, K: a.keys, V: a.values, Pos: a.pos,
 			NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
-			Scale: float32(1 / math.Sqrt(float64(p.HeadDim)))},
+			Scale: p.attnScale(), Window: a.window},
 		kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn},
 	)
 }

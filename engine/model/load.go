@@ -77,17 +77,22 @@ func (m *Model) placeShard(t *plan.Tensor, s plan.Shard, data []byte) error {
 		return err
 	}
 	label := kernels.Label{Owner: m.role, Cat: classCategory(t.Class)}
+	// A 3-D expert tensor {cols, rows, experts} is bound as
+	// [experts*rows, cols], expert e's rows after expert e-1's.
 	rows, cols := 1, int(t.Dims[0])
-	if len(t.Dims) == 2 {
-		rows = int(t.Dims[1])
+	for _, d := range t.Dims[1:] {
+		rows *= int(d)
 	}
 	var piece []byte
 	if off, n, ok := s.FileRange(t); ok {
 		piece = data[off : off+n]
-		if len(t.Dims) == 2 {
+		switch {
+		case len(t.Dims) == 2:
 			rows = int(s.Len())
-		} else {
+		case len(t.Dims) == 1:
 			cols = int(s.Len())
+		case !s.Whole(t):
+			return fmt.Errorf("tensor %q: experts %v of %d: expert tensors are placed whole: %w", t.Name, s.Range, t.Dims[2], ErrUnsupported)
 		}
 	} else {
 		piece, err = columns(t, s, data)

@@ -112,6 +112,12 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		layered: mp.Placement.Split == plan.SplitLayer || len(mp.Placement.Devices) == 1,
 		byDev:   map[int]*part{}, embd: mp.EmbeddingRun, head: mp.HeadRun,
 	}
+	if !m.layered && (params.arch.postNorms || params.arch.moe) {
+		// Norms of a block's output and routed experts act on the whole
+		// sum of the devices' shares: a tensor split would apply them to
+		// each share.
+		return nil, fmt.Errorf("model: %s: %s blocks under a tensor split: %w (use a layer split)", mp.Role, params.Arch, ErrUnsupported)
+	}
 	var bes []kernels.Backend
 	for _, d := range mp.Placement.Devices {
 		be, ok := backends[d]
@@ -127,6 +133,9 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		m.parts = append(m.parts, pt)
 		m.byDev[d] = pt
 		bes = append(bes, be)
+	}
+	if err := params.checkOps(bes); err != nil {
+		return nil, err
 	}
 	if err := checkTensors(f, params.specs(&weights{}), bes); err != nil {
 		return nil, err

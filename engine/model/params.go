@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tandem-run/tandem/engine/gguf"
 )
@@ -23,6 +24,16 @@ type Params struct {
 	RopeScale float32 // position multiplier (1 / linear scaling factor)
 	RopeDims  int     // rotated elements per head
 
+	// Sliding-window attention (gemma3): the window, and the RoPE base of
+	// the windowed blocks; zero where every block attends globally.
+	SlidingWindow int
+	RopeBaseLocal float32
+
+	// Mixture-of-experts blocks (qwen3moe); zero for dense models.
+	Experts     int // experts per block
+	ExpertsUsed int // experts each token is routed to
+	ExpertFF    int // feed-forward width of one expert
+
 	arch arch
 }
 
@@ -33,6 +44,13 @@ type arch struct {
 	neox   bool // RoPE pairs (j, j+d/2) rather than (2j, 2j+1)
 	qkNorm bool // RMSNorm on each query and key head before RoPE (qwen3)
 	bias   bool // optional Q/K/V biases are loaded (qwen2)
+	moe    bool // every block's FFN is routed experts, their weights renormalised (qwen3moe)
+
+	// Gemma 3's traits.
+	embedScale bool // token embeddings are multiplied by sqrt(n_embd)
+	postNorms  bool // RMSNorm on the attention and FFN outputs before the residual adds
+	geglu      bool // GELU-tanh gating in the FFN rather than SiLU
+	swaPeriod  int  // > 0: every swaPeriod-th block attends globally, the rest through the window
 }
 
 // archFor maps general.architecture to its traits.
@@ -46,12 +64,48 @@ func archFor(name string) (arch, bool) {
 		return arch{neox: true, bias: true}, true
 	case "qwen3":
 		return arch{neox: true, qkNorm: true}, true
+	case "gemma3":
+		// llama.cpp's gemma3: its files carry no layer pattern or local
+		// RoPE base; every sixth block is global, the others use base 1e4.
+		// The GGUF norms already hold Gemma's 1 + w.
+		return arch{neox: true, qkNorm: true, embedScale: true, postNorms: true, geglu: true, swaPeriod: 6}, true
+	case "qwen3moe":
+		// llama.cpp's qwen3moe always renormalises the chosen experts'
+		// weights (Qwen3 MoE's norm_topk_prob) and has no shared expert.
+		return arch{neox: true, qkNorm: true, moe: true}, true
 	}
 	return arch{}, false
 }
 
 // Architectures lists the general.architecture values Load accepts.
-func Architectures() []string { return []string{"llama", "qwen2", "qwen3"} }
+func Architectures() []string { return []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"} }
+
+// gemma3LocalBase is the RoPE base llama.cpp gives gemma3's sliding blocks.
+const gemma3LocalBase = 10000
+
+// windowed reports whether block l attends through the sliding window.
+func (p Params) windowed(l int) bool {
+	return p.arch.swaPeriod > 0 && (l+1)%p.arch.swaPeriod != 0
+}
+
+// blockRope is block l's RoPE base and attention window (0: global).
+func (p Params) blockRope(l int) (base float32, window int) {
+	if p.windowed(l) {
+		return p.RopeBaseLocal, p.SlidingWindow
+	}
+	return p.RopeBase, 0
+}
+
+// attnScale is the factor on query-key products: 1/sqrt(head_dim), except
+// for the 62-block Gemma 3 27B, whose query_pre_attn_scalar is
+// n_embd/n_head, as llama.cpp applies it (its files do not carry it).
+func (p Params) attnScale() float32 {
+	d := p.HeadDim
+	if p.arch.embedScale && p.Layers == 62 {
+		d = p.Embd / p.Heads
+	}
+	return float32(1 / math.Sqrt(float64(d)))
+}
 
 // needArchInt reads ARCH.key, which must be present and a positive count
 // that fits an int32, into dst.
@@ -71,6 +125,9 @@ func needArchInt(f *gguf.File, key string, dst *int) error {
 // its weights.
 func ReadParams(f *gguf.File) (Params, error) {
 	p := Params{Arch: f.Arch()}
+	if p.Arch == archDFlash || p.Arch == archEagle3 {
+		return p, fmt.Errorf("model: a %s file is a draft: it reads a target's hidden states and has no decoder of its own to generate with; load it as the draft beside its target: %w", p.Arch, ErrUnsupported)
+	}
 	a, ok := archFor(p.Arch)
 	if !ok {
 		return p, fmt.Errorf("model: architecture %q: %w (supported: %v)", p.Arch, ErrUnsupported, Architectures())
@@ -111,6 +168,32 @@ func ReadParams(f *gguf.File) (Params, error) {
 	if _, ok := f.ArchUint("rope.dimension_count"); ok {
 		if err := need("rope.dimension_count", &p.RopeDims); err != nil {
 			return p, err
+		}
+	}
+
+	if a.moe {
+		if err := need("expert_count", &p.Experts); err != nil {
+			return p, err
+		}
+		if err := need("expert_used_count", &p.ExpertsUsed); err != nil {
+			return p, err
+		}
+		// llama.cpp's default where the file has no expert width.
+		p.ExpertFF = p.FF / p.ExpertsUsed
+		if _, ok := f.ArchUint("expert_feed_forward_length"); ok {
+			if err := need("expert_feed_forward_length", &p.ExpertFF); err != nil {
+				return p, err
+			}
+		}
+	}
+
+	if a.swaPeriod > 0 {
+		if err := need("attention.sliding_window", &p.SlidingWindow); err != nil {
+			return p, err
+		}
+		p.RopeBaseLocal = gemma3LocalBase
+		if v, ok := f.ArchFloat("rope.freq_base_swa"); ok && v > 0 {
+			p.RopeBaseLocal = float32(v)
 		}
 	}
 

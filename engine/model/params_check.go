@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ const (
 	maxFF       = 1 << 22
 	maxVocab    = 1 << 22
 	maxTrainCtx = 1 << 27
+	maxExperts  = 1 << 12
 )
 
 // check compares p, as read from f's metadata, with sane caps and with the
@@ -33,10 +35,17 @@ func (p Params) check(f *gguf.File) error {
 	if err := checkBlocks(f, p.Layers); err != nil {
 		return err
 	}
-	if p.Arch == archEagle3 {
-		return nil // its layout (fc, d2t, a borrowed embedding) is checked by LoadEagle3
+	if p.Arch == archEagle3 || p.Arch == archDFlash {
+		return nil // its layout (fc, d2t, a borrowed embedding) is checked by LoadEagle3 or LoadDFlash
 	}
 	embd, qDim, kvDim := int64(p.Embd), int64(p.Heads*p.HeadDim), int64(p.KVHeads*p.HeadDim)
+	ffn := struct {
+		name string
+		dims []int64
+	}{"blk.0.ffn_up.weight", []int64{embd, int64(p.FF)}}
+	if p.arch.moe {
+		ffn.name, ffn.dims = "blk.0.ffn_up_exps.weight", []int64{embd, int64(p.ExpertFF), int64(p.Experts)}
+	}
 	for _, want := range []struct {
 		name string
 		dims []int64
@@ -44,13 +53,13 @@ func (p Params) check(f *gguf.File) error {
 		{"token_embd.weight", []int64{embd, int64(p.Vocab)}},
 		{"blk.0.attn_q.weight", []int64{embd, qDim}},
 		{"blk.0.attn_k.weight", []int64{embd, kvDim}},
-		{"blk.0.ffn_up.weight", []int64{embd, int64(p.FF)}},
+		ffn,
 	} {
 		t, ok := f.Tensor(want.name)
 		if !ok {
 			return fmt.Errorf("model: tensor %q: %w", want.name, ErrMissing)
 		}
-		if len(t.Dims) != 2 || t.Dims[0] != want.dims[0] || t.Dims[1] != want.dims[1] {
+		if !slices.Equal(t.Dims, want.dims) {
 			return fmt.Errorf("model: tensor %q is %v, the metadata implies %v: %w", want.name, t.Dims, want.dims, ErrShape)
 		}
 	}
@@ -80,8 +89,19 @@ func (p Params) checkCaps(f *gguf.File) error {
 			return fmt.Errorf("model: %s %s = %d (want 1 to %d): %w", p.Arch, c.what, c.v, c.max, ErrBadParam)
 		}
 	}
-	if n, ok := f.ArchUint("expert_count"); ok && n > 0 {
-		return fmt.Errorf("model: %s.expert_count = %d: mixture-of-experts models are %w", p.Arch, n, ErrUnsupported)
+	if n, ok := f.ArchUint("expert_count"); ok && n > 0 && !p.arch.moe {
+		return fmt.Errorf("model: %s.expert_count = %d: mixture-of-experts %s models are %w (qwen3moe is read)", p.Arch, n, p.Arch, ErrUnsupported)
+	}
+	if p.arch.moe {
+		switch {
+		case p.Experts > maxExperts || p.ExpertsUsed > p.Experts:
+			return fmt.Errorf("model: %s: %d of %d experts (at most %d): %w", p.Arch, p.ExpertsUsed, p.Experts, maxExperts, ErrBadParam)
+		case p.ExpertFF < 1 || p.ExpertFF > maxFF:
+			return fmt.Errorf("model: %s expert_feed_forward_length = %d (want 1 to %d): %w", p.Arch, p.ExpertFF, maxFF, ErrBadParam)
+		}
+		if _, ok := gguf.Product(int64(p.Experts), int64(p.ExpertFF), int64(p.Embd), 4); !ok {
+			return fmt.Errorf("model: %d experts of %d x %d overflow: %w", p.Experts, p.ExpertFF, p.Embd, ErrBadParam)
+		}
 	}
 	// The widest product a pass sizes buffers by: the head's logits and the
 	// KV cache of the trained context (Load's own context is at most that

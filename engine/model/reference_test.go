@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -90,6 +91,51 @@ func (r *refModel) rope(x []float64, pos int) {
 	}
 }
 
+// swiglu is down(silu(gate h) * up h).
+func swiglu(gate, up, down, h []float64) []float64 {
+	g, u := matvec(gate, h), matvec(up, h)
+	for d := range g {
+		g[d] = g[d] / (1 + math.Exp(-g[d])) * u[d]
+	}
+	return matvec(down, g)
+}
+
+// experts adds to x the routed experts' output for its normed h, as
+// Qwen3 MoE routes: softmax over the router's logits, the ExpertsUsed most
+// probable, their probabilities renormalised to sum to 1.
+func (r *refModel) experts(x, h, router, gate, up, down []float64) {
+	p := r.p
+	logits := matvec(router, h)
+	probs := make([]float64, len(logits))
+	top, sum := math.Inf(-1), 0.0
+	for _, v := range logits {
+		top = max(top, v)
+	}
+	for e, v := range logits {
+		probs[e] = math.Exp(v - top)
+		sum += probs[e]
+	}
+	chosen := make([]int, 0, p.ExpertsUsed)
+	total := 0.0
+	for range p.ExpertsUsed {
+		best := -1
+		for e, v := range probs {
+			if (best < 0 || v > probs[best]) && !slices.Contains(chosen, e) {
+				best = e
+			}
+		}
+		chosen = append(chosen, best)
+		total += probs[best]
+	}
+	g, d := p.ExpertFF*p.Embd, p.Embd*p.ExpertFF // one expert's gate/up and down
+	for _, e := range chosen {
+		o := swiglu(gate[e*g:(e+1)*g], up[e*g:(e+1)*g], down[e*d:(e+1)*d], h)
+		for i := range x {
+			x[i] += probs[e] / total * o[i]
+		}
+	}
+}
+
 // logits runs the whole sequence and returns the logits of every position.
 func (r *refModel) logits(tokens []int32) [][]float64 {
 	p := r.p
@@ -164,13 +210,14 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 			}
 		}
 		gate, up, down := w("ffn_gate.weight"), w("ffn_up.weight"), w("ffn_down.weight")
+		router := w("ffn_gate_inp.weight")
 		for _, x := range xs {
 			h := rmsnorm(x, w("ffn_norm.weight"), eps)
-			g, u := matvec(gate, h), matvec(up, h)
-			for d := range g {
-				g[d] = g[d] / (1 + math.Exp(-g[d])) * u[d]
+			if router != nil {
+				r.experts(x, h, router, w("ffn_gate_exps.weight"), w("ffn_up_exps.weight"), w("ffn_down_exps.weight"))
+				continue
 			}
-			o := matvec(down, g)
+			o := swiglu(gate, up, down, h)
 			for d := range x {
 				x[d] += o[d]
 			}

@@ -24,6 +24,7 @@ type synth struct {
 	arch                         string
 	embd, layers, heads, kvHeads int
 	ff, vocab                    int
+	experts, used                int // qwen3moe: experts per block, experts per token (ff is one expert's width)
 	tied                         bool
 	weightType                   quant.Type
 	drop                         string // a tensor left out
@@ -42,6 +43,11 @@ func (s synth) write(t *testing.T) string {
 		"feed_forward_length": uint32(s.ff), "context_length": 256,
 	} {
 		w.AddKV(s.arch+"."+k, v)
+	}
+	if s.experts > 0 {
+		w.AddKV(s.arch+".expert_count", uint32(s.experts))
+		w.AddKV(s.arch+".expert_used_count", uint32(s.used))
+		w.AddKV(s.arch+".expert_feed_forward_length", uint32(s.ff))
 	}
 	w.AddKV(s.arch+".attention.layer_norm_rms_epsilon", float32(1e-5))
 	w.AddKV(s.arch+".rope.freq_base", float32(1e4))
@@ -96,15 +102,22 @@ func (s synth) write(t *testing.T) string {
 		add(b("attn_v.weight"), wt, 0.2, e, kv)
 		add(b("attn_output.weight"), wt, 0.2, q, e)
 		add(b("ffn_norm.weight"), quant.F32, 0, e)
-		add(b("ffn_gate.weight"), wt, 0.2, e, ff)
-		add(b("ffn_up.weight"), wt, 0.2, e, ff)
-		add(b("ffn_down.weight"), wt, 0.2, ff, e)
+		if x := int64(s.experts); x > 0 {
+			add(b("ffn_gate_inp.weight"), quant.F32, 0.5, e, x)
+			add(b("ffn_gate_exps.weight"), wt, 0.2, e, ff, x)
+			add(b("ffn_up_exps.weight"), wt, 0.2, e, ff, x)
+			add(b("ffn_down_exps.weight"), wt, 0.2, ff, e, x)
+		} else {
+			add(b("ffn_gate.weight"), wt, 0.2, e, ff)
+			add(b("ffn_up.weight"), wt, 0.2, e, ff)
+			add(b("ffn_down.weight"), wt, 0.2, ff, e)
+		}
 		if s.arch == "qwen2" {
 			add(b("attn_q.bias"), quant.F32, 0.5, q)
 			add(b("attn_k.bias"), quant.F32, 0.5, kv)
 			add(b("attn_v.bias"), quant.F32, 0.5, kv)
 		}
-		if s.arch == "qwen3" {
+		if s.arch == "qwen3" || s.arch == "qwen3moe" {
 			add(b("attn_q_norm.weight"), quant.F32, 0, int64(hd))
 			add(b("attn_k_norm.weight"), quant.F32, 0, int64(hd))
 		}
@@ -117,7 +130,11 @@ func (s synth) write(t *testing.T) string {
 }
 
 func small(arch string) synth {
-	return synth{arch: arch, embd: 64, layers: 2, heads: 4, kvHeads: 2, ff: 96, vocab: 100, weightType: quant.F32}
+	s := synth{arch: arch, embd: 64, layers: 2, heads: 4, kvHeads: 2, ff: 96, vocab: 100, weightType: quant.F32}
+	if arch == "qwen3moe" {
+		s.experts, s.used, s.ff = 8, 2, 32
+	}
+	return s
 }
 
 func loadSynth(t *testing.T, s synth, opts Options) (*Model, *gguf.File, error) {
@@ -140,7 +157,8 @@ func loadSynth(t *testing.T, s synth, opts Options) (*Model, *gguf.File, error) 
 // reference — including qwen2's biases, which no demo file has.
 func TestSyntheticArchitectures(t *testing.T) {
 	for _, s := range []synth{
-		small("llama"), small("qwen2"), small("qwen3"),
+		small("llama"), small("qwen2"), small("qwen3"), small("qwen3moe"),
+		func() synth { s := small("qwen3moe"); s.weightType, s.used = quant.F16, 3; return s }(),
 		func() synth { s := small("llama"); s.tied, s.kvHeads = true, 4; return s }(),
 		func() synth { s := small("qwen2"); s.weightType = quant.F16; return s }(),
 	} {
@@ -191,6 +209,12 @@ func TestBadFiles(t *testing.T) {
 		{"wrong shape", func() synth { s := small("qwen3"); s.reshape = "blk.0.attn_k.weight"; return s }(), ErrShape, "blk.0.attn_k.weight"},
 		{"unknown architecture", func() synth { s := small("llama"); s.arch = "mamba"; return s }(), ErrUnsupported, "mamba"},
 		{"unsupported type", func() synth { s := small("llama"); s.weightType = quant.Q8_1; return s }(), ErrUnsupported, "output.weight"},
+		{"missing experts", func() synth { s := small("qwen3moe"); s.drop = "blk.1.ffn_down_exps.weight"; return s }(), ErrMissing, "blk.1.ffn_down_exps.weight"},
+		{"missing router", func() synth { s := small("qwen3moe"); s.drop = "blk.0.ffn_gate_inp.weight"; return s }(), ErrMissing, "blk.0.ffn_gate_inp.weight"},
+		{"experts of a wrong shape", func() synth { s := small("qwen3moe"); s.reshape = "blk.1.ffn_gate_exps.weight"; return s }(), ErrShape, "blk.1.ffn_gate_exps.weight"},
+		{"router of a wrong shape", func() synth { s := small("qwen3moe"); s.reshape = "blk.0.ffn_gate_inp.weight"; return s }(), ErrShape, "blk.0.ffn_gate_inp.weight"},
+		{"more experts used than exist", func() synth { s := small("qwen3moe"); s.used = 9; return s }(), ErrBadParam, "9 of 8 experts"},
+		{"experts in a dense architecture", func() synth { s := small("qwen3moe"); s.arch = "qwen3"; return s }(), ErrUnsupported, "expert_count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := loadSynth(t, tc.s, Options{})
@@ -198,6 +222,47 @@ func TestBadFiles(t *testing.T) {
 				t.Fatalf("Load: %v; want %v naming %q", err, tc.want, tc.naming)
 			}
 		})
+	}
+}
+
+// TestMoEDecodeMatchesBatch: a qwen3moe model decoding token by token gives
+// the logits of the whole sequence run as one batch, bit for bit, as the
+// expert products are single-row ones whatever the batch; a verification
+// batch after a rollback does too.
+func TestMoEDecodeMatchesBatch(t *testing.T) {
+	s := small("qwen3moe")
+	s.weightType = quant.Q8_0
+	m, _, err := loadSynth(t, s, Options{Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	seq := []int32{3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26}
+	batch, err := m.Forward(ctx, seq, 0, allRows(len(seq)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch = append([]float32(nil), batch...)
+	for i, tok := range seq {
+		row, err := m.Forward(ctx, []int32{tok}, i, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, v := range row {
+			if v != batch[i*s.vocab+id] {
+				t.Fatalf("pos %d id %d: decode %g, batch %g", i, id, v, batch[i*s.vocab+id])
+			}
+		}
+	}
+	// Roll back to 5 and verify the rest as one batch.
+	rest, err := m.Forward(ctx, seq[5:], 5, allRows(len(seq)-5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range rest {
+		if v != batch[5*s.vocab+i] {
+			t.Fatalf("verification row %d id %d: %g, batch %g", i/s.vocab, i%s.vocab, v, batch[5*s.vocab+i])
+		}
 	}
 }
 

@@ -28,8 +28,11 @@ type blockWeights struct {
 	kNorm      kernels.Tensor // [1, head_dim] (qwen3)
 	wo         kernels.Tensor // [n_embd, n_head*head_dim]
 	ffnNorm    kernels.Tensor // [1, n_embd]
-	gate, up   kernels.Tensor // [n_ff, n_embd]
-	down       kernels.Tensor // [n_embd, n_ff]
+	gate, up   kernels.Tensor // [n_ff, n_embd]; experts: [n_expert*n_ff_exp, n_embd]
+	down       kernels.Tensor // [n_embd, n_ff]; experts: [n_expert*n_embd, n_ff_exp]
+	router     kernels.Tensor // [n_expert, n_embd] (mixture-of-experts blocks)
+	attnPost   kernels.Tensor // [1, n_embd] norm of the attention output (gemma3)
+	ffnPost    kernels.Tensor // [1, n_embd] norm of the FFN output (gemma3)
 }
 
 // Progress reports loading: bytes of tensors placed on the device so far.
@@ -59,6 +62,7 @@ type tensorSpec struct {
 	cat        kernels.Category
 	optional   bool
 	vector     bool // a norm weight or bias, used as F32
+	experts    int  // > 0: a 3-D expert tensor {cols, rows/experts, experts}, bound as [rows, cols]
 	use        kernels.Op
 }
 
@@ -87,15 +91,36 @@ func (p Params) specs(w *weights) []tensorSpec {
 			matrix(n("attn_v.weight"), &b.wv, kvDim, embd, kernels.Weights),
 			matrix(n("attn_output.weight"), &b.wo, embd, qDim, kernels.Weights),
 			vector(n("ffn_norm.weight"), &b.ffnNorm, embd, kernels.Weights, false),
-			matrix(n("ffn_gate.weight"), &b.gate, p.FF, embd, kernels.Weights),
-			matrix(n("ffn_up.weight"), &b.up, p.FF, embd, kernels.Weights),
-			matrix(n("ffn_down.weight"), &b.down, embd, p.FF, kernels.Weights),
 		)
+		if p.arch.moe {
+			e, ff := p.Experts, p.ExpertFF
+			expert := func(name string, dst *kernels.Tensor, rows, cols int) tensorSpec {
+				return tensorSpec{name: n(name), dst: dst, rows: e * rows, cols: cols, cat: kernels.Weights, experts: e, use: kernels.MoE{}}
+			}
+			specs = append(specs,
+				tensorSpec{name: n("ffn_gate_inp.weight"), dst: &b.router, rows: e, cols: embd, cat: kernels.Weights, use: kernels.MoE{}},
+				expert("ffn_gate_exps.weight", &b.gate, ff, embd),
+				expert("ffn_up_exps.weight", &b.up, ff, embd),
+				expert("ffn_down_exps.weight", &b.down, embd, ff),
+			)
+		} else {
+			specs = append(specs,
+				matrix(n("ffn_gate.weight"), &b.gate, p.FF, embd, kernels.Weights),
+				matrix(n("ffn_up.weight"), &b.up, p.FF, embd, kernels.Weights),
+				matrix(n("ffn_down.weight"), &b.down, embd, p.FF, kernels.Weights),
+			)
+		}
 		if p.arch.bias {
 			specs = append(specs,
 				vector(n("attn_q.bias"), &b.bq, qDim, kernels.Weights, true),
 				vector(n("attn_k.bias"), &b.bk, kvDim, kernels.Weights, true),
 				vector(n("attn_v.bias"), &b.bv, kvDim, kernels.Weights, true),
+			)
+		}
+		if p.arch.postNorms {
+			specs = append(specs,
+				vector(n("post_attention_norm.weight"), &b.attnPost, embd, kernels.Weights, false),
+				vector(n("post_ffw_norm.weight"), &b.ffnPost, embd, kernels.Weights, false),
 			)
 		}
 		if p.arch.qkNorm {
@@ -106,6 +131,38 @@ func (p Params) specs(w *weights) []tensorSpec {
 		}
 	}
 	return specs
+}
+
+// checkOps refuses, before anything is placed, devices that lack an op the
+// architecture's blocks need besides the weights' products (Gemma 3's
+// GELU gating, embedding scale and sliding window), rather than failing at
+// the first pass.
+func (p Params) checkOps(bes []kernels.Backend) error {
+	var need []kernels.Op
+	if p.arch.geglu {
+		need = append(need, kernels.GeGLU{})
+	}
+	if p.arch.embedScale {
+		need = append(need, kernels.Scale{})
+	}
+	if p.arch.swaPeriod > 0 {
+		need = append(need, kernels.Attention{Window: p.SlidingWindow})
+	}
+	for _, be := range bes {
+		for _, op := range need {
+			if !be.Supports(op) {
+				return fmt.Errorf("model: %s blocks need %s on %s: %w", p.Arch, describeOp(op), be.Name(), ErrUnsupported)
+			}
+		}
+	}
+	return nil
+}
+
+func describeOp(op kernels.Op) string {
+	if a, ok := op.(kernels.Attention); ok && a.Window > 0 {
+		return "sliding-window attention"
+	}
+	return op.Name()
 }
 
 // checkTensors checks every tensor of specs in f before anything is
@@ -147,8 +204,11 @@ func (l *loader) check(s tensorSpec) (*gguf.TensorInfo, error) {
 		return nil, fmt.Errorf("model: tensor %q: %w", s.name, ErrMissing)
 	}
 	want := []int64{int64(s.cols), int64(s.rows)}
-	if s.vector {
+	switch {
+	case s.vector:
 		want = want[:1]
+	case s.experts > 0:
+		want = []int64{int64(s.cols), int64(s.rows / s.experts), int64(s.experts)}
 	}
 	if !sameDims(info.Dims, want) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, want %v: %w", s.name, info.Dims, want, ErrShape)
@@ -164,6 +224,8 @@ func (l *loader) check(s tensorSpec) (*gguf.TensorInfo, error) {
 	switch s.use.(type) {
 	case kernels.GetRows:
 		op = kernels.GetRows{Src: probe}
+	case kernels.MoE:
+		op = kernels.MoE{Router: probe, Gate: probe, Up: probe, Down: probe}
 	default:
 		op = kernels.MatMul{W: probe}
 	}

@@ -182,8 +182,10 @@ func (m *model) scratch(ctx, batch int64) []Buffer {
 		}
 		if l.features > 0 {
 			add(d, RoleFeatures, l.features, batch)
-			add(d, RoleFused, s.Embd, ctx)
-			add(d, RoleState, s.Embd, 1)
+			if s.Arch == archEagle3 { // a DFlash draft writes its K and V of them at once
+				add(d, RoleFused, s.Embd, ctx)
+				add(d, RoleState, s.Embd, 1)
+			}
 		}
 		if l.runs {
 			typed(d, RoleInputs, quant.I32, batch, 3)

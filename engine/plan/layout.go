@@ -102,7 +102,7 @@ func (m *model) resolveHeadAndEmbedding(target *model) error {
 
 // findHeadAndEmbedding names the tensors that serve as head and embedding:
 // output.weight, or the token embedding when tied; a draft lacking them
-// borrows the target's (an EAGLE-3 draft never ties its own).
+// borrows the target's (an EAGLE-3 or DFlash draft never ties its own).
 func (m *model) findHeadAndEmbedding(target *model) error {
 	f := m.file
 	_, hasEmbd := f.Tensor(nameEmbd)
@@ -112,7 +112,7 @@ func (m *model) findHeadAndEmbedding(target *model) error {
 	}
 	if hasHead {
 		m.headName, m.headFile = nameHead, m.role
-	} else if hasEmbd && m.shape.Arch != archEagle3 {
+	} else if hasEmbd && m.shape.Arch != archEagle3 && m.shape.Arch != archDFlash {
 		m.headName, m.headFile = nameEmbd, m.role
 	}
 	if target != nil {

@@ -17,6 +17,7 @@ const (
 	nameHeadNormB  = "output_norm.bias"
 	blockPrefix    = "blk."
 	archEagle3     = "eagle3"
+	archDFlash     = "dflash"
 	maxBlocks      = 1 << 14 // bounds on header values, which come from files
 	maxHeads       = 1 << 14
 	maxEmbd        = 1 << 24
@@ -38,7 +39,8 @@ type Shape struct {
 	Vocab    int64   // rows of the head (the target's, for a draft that borrows it)
 	Tied     bool    // one tensor, the token embedding, is also the head
 
-	// EAGLE-3 drafts read the inputs of these target blocks.
+	// EAGLE-3 and DFlash drafts read the inputs of these target blocks
+	// (a DFlash draft's hidden states are as wide as its own).
 	TargetLayers []int
 	TargetHidden int64
 }
@@ -101,10 +103,10 @@ func readShape(f *gguf.File) (Shape, error) {
 	} else if embd, ok := f.Tensor(nameEmbd); ok {
 		s.Vocab = lastDim(embd)
 	}
-	if s.Arch == archEagle3 {
-		layers, ok := f.Int32s(archEagle3 + ".target_layers")
+	if s.Arch == archEagle3 || s.Arch == archDFlash {
+		layers, ok := f.Int32s(s.Arch + ".target_layers")
 		if !ok || len(layers) == 0 || len(layers) > maxTargetLayer {
-			return s, fmt.Errorf("eagle3.target_layers is missing")
+			return s, fmt.Errorf("%s.target_layers is missing", s.Arch)
 		}
 		for _, l := range layers {
 			s.TargetLayers = append(s.TargetLayers, int(l))

@@ -26,12 +26,19 @@ const (
 	// DraftEagle3 is an EAGLE-3 head: it reads the target's hidden states and
 	// borrows the target's token embedding and output head.
 	DraftEagle3 DraftKind = "eagle3"
+	// DraftDFlash is a DFlash block draft: it reads the target's hidden
+	// states, borrows what it lacks of the target's embedding and head, and
+	// proposes a block of tokens in one pass.
+	DraftDFlash DraftKind = "dflash"
 )
 
 // KindOf tells what kind of draft f is.
 func KindOf(f *gguf.File) DraftKind {
-	if f.Arch() == "eagle3" {
+	switch f.Arch() {
+	case "eagle3":
 		return DraftEagle3
+	case "dflash":
+		return DraftDFlash
 	}
 	return DraftModel
 }
@@ -46,6 +53,9 @@ func Compatible(target, draft *gguf.File) (DraftKind, error) {
 	problems = append(problems, vocabProblems(target, draft)...)
 	if kind == DraftEagle3 {
 		problems = append(problems, eagle3Problems(target, draft)...)
+	}
+	if kind == DraftDFlash {
+		problems = append(problems, dflashProblems(target, draft)...)
 	}
 	if len(problems) > 0 {
 		return kind, fmt.Errorf("spec: %w: %s", ErrIncompatible, strings.Join(problems, "; "))
@@ -143,4 +153,28 @@ func idOrNone(id uint64, ok bool) string {
 		return "none"
 	}
 	return fmt.Sprint(id)
+}
+
+func dflashProblems(target, draft *gguf.File) []string {
+	var out []string
+	width, _ := target.ArchUint("embedding_length")
+	if w, _ := draft.ArchUint("embedding_length"); w != width {
+		out = append(out, fmt.Sprintf("the DFlash draft is %d wide and reads hidden states of that width, the target's are %d", w, width))
+	}
+	blocks, _ := target.ArchUint("block_count")
+	layers, ok := draft.Int32s("dflash.target_layers")
+	if !ok || len(layers) == 0 {
+		out = append(out, "the DFlash draft lists no target layers (dflash.target_layers)")
+	}
+	for _, l := range layers {
+		if l < 0 || uint64(l) >= blocks {
+			out = append(out, fmt.Sprintf("the DFlash draft reads target block %d, the target has %d blocks", l, blocks))
+		}
+	}
+	if _, own := draft.Tensor("token_embd.weight"); !own {
+		if _, ok := target.Tensor("token_embd.weight"); !ok {
+			out = append(out, "the DFlash draft borrows the token embedding, the target has none")
+		}
+	}
+	return out
 }

@@ -33,6 +33,14 @@ func TestCompatibleDemoPair(t *testing.T) {
 	if kind, err := Compatible(target, open(t, "factory-eagle3-F16.gguf")); err != nil || kind != DraftEagle3 {
 		t.Errorf("eagle3: %v %v", kind, err)
 	}
+	dflash, err := gguf.Open("../testdata/factory-dflash-F16.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dflash.Close()
+	if kind, err := Compatible(target, dflash); err != nil || kind != DraftDFlash {
+		t.Errorf("dflash: %v %v", kind, err)
+	}
 }
 
 // writeVocab writes a header-only model with the given tokenizer.
@@ -80,6 +88,13 @@ func TestIncompatible(t *testing.T) {
 		{"eagle3 layers", writeVocab(t, "eagle3", vocab(1000), 2, func(w *gguf.Writer) {
 			w.AddKV("eagle3.target_layers", []int32{1, 40})
 		}), "reads target block 40"},
+		{"dflash layers", writeVocab(t, "dflash", vocab(1000), 2, func(w *gguf.Writer) {
+			w.AddKV("dflash.target_layers", []int32{1, 40})
+		}), "the DFlash draft reads target block 40"},
+		{"dflash width", writeVocab(t, "dflash", vocab(1000), 2, func(w *gguf.Writer) {
+			w.AddKV("dflash.target_layers", []int32{1})
+			w.AddKV("dflash.embedding_length", uint32(256))
+		}), "the DFlash draft is 256 wide"},
 	}
 	for _, c := range cases {
 		_, err := Compatible(base, c.draft)

@@ -34,6 +34,7 @@ type attention struct {
 	nHead, nKVHead    int
 	group             int // query heads per KV head
 	headDim           int
+	window            int // > 0: a query sees the last window positions only
 	kHead, vHead      int // bytes of one KV head in a cache row
 	scale             float32
 	ctx16             int                                    // cache rows rounded up to 16: a query head's share of ms and vs
@@ -55,7 +56,7 @@ type attnScratch struct {
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
-	s := &attention{nHead: o.NHead, nKVHead: o.NKVHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale}
+	s := &attention{nHead: o.NHead, nKVHead: o.NKVHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale, window: o.Window}
 	var err error
 	if s.dst, err = b.writable(o.Dst); err != nil {
 		return nil, err
@@ -113,27 +114,32 @@ func (s *attention) run(w, lo, hi int) {
 	for item := lo; item < hi; item++ {
 		r, g := item/s.nKVHead, item%s.nKVHead
 		n := int(s.pos.i32(0)[r]) + 1
+		first := 0
+		if s.window > 0 {
+			first = max(0, n-s.window)
+		}
 		if s.k.typ != quant.F32 || s.v.typ != quant.F32 {
-			s.flash(sc, r, g, n)
+			s.flash(sc, r, g, first, n)
 			continue
 		}
 		for h := g * s.group; h < (g+1)*s.group; h++ {
-			s.exact(sc, s.q.f32(r)[h*s.headDim:(h+1)*s.headDim], s.dst.f32(r)[h*s.headDim:(h+1)*s.headDim], n, g)
+			s.exact(sc, s.q.f32(r)[h*s.headDim:(h+1)*s.headDim], s.dst.f32(r)[h*s.headDim:(h+1)*s.headDim], first, n, g)
 		}
 	}
 }
 
-func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
+// exact attends cache rows [first, n) in float32.
+func (s *attention) exact(sc *attnScratch, q, out []float32, first, n, g int) {
 	hd := s.headDim
 	_ = sc.qv.Prepare(quant.F32, q)
-	scores := sc.scores[:n]
-	for t := range n {
-		scores[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
+	scores := sc.scores[:n-first]
+	for i := range scores {
+		scores[i] = s.scale * s.dot(s.keys(first+i, g), &sc.qv)
 	}
 	softmaxInPlace(scores)
 	clear(out)
-	for t, p := range scores {
-		axpyF32(out, p, s.v.f32(t)[g*hd:(g+1)*hd])
+	for i, p := range scores {
+		axpyF32(out, p, s.v.f32(first + i)[g*hd:(g+1)*hd])
 	}
 }
 
@@ -142,7 +148,8 @@ func (s *attention) keys(t, g int) []byte   { return s.k.row(t)[g*s.kHead : (g+1
 func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1)*s.vHead] }
 
 // flash is llama.cpp's one-pass attention of the query heads of row r
-// that share KV head g, over positions [0, n). Its loop for one head,
+// that share KV head g, over positions [first, n) (first > 0 under a
+// sliding window: the pass then starts at that row). Its loop for one head,
 // position by position, is
 //
 //	x = score(t)
@@ -152,8 +159,10 @@ func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1
 // (ms and vs otherwise 1), computed here in the phases the type comment
 // describes, each with those bits: the scores and weights head by head,
 // then the accumulation of all the heads at once over the shared values.
-func (s *attention) flash(sc *attnScratch, r, g, n int) {
+func (s *attention) flash(sc *attnScratch, r, g, first, end int) {
 	hd, ctx := s.headDim, s.ctx16
+	n := end - first // positions attended, numbered from first
+	kData, vData := s.k.data[first*s.k.stride:], s.v.data[first*s.v.stride:]
 	x := sc.scores
 	for u := range s.group {
 		h := g*s.group + u
@@ -162,11 +171,11 @@ func (s *attention) flash(sc *attnScratch, r, g, n int) {
 			// The query rounded to F16, kept as float32 for the F16 dot product.
 			_ = quant.Quantize(quant.F16, q, sc.half)
 			_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
-			scoresHalf(x, s.k.data[g*s.kHead:], s.k.stride, s.kHead, sc.qh, s.scale, n, sc.kpad)
+			scoresHalf(x, kData[g*s.kHead:], s.k.stride, s.kHead, sc.qh, s.scale, n, sc.kpad)
 		} else {
 			_ = sc.qv.Prepare(s.k.typ, q)
 			for t := range n {
-				x[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
+				x[t] = s.scale * s.dot(s.keys(first+t, g), &sc.qv)
 			}
 		}
 		onlineWeights(x, n, sc.ms[u*ctx:(u+1)*ctx], sc.vs[u*ctx:(u+1)*ctx], sc.d)
@@ -176,7 +185,7 @@ func (s *attention) flash(sc *attnScratch, r, g, n int) {
 	clear(accs)
 	clear(sums)
 	if s.v.typ == quant.F16 {
-		accumulateHalfUnits(accs, s.v.data[g*s.vHead:], s.v.stride, sc.ms, sc.vs, ctx, s.group, n, sums)
+		accumulateHalfUnits(accs, vData[g*s.vHead:], s.v.stride, sc.ms, sc.vs, ctx, s.group, n, sums)
 	} else {
 		for u := range s.group {
 			acc, ms, vs := accs[u*hd:(u+1)*hd], sc.ms[u*ctx:u*ctx+n], sc.vs[u*ctx:u*ctx+n]
@@ -186,11 +195,11 @@ func (s *attention) flash(sc *attnScratch, r, g, n int) {
 				}
 				switch s.v.typ {
 				case quant.Q8_0:
-					madQ8_0(acc, s.values(t, g), vs[t])
+					madQ8_0(acc, s.values(first+t, g), vs[t])
 				case quant.Q4_0:
-					madQ4_0(acc, s.values(t, g), vs[t])
+					madQ4_0(acc, s.values(first+t, g), vs[t])
 				default:
-					_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
+					_ = quant.Dequantize(s.v.typ, s.values(first+t, g), sc.vrow)
 					madF32(acc, sc.vrow, vs[t])
 				}
 				sums[u] = fma32(sums[u], ms[t], vs[t]) // S·ms + vs, fused as ggml's compiler does

@@ -1,9 +1,13 @@
 package cpu
 
-import "github.com/tandem-run/tandem/kernels"
+import (
+	"math"
+
+	"github.com/tandem-run/tandem/kernels"
+)
 
 // binary is an elementwise op of two F32 tensors, b optionally one row
-// broadcast over a's rows: Add, Mul and SwiGLU.
+// broadcast over a's rows: Add, Mul, SwiGLU, GeGLU (and Scale, whose b is a).
 type binary struct {
 	dst, a, b view
 	fn        func(dst, a, b []float32)
@@ -63,5 +67,28 @@ func swigluGo(dst, gate, up []float32) {
 	dst = dst[:len(gate)]
 	for i, g := range gate {
 		dst[i] = g / (1 + expApprox(0-g)) * up[i]
+	}
+}
+
+// gegluRow is gelu(gate) * up with GELU's tanh approximation, in float64
+// as the approximation is written (transformers' gelu_pytorch_tanh).
+func gegluRow(dst, gate, up []float32) {
+	up = up[:len(gate)]
+	dst = dst[:len(gate)]
+	const c = 0.7978845608028654 // sqrt(2/pi)
+	for i, g := range gate {
+		x := float64(g)
+		dst[i] = float32(0.5*x*(1+math.Tanh(c*(x+0.044715*x*x*x)))) * up[i]
+	}
+}
+
+// scaleRow returns Dst = X * c as a binary op's row function (its second
+// operand is X again, unused).
+func scaleRow(c float32) func(dst, a, _ []float32) {
+	return func(dst, a, _ []float32) {
+		dst = dst[:len(a)]
+		for i, v := range a {
+			dst[i] = v * c
+		}
 	}
 }

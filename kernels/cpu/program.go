@@ -77,6 +77,10 @@ func (b *Backend) compile(op kernels.Op, angles map[ropeKey]*ropeAngles) (step, 
 		return b.newBinary(o.Dst, o.A, o.B, mulRow)
 	case kernels.SwiGLU:
 		return b.newBinary(o.Dst, o.Gate, o.Up, swigluRow)
+	case kernels.GeGLU:
+		return b.newBinary(o.Dst, o.Gate, o.Up, gegluRow)
+	case kernels.Scale:
+		return b.newBinary(o.Dst, o.X, o.X, scaleRow(o.C))
 	case kernels.Rope:
 		return b.newRope(o, angles)
 	case kernels.Attention:
@@ -89,6 +93,8 @@ func (b *Backend) compile(op kernels.Op, angles map[ropeKey]*ropeAngles) (step, 
 		return b.newTopK(o)
 	case kernels.Copy:
 		return b.newCopy(o)
+	case kernels.MoE:
+		return b.newMoE(o)
 	}
 	return nil, kernels.ErrUnsupported
 }
@@ -101,7 +107,9 @@ func (b *Backend) Supports(op kernels.Op) bool {
 		return supportsDot(o.W.Type)
 	case kernels.GetRows:
 		return supportsDequant(o.Src.Type)
-	case kernels.SetRows, kernels.RMSNorm, kernels.Add, kernels.Mul, kernels.SwiGLU,
+	case kernels.MoE:
+		return supportsMoE(o)
+	case kernels.SetRows, kernels.RMSNorm, kernels.Add, kernels.Mul, kernels.SwiGLU, kernels.GeGLU, kernels.Scale,
 		kernels.Rope, kernels.Attention, kernels.Softmax, kernels.Argmax, kernels.TopK, kernels.Copy:
 		return true
 	}

@@ -39,6 +39,25 @@ func Bench(b *testing.B, be kernels.Backend) {
 			h.bench(b, K.Bytes()+V.Bytes(), op)
 		})
 	}
+	// One Qwen3-30B-A3B-shaped MoE block (width 2048, experts of 768, 8
+	// routed) with 32 of its 128 experts: a token reads its 8 experts'
+	// weights; a batch of 64 (512 routings) reads all of them.
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("moe/Q4_K/B=%d", batch), func(b *testing.B) {
+			const n, ff, experts, used = 2048, 768, 32, 8
+			h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 5))}
+			defer h.free()
+			g, _ := h.randomRows(quant.Q4_K, experts*ff, n)
+			u, _ := h.randomRows(quant.Q4_K, experts*ff, n)
+			d, _ := h.randomRows(quant.Q4_K, experts*n, ff)
+			op := kernels.MoE{Dst: h.tensor(quant.F32, batch, n, nil), X: h.f32(batch, n, h.normal(batch*n, 1)),
+				Router: h.f32(experts, n, h.normal(experts*n, 0.05)), Gate: h.tensor(quant.Q4_K, experts*ff, n, g),
+				Up: h.tensor(quant.Q4_K, experts*ff, n, u), Down: h.tensor(quant.Q4_K, experts*n, ff, d),
+				Experts: experts, Used: used, Renorm: true}
+			read := int64(len(g)+len(u)+len(d)) / experts * min(experts, int64(batch*used))
+			h.bench(b, read, op)
+		})
+	}
 	b.Run("rms_norm/B=64", func(b *testing.B) {
 		const rows, cols = 64, 2048
 		h := &harness{t: b, be: be, rng: rand.New(rand.NewPCG(1, 4))}

@@ -45,10 +45,19 @@ func cases() []opCase {
 		opCase{"attention/K_F16_V_Q8_0", func(h *harness) { attentionCase(h, quant.F16, quant.Q8_0) }},
 		opCase{"attention/K_Q4_0_V_F16", func(h *harness) { attentionCase(h, quant.Q4_0, quant.F16) }},
 		opCase{"attention/K_F32_V_Q8_0", func(h *harness) { attentionCase(h, quant.F32, quant.Q8_0) }},
+		opCase{"attention/window/F32", func(h *harness) { attentionWindowCase(h, quant.F32, quant.F32, 5) }},
+		opCase{"attention/window/F16", func(h *harness) { attentionWindowCase(h, quant.F16, quant.F16, 5) }},
+		opCase{"attention/window/Q8_0", func(h *harness) { attentionWindowCase(h, quant.Q8_0, quant.Q8_0, 5) }},
+		opCase{"geglu", func(h *harness) { binaryCase(h, "geglu") }},
+		opCase{"scale", scaleCase},
 		opCase{"softmax", softmaxCase},
 		opCase{"argmax", argmaxCase},
 		opCase{"top_k", topKCase},
 		opCase{"copy", copyCase},
+		opCase{"moe/F32", func(h *harness) { moeCase(h, quant.F32) }},
+		opCase{"moe/F16", func(h *harness) { moeCase(h, quant.F16) }},
+		opCase{"moe/Q8_0", func(h *harness) { moeCase(h, quant.Q8_0) }},
+		opCase{"moe/Q4_K", func(h *harness) { moeCase(h, quant.Q4_K) }},
 		opCase{"program_order", orderCase},
 	)
 }
@@ -314,10 +323,13 @@ func binaryCase(h *harness, name string) {
 		"add":    func(a, b float64) float64 { return a + b },
 		"mul":    func(a, b float64) float64 { return a * b },
 		"swiglu": func(g, u float64) float64 { return g / (1 + math.Exp(-g)) * u },
+		"geglu": func(g, u float64) float64 {
+			return 0.5 * g * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g+0.044715*g*g*g))) * u
+		},
 	}
 	for _, bRows := range []int{0, 1} { // 0: same shape as A
 		const rows, cols = 9, 200
-		if name == "swiglu" && bRows == 1 {
+		if (name == "swiglu" || name == "geglu") && bRows == 1 {
 			continue // no broadcast form
 		}
 		n := rows
@@ -333,6 +345,8 @@ func binaryCase(h *harness, name string) {
 			op = kernels.Add{Dst: Dst, A: A, B: B}
 		case "mul":
 			op = kernels.Mul{Dst: Dst, A: A, B: B}
+		case "geglu":
+			op = kernels.GeGLU{Dst: Dst, Gate: A, Up: B}
 		default:
 			op = kernels.SwiGLU{Dst: Dst, Gate: A, Up: B}
 		}
@@ -395,7 +409,12 @@ func ropeCase(h *harness, neox bool) {
 	}
 }
 
-func attentionCase(h *harness, kType, vType quant.Type) {
+func attentionCase(h *harness, kType, vType quant.Type) { attentionWindowCase(h, kType, vType, 0) }
+
+// attentionWindowCase is attentionCase with sliding-window attention of
+// window (0: none); positions past the window check that older rows drop
+// out, earlier ones that the window never reaches back past row 0.
+func attentionWindowCase(h *harness, kType, vType quant.Type, window int) {
 	const nctx, heads, kvHeads, hd = 64, 6, 2, 64
 	kvDim := kvHeads * hd
 	for _, pos := range [][]int32{{37}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {20, 21, 22, 23}} {
@@ -407,7 +426,7 @@ func attentionCase(h *harness, kType, vType quant.Type) {
 		scale := float32(1 / math.Sqrt(hd))
 		if !h.run(kernels.Attention{Dst: Dst, Q: h.f32(b, heads*hd, q),
 			K: h.tensor(kType, nctx, kvDim, kData), V: h.tensor(vType, nctx, kvDim, vData),
-			Pos: h.i32(pos), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: scale}) {
+			Pos: h.i32(pos), NHead: heads, NKVHead: kvHeads, HeadDim: hd, Scale: scale, Window: window}) {
 			return
 		}
 		want := make([]float64, b*heads*hd)
@@ -415,9 +434,13 @@ func attentionCase(h *harness, kType, vType quant.Type) {
 			for hh := range heads {
 				g := hh / (heads / kvHeads)
 				n := int(pos[r]) + 1
+				first := 0
+				if window > 0 {
+					first = max(0, n-window)
+				}
 				s := make([]float64, n)
 				m := math.Inf(-1)
-				for t := range n {
+				for t := first; t < n; t++ {
 					for d := range hd {
 						s[t] += float64(q[(r*heads+hh)*hd+d]) * k[t*kvDim+g*hd+d]
 					}
@@ -425,11 +448,11 @@ func attentionCase(h *harness, kType, vType quant.Type) {
 					m = max(m, s[t])
 				}
 				var sum float64
-				for t := range s {
+				for t := first; t < n; t++ {
 					s[t] = math.Exp(s[t] - m)
 					sum += s[t]
 				}
-				for t := range s {
+				for t := first; t < n; t++ {
 					for d := range hd {
 						want[(r*heads+hh)*hd+d] += s[t] / sum * v[t*kvDim+g*hd+d]
 					}
@@ -447,8 +470,22 @@ func attentionCase(h *harness, kType, vType quant.Type) {
 			// accumulator, as llama.cpp's CPU flash attention does.
 			tol = tolAttentionF16
 		}
-		h.closeTo(fmt.Sprintf("K %v V %v positions %v", kType, vType, pos), h.readF32(Dst), want, tol, maxAbs(v))
+		h.closeTo(fmt.Sprintf("K %v V %v positions %v window %d", kType, vType, pos, window), h.readF32(Dst), want, tol, maxAbs(v))
 	}
+}
+
+func scaleCase(h *harness) {
+	const rows, cols, c = 5, 300, 8.0
+	x := h.normal(rows*cols, 2)
+	X := h.f32(rows, cols, x)
+	if !h.run(kernels.Scale{Dst: X, X: X, C: c}) {
+		return
+	}
+	want := make([]float64, len(x))
+	for i, v := range x {
+		want[i] = float64(v) * c
+	}
+	h.closeTo("scale", h.readF32(X), want, tolElementwise, maxAbs(want))
 }
 
 func softmaxCase(h *harness) {
