@@ -80,8 +80,8 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 	}
 	m.batch.Reset(m.parts[0].w.typ, m.vecs, x.cols)
 	m.prep = prepareTask{m: m, errs: make([]error, x.rows)}
-	// Whole tiles of weight rows (the blocked kernels take 2 or 4).
-	m.grain = (b.pool.grainFor(m.total, max(1, 64/x.rows)) + 3) &^ 3
+	// Whole tiles of weight rows (the blocked kernels take 2, 4 or 8).
+	m.grain = (b.pool.grainFor(m.total, max(1, 64/x.rows)) + 7) &^ 7
 	return m, nil
 }
 

@@ -5,12 +5,14 @@ import "unsafe"
 // Products of weight rows with batches of activation rows (prefill,
 // speculative verification). DotsFunc shares a weight row's decoding among
 // a few activation rows; Mul goes further. Where a type has a blocked
-// kernel (F16, Q4_K, Q6_K), it decodes a few weight rows once into a panel
-// in the form the kernel multiplies fastest (float32, or int16 weights
-// times their scales), lays the activation rows out for the kernel once
-// per product (Batch), and runs tiles of weight rows x activation rows
-// whose accumulators all stay in registers. Q8_0 and Q5_0 take four
-// weight rows with four activation rows at a time instead (quadKernel).
+// kernel (F16, Q4_K, Q6_K, Q8_0, Q5_0), it decodes a few weight rows once
+// into a panel in the form the kernel multiplies fastest (float32, int16
+// weights times their scales, or signed bytes), lays the activation rows
+// out for the kernel once per product (Batch), and runs tiles of weight
+// rows x activation rows whose accumulators all stay in registers.
+// Shorter Q8_0 and Q5_0 batches (speculative verification) take four
+// weight rows with four activation rows at a time (quadKernel), which
+// needs no panel.
 // Each output still takes, lane for lane, the float32 operations of the
 // single-row kernel in its order (the integer sums are exact in any
 // order), so a row of a batch has the bits of that row multiplied alone:
@@ -119,8 +121,8 @@ type Mul struct {
 	rows func(rows []byte, stride, rowBytes, nrows int, v *Vec, out []float32)
 	dots func(row []byte, vs []Vec, out []float32)
 	s    *MulScratch
-	edge [4 * 6]float32 // a tile's outputs where the matrix or the batch ends
-	col  []float32      // DotsFunc's outputs for one weight row
+	edge [32]float32 // a tile's outputs where the matrix or the batch ends
+	col  []float32   // DotsFunc's outputs for one weight row
 }
 
 // NewMul returns a Mul for weights of type w.
@@ -148,8 +150,8 @@ func (m *Mul) SharePanel(s *MulScratch) { m.s = s }
 // quadKernel multiplies four weight rows of nb blocks (stride bytes
 // apart) with four prepared activation rows (their quants at ys), storing
 // row r with act a at out[a*ld+r] (ld in bytes), each with the bits of
-// the single-row kernel: Q8_0 and Q5_0 batches, long (prefill) and short
-// (speculative verification), run through it.
+// the single-row kernel: Q8_0 and Q5_0 batches too short for their
+// blocked kernel (speculative verification) run through it.
 type quadKernel struct {
 	run     func(x *byte, stride int, ys *[4]*byte, nb int, out *float32, ld int)
 	minActs int // fewer go through RowsFunc one activation row at a time
@@ -183,7 +185,7 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 		m.s.panel = make([]byte, size)
 	}
 	panel := m.s.panel
-	var ptrs [4]*byte
+	var ptrs [8]*byte
 	tileBytes := k.acts * k.actBytes(b.nb)
 	for g0 := 0; g0 < nrows; g0 += group * k.rows {
 		np := min(group, (nrows-g0+k.rows-1)/k.rows) // panels in this group
@@ -208,11 +210,11 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 				p0 = whole
 			}
 			for p := p0; p < np; p++ { // through edge, then the rows that exist
-				k.tile(panel[p*pb:(p+1)*pb], 1, act, b.nb, m.edge[:], 4)
+				k.tile(panel[p*pb:(p+1)*pb], 1, act, b.nb, m.edge[:], k.rows)
 				r0 := g0 + p*k.rows
 				nr := min(k.rows, nrows-r0)
 				for a := range na {
-					copy(out[(a0+a)*ld+r0:][:nr], m.edge[4*a:4*a+nr])
+					copy(out[(a0+a)*ld+r0:][:nr], m.edge[k.rows*a:k.rows*a+nr])
 				}
 			}
 		}

@@ -4,6 +4,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"math"
 
 	"golang.org/x/sys/cpu"
 )
@@ -13,10 +14,9 @@ import (
 // products (AVX-512 VNNI's VPDPWSSD), per instruction. They are
 // hand-written, as the single-row kernels are, because Go has no vector
 // intrinsics and no library offers products on these block layouts that
-// round as ggml's do. The Q8_0 and Q5_0 weights have no blocked kernel:
-// their four-by-four kernel (rows_quad_amd64.s), which unpacks the weights
-// in registers, was as fast or faster at every batch length measured
-// (BenchmarkMul, 3 to 128 rows).
+// round as ggml's do. Q8_0 and Q5_0 batches shorter than q8MinRows take
+// the four-by-four kernel (rows_quad_amd64.s), which unpacks the weights
+// in registers and needs no panel.
 
 // hasAVX512 is set once at start: 512-bit registers with byte, word and
 // doubleword ops (BW, DQ) and their 256-bit forms (VL).
@@ -34,6 +34,10 @@ func blockedKernel(w Type) (*blocked, bool) {
 		return &q6_KBlocked, true
 	case w == Q4_K && hasVNNI512:
 		return &q4_KBlocked, true
+	case w == Q8_0 && hasVNNI512:
+		return &q8_0Blocked, true
+	case w == Q5_0 && hasVNNI512:
+		return &q5_0Blocked, true
 	}
 	return nil, false
 }
@@ -62,6 +66,7 @@ var f16Blocked = blocked{
 const (
 	layoutF32   = iota + 1 // packF32Act
 	layoutQ8K16            // packQ8KAct
+	layoutQ8_0             // packQ8_0Act
 )
 
 // kBlocked is a K-quant's tile with Q8_K activations, both sides as int16
@@ -130,6 +135,84 @@ func packQ8KAct(b *Batch, i int, v *Vec) {
 		}
 	}
 }
+
+// q8_0Blocked and q5_0Blocked are Q8_0 and Q5_0 weights with Q8_0
+// activations (mul_q8_amd64.s): both decode into one panel form (the
+// weights as signed bytes, their sums for VPDPBUSD's offset, dx by lane),
+// so one tile of 8 weight rows x 4 activation rows serves both.
+var (
+	q8_0Blocked = q8Blocked(packQ8_0x8)
+	q5_0Blocked = q8Blocked(packQ5_0x8)
+)
+
+func q8Blocked(pack func(ptrs *[8]*byte, nb int, panel *byte)) blocked {
+	return blocked{
+		layout: layoutQ8_0,
+		rows:   8, acts: 4, minRows: q8MinRows,
+		panelBytes: func(nb int) int { return nb * q8PanelBytes },
+		pack: func(ptrs []*byte, nb int, panel []byte) {
+			_ = panel[nb*q8PanelBytes-1]
+			pack((*[8]*byte)(ptrs), nb, &panel[0])
+		},
+		packAct:  packQ8_0Act,
+		actBytes: func(nb int) int { return q8TileBytes / 4 * nb },
+		tile: func(panel []byte, np int, act []byte, nb int, out []float32, ld int) {
+			_, _, _ = panel[np*nb*q8PanelBytes-1], act[nb*q8TileBytes-1], out[3*ld+8*np-1]
+			mulQ8_0x8x4(&panel[0], np, &act[0], nb, &out[0], 4*ld)
+		},
+	}
+}
+
+const (
+	// q8PanelBytes is one block of eight weight rows in the panel.
+	q8PanelBytes = 576
+	// q8TileBytes is one block of four Q8_0 activation rows as
+	// packQ8_0Act lays them out: each row's 32 quants plus 128 (unsigned
+	// bytes for VPDPBUSD), the four scales dy as float32, 16 bytes of
+	// padding (every row's quants stay 32-byte aligned).
+	q8TileBytes = 4*32 + 4*4 + 16
+	// q8MinRows is the shortest batch the Q8_0 and Q5_0 tiles take:
+	// with 8 rows the four-by-four kernel, which needs no panel, was
+	// faster (0.84x), with 12 the tiles (1.07x Q8_0, 1.1x Q5_0; 1.5-1.7x
+	// and 1.8-2x with 128 rows), 256 x 1024 weights on one core.
+	q8MinRows = 12
+)
+
+// packQ8_0Act lays out a Q8_0 activation row for the Q8_0 and Q5_0 tiles,
+// in tiles of four rows (q8TileBytes a block).
+func packQ8_0Act(b *Batch, i int, v *Vec) {
+	tile := b.data[i/4*q8TileBytes*b.nb:][:q8TileBytes*b.nb]
+	a := i % 4
+	for blk := range b.nb {
+		src := v.Q[blk*q8_0Bytes : (blk+1)*q8_0Bytes]
+		dst := tile[blk*q8TileBytes : (blk+1)*q8TileBytes]
+		for j := 0; j < 32; j += 8 {
+			q := binary.LittleEndian.Uint64(src[2+j:])
+			binary.LittleEndian.PutUint64(dst[32*a+j:], q^0x8080808080808080)
+		}
+		binary.LittleEndian.PutUint32(dst[128+4*a:], f16Bits(binary.LittleEndian.Uint16(src)))
+	}
+}
+
+// f16Bits is the float32 bits of the binary16 h as VCVTPH2PS gives them,
+// which the single-row kernels use: halfToFloat's, with a signalling NaN
+// made quiet.
+func f16Bits(h uint16) uint32 {
+	f := math.Float32bits(halfToFloat(h))
+	if f&0x7fffffff > 0x7f800000 {
+		f |= 0x400000
+	}
+	return f
+}
+
+//go:noescape
+func packQ8_0x8(rows *[8]*byte, nb int, panel *byte)
+
+//go:noescape
+func packQ5_0x8(rows *[8]*byte, nb int, panel *byte)
+
+//go:noescape
+func mulQ8_0x8x4(panel *byte, np int, act *byte, nb int, out *float32, ld int)
 
 //go:noescape
 func packF16AVX2(src *byte, n int, dst *float32)
