@@ -169,21 +169,29 @@ func NewChooser(o CostOptions) *Chooser {
 func (c *Chooser) Now() time.Time { return c.o.Now() }
 
 // Drafted records a draft call that began at start and ran steps draft
-// steps (forward calls).
-func (c *Chooser) Drafted(start time.Time, steps int) {
+// steps (forward calls), and returns how long it took. A call of no steps
+// is timed but not recorded: one that did more than a round's work
+// (catching up after rounds without drafting) says nothing of a round's
+// cost.
+func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
+	d := c.o.Now().Sub(start)
 	if steps > 0 && steps < len(c.draft.avg) {
-		c.draft.add(steps, c.o.Now().Sub(start))
+		c.draft.add(steps, d)
 	}
+	return d
 }
 
-// Verified records a target pass of rows rows that began at start.
-func (c *Chooser) Verified(start time.Time, rows int) {
+// Verified records a target pass of rows rows that began at start, and
+// returns how long it took.
+func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
+	d := c.o.Now().Sub(start)
 	if rows > 0 && rows < len(c.verify.avg) {
-		c.verify.add(rows, c.o.Now().Sub(start))
+		c.verify.add(rows, d)
 		if rows == 1 {
 			c.lastOne = c.round
 		}
 	}
+	return d
 }
 
 // Accepted ends a round in which drafted tokens were proposed and accepted
@@ -289,11 +297,22 @@ func (c *Chooser) decide() {
 
 // curve is a running average of durations by size (steps or rows), in
 // nanoseconds, with estimates for sizes not measured.
+//
+// The first runs of a size are often slow for reasons that do not recur:
+// a GPU backend compiles a program on its first run and captures it as a
+// graph on its second, and every new row count or draft length is a new
+// program. So the first settle measurements of a size keep the smallest,
+// and later ones count at most twice the average (an OS hiccup is not a
+// cost); a real change of cost is still followed, by a quarter at most
+// per measurement.
 type curve struct {
 	avg   []float64
 	n     []int
 	alpha float64
 }
+
+// settle is how many first measurements of a size keep their minimum.
+const settle = 3
 
 func (c *curve) init(sizes int, alpha float64) {
 	c.avg, c.n, c.alpha = make([]float64, sizes), make([]int, sizes), alpha
@@ -301,10 +320,13 @@ func (c *curve) init(sizes int, alpha float64) {
 
 func (c *curve) add(size int, d time.Duration) {
 	v := float64(d)
-	if c.n[size] == 0 {
+	switch n := c.n[size]; {
+	case n == 0:
 		c.avg[size] = v
-	} else {
-		c.avg[size] += c.alpha * (v - c.avg[size])
+	case n < settle:
+		c.avg[size] = min(c.avg[size], v)
+	default:
+		c.avg[size] += c.alpha * (min(v, 2*c.avg[size]) - c.avg[size])
 	}
 	c.n[size]++
 }

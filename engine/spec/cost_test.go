@@ -246,8 +246,32 @@ func TestCurve(t *testing.T) {
 	if got := c.proportional(3); got != 30 { // from 2 steps: 20 * 3/2
 		t.Errorf("proportional(3) = %g", got)
 	}
-	c.add(6, 20) // alpha 1: the latest measurement replaces
+	c.add(6, 20) // the first measurements keep their smallest
 	if got := c.at(8); got != 20 {
 		t.Errorf("a falling curve extends flat: at(8) = %g", got)
+	}
+}
+
+// A size's first runs keep their fastest (a GPU compiles and captures a
+// program on them); after those, an outlier counts twice the average at
+// most, and a lasting change of cost is followed.
+func TestCurveSettles(t *testing.T) {
+	var c curve
+	c.init(4, 0.25)
+	for _, v := range []time.Duration{900, 400, 500} { // compile, capture, run
+		c.add(1, v)
+	}
+	if got := c.at(1); got != 400 {
+		t.Fatalf("after the first runs: %g, want 400", got)
+	}
+	c.add(1, 40000) // a hiccup
+	if got := c.at(1); got != 500 {
+		t.Errorf("after an outlier: %g, want 400 + (800 - 400)/4 = 500", got)
+	}
+	for range 40 {
+		c.add(1, 100)
+	}
+	if got := c.at(1); got < 100 || got > 101 {
+		t.Errorf("after a lasting change to 100: %g", got)
 	}
 }

@@ -212,22 +212,3 @@ func TestLookup(t *testing.T) {
 		t.Errorf("Draft = %v, want [20]", got)
 	}
 }
-
-func TestLength(t *testing.T) {
-	l := NewLength(1, 8)
-	if l.Next() != 8 {
-		t.Fatalf("starts at %d", l.Next())
-	}
-	for range 20 {
-		l.Observe(l.Next(), 0)
-	}
-	if l.Next() != 1 {
-		t.Errorf("after rejections: %d", l.Next())
-	}
-	for range 20 {
-		l.Observe(l.Next(), l.Next())
-	}
-	if l.Next() != 8 {
-		t.Errorf("after acceptances: %d", l.Next())
-	}
-}
