@@ -148,6 +148,9 @@ func (c *chatPage) showMeter(s engine.Stats) {
 	if s.Drafted > 0 {
 		text = fmt.Sprintf("acceptance %.0f%% (%d of %d drafted) · %s", 100*s.Acceptance(), s.Accepted, s.Drafted, text)
 	}
+	if note := draftNoteOf(s); note != "" {
+		text += " · " + note
+	}
 	c.meter.Set(s.Acceptance(), text)
 }
 
@@ -166,6 +169,7 @@ func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.St
 		if err != nil && msg.Content == "" {
 			conv.Messages = conv.Messages[:i] // nothing came: no empty answer
 		}
+		msg.Stats.setDraft(s)
 	}
 	if err != nil {
 		c.notice.Set(widgets.NoticeError, "The answer failed: "+sentence(err), err.Error())

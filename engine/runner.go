@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -29,8 +30,30 @@ type Runner struct {
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
 	placed    *placed // the plan and the backends of its devices (placement.go)
+	now       func() time.Time
+	// choosers choose the draft length of the pair as loaded, learning
+	// its costs and acceptance across requests: one for greedy drafting
+	// (on the device, accepted by equality) and one for sampled or
+	// penalised drafting (distributions on the host, accepted by chance),
+	// which differ in both.
+	choosers map[bool]*spec.Chooser
 
 	mu sync.Mutex
+}
+
+// maxDraft is the longest draft the choosers consider; a request's Max
+// above it drafts that many only when fixed.
+const maxDraft = 16
+
+// chooser is the draft length's state for requests sampling as p.
+func (r *Runner) chooser(p Sampling) *spec.Chooser {
+	greedy := p.Greedy() && !p.Penalised()
+	ch := r.choosers[greedy]
+	if ch == nil {
+		ch = spec.NewChooser(spec.CostOptions{MaxK: maxDraft, Now: r.now})
+		r.choosers[greedy] = ch
+	}
+	return ch
 }
 
 // Load opens the target (and the draft, after checking that it can serve
@@ -39,7 +62,10 @@ type Runner struct {
 // the weights and allocates the caches as the plan says. One device is a
 // one-device plan. progress, if set, is called as tensors are placed.
 func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, now: cfg.Clock, choosers: map[bool]*spec.Chooser{}}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	defer func() {
 		if err != nil {
 			r.Close()

@@ -43,30 +43,31 @@ package spec
 // never pays spends about 1% of its rounds probing, and one that starts to
 // pay (the conversation turns to text the draft knows) is noticed.
 //
-// How the engine feeds it (the wiring after the executor's merge). One
-// Chooser per loaded draft pair and device layout (costs belong to the
-// layout; acceptance evidence carries over between requests and decays).
-// Per round, in the generation loop:
+// How the engine feeds it (engine/generate.go). A Runner keeps one
+// Chooser per kind of drafting, greedy (on the device) and sampled
+// (distributions on the host), for the pair and device layout it loaded:
+// costs belong to the layout, and acceptance evidence carries over between
+// requests and decays. Per round:
 //
-//	k := ch.Next(limit)            // limit: the request's draft max, the room left
+//	k := ch.Next(limit)            // limit: the request's draft max
 //	if k > 0 {
 //		t0 := ch.Now()
-//		drafted := draft(k)        // model, EAGLE-3 or lookup drafter
-//		ch.Drafted(t0, steps)      // steps: the draft's forward calls this round,
-//		                           // a call whose token p-min dropped included
+//		p := draft(k)              // model, EAGLE-3 or lookup drafter
+//		ch.Drafted(t0, steps)      // steps: the draft's forward passes, 0
+//		                           // when it caught up on rounds it sat out
 //	}
 //	t1 := ch.Now()
-//	out := verify(drafted)         // the target pass of len(drafted)+1 rows
-//	                               // (run or runArgmax) and the host-side check
-//	ch.Verified(t1, len(drafted)+1)
-//	ch.Accepted(len(drafted), len(out)-1)
+//	out := verify(p)               // the target pass of len(p)+1 rows
+//	ch.Verified(t1, len(p)+1)
+//	ch.Accepted(tried, len(out)-1) // tried: drafts proposed or cut by p-min
 //
 // The draft's timing is the whole draft call (an EAGLE-3 draft's catch-up
 // on the target's new states included); the verification's is the whole
 // target call with the accept/reject on the host (an EAGLE-3 target pass
-// includes capturing and fusing its states). Decision goes into the step
-// statistics: the chat's stats line and `tandem run --json` show K,
-// Drafting, Reason and ExpectedSpeedup.
+// includes capturing and fusing its states). A drafted token the draft's
+// confidence cut counts as rejected. The decision goes into the step
+// statistics: the chat's stats line and `tandem run --json` show k,
+// whether drafting is on, why not, and the measured speedup.
 
 import (
 	"math"
