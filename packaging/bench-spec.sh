@@ -5,6 +5,9 @@
 # (scripture, fortunes) and prompts they do not (technical jargon), greedy
 # and at temperature 0.7, with the ideal speedup from the measured
 # acceptance and costs beside each measured one (packaging/tools/specbench).
+# The adaptive rows are the engine's own choice of length (spec.Chooser):
+# they add the engine's measured speedup, the share of rounds that drafted
+# and the rounds by tokens drafted.
 # Targets: the demo target inflated to Qwen3-1.7B and Qwen3-8B (F16 and
 # Q4_K_M) on the GPU, the demo pair itself on the CPU.
 #

@@ -126,7 +126,8 @@ type Decision struct {
 	// Acceptance is the estimated chance that a drafted token is accepted.
 	Acceptance float64 `json:"acceptance"`
 	// DraftStep and Verify1 are the measured cost of one draft step and of
-	// a one-row target pass (the target alone).
+	// a one-row target pass (the target alone); Verify1 is 0 until a
+	// one-row pass was timed.
 	DraftStep time.Duration `json:"draft_step_ns"`
 	Verify1   time.Duration `json:"verify_1_ns"`
 	// ExpectedSpeedup is tokens per second drafting K (or, when off, the
@@ -246,7 +247,10 @@ func (c *Chooser) best(a float64) (int, float64) {
 // decide sets the next round's k after the round that just ended.
 func (c *Chooser) decide() {
 	a := c.acceptance()
-	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1)), Verify1: time.Duration(c.verify.at(1))}
+	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1))}
+	if c.verify.has(1) {
+		d.Verify1 = time.Duration(c.verify.at(1))
+	}
 	probed := c.probe
 	c.probe = false
 	switch {

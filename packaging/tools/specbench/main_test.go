@@ -55,3 +55,13 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestLengths(t *testing.T) {
+	ks, on := lengths([]round{{drafted: 4}, {drafted: 0}, {drafted: 4}, {drafted: 2}})
+	if got := histogram(ks); got != "0:1 2:1 4:2" || on != 0.75 {
+		t.Errorf("histogram %q, drafting share %g", got, on)
+	}
+	if ks, on := lengths(nil); len(ks) != 0 || on != 0 {
+		t.Errorf("no rounds: %v %g", ks, on)
+	}
+}
