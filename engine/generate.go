@@ -131,7 +131,9 @@ func (g *generation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if g.chooser != nil {
+	// The draft reads the prompt too, unless drafting is off on this pair:
+	// a probe then catches up when it comes.
+	if g.chooser != nil && (g.drafting.Fixed() || g.chooser.Decision().Reason == "") {
 		if err := g.r.draft.prefill(ctx, g.history); err != nil {
 			return err
 		}
