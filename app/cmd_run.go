@@ -82,6 +82,7 @@ func (e *engineFlags) config(ctx context.Context, errOut io.Writer) (engine.Conf
 
 // samplingFlags are the per-request sampling settings.
 type samplingFlags struct {
+	preset                 string
 	greedy                 bool
 	temp, topP, minP       float64
 	topK                   int
@@ -90,6 +91,7 @@ type samplingFlags struct {
 }
 
 func (s *samplingFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.preset, "preset", "", "sampling preset, as in the window: precise (greedy), balanced or creative; the sampling flags given with it win")
 	fs.BoolVar(&s.greedy, "greedy", false, "always pick the most likely token (the default when --temp is 0)")
 	fs.Float64Var(&s.temp, "temp", 0, "temperature; 0 is greedy")
 	fs.IntVar(&s.topK, "top-k", 40, "keep the k most likely tokens (0: off)")
@@ -101,7 +103,32 @@ func (s *samplingFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&s.seed, "seed", 0, "random seed: the same seed gives the same output")
 }
 
-func (s *samplingFlags) sampling() engine.Sampling {
+// sampling is the request's sampling: the flags' values, or with --preset
+// the preset's, except for the flags fs was given.
+func (s *samplingFlags) sampling(fs *flag.FlagSet) (engine.Sampling, error) {
+	if s.preset != "" {
+		p, err := findPreset(s.preset)
+		if err != nil {
+			return engine.Sampling{}, err
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, set := range map[string]func(){
+			"temp":           func() { s.temp = p.s.Temperature },
+			"top-k":          func() { s.topK = p.s.TopK },
+			"top-p":          func() { s.topP = p.s.TopP },
+			"min-p":          func() { s.minP = p.s.MinP },
+			"repeat-penalty": func() { s.repeat = p.s.RepeatPenalty },
+		} {
+			if !given[name] {
+				set()
+			}
+		}
+	}
+	return s.flagSampling(), nil
+}
+
+func (s *samplingFlags) flagSampling() engine.Sampling {
 	if s.greedy || s.temp <= 0 {
 		return engine.Sampling{RepeatPenalty: s.repeat, PresencePenalty: s.presence, FrequencyPenalty: s.freq}
 	}
@@ -166,11 +193,15 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintln(errOut, "tandem run: give exactly one of --prompt or --chat")
 		return errUsage
 	}
+	sampling, err := sf.sampling(fs)
+	if err != nil {
+		return err
+	}
 	cfg, err := ef.config(ctx, errOut)
 	if err != nil {
 		return err
 	}
-	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sf.sampling(), Stop: stops,
+	req := engine.Request{Prompt: *prompt, MaxTokens: *n, IgnoreEOS: *ignoreEOS, Sampling: sampling, Stop: stops,
 		Drafting: ef.draftKnobs}
 	if *message != "" {
 		if *system != "" {

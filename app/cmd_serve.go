@@ -50,7 +50,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem serve [--model M] [--draft D | --lookup] [--addr 127.0.0.1:8080] [--api-key K] [flags]\n\n"+
-			"Serves the model over an OpenAI-compatible API (/v1/models, /v1/chat/completions,\n/v1/completions) until interrupted.")
+			"Serves the model over an OpenAI-compatible API (/v1/models, /v1/chat/completions,\n/v1/completions; /metrics, /health) until interrupted.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseFlags(fs, args)
@@ -97,9 +97,10 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 // drafted gives every request that names no drafting settings those of
-// the command line.
+// the command line. The rest of the runner (constraints, tools, the KV
+// caches' size) shows through to the server.
 type drafted struct {
-	gen      serve.Generator
+	*engine.Runner
 	drafting engine.Drafting
 }
 
@@ -107,5 +108,5 @@ func (d drafted) Generate(ctx context.Context, req engine.Request, emit func(eng
 	if req.Drafting == (engine.Drafting{}) {
 		req.Drafting = d.drafting
 	}
-	return d.gen.Generate(ctx, req, emit)
+	return d.Runner.Generate(ctx, req, emit)
 }

@@ -67,6 +67,25 @@ func TestServeCommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"finish_reason":"length"`) || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
 		t.Errorf("chat: %d\n%s", resp.StatusCode, body)
 	}
+	// The command's runner reaches the server whole: a grammar constrains
+	// the answer, and /metrics shows the KV caches.
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"grammar":"root ::= \"yes\" | \"no\""}`, `"finish_reason":"stop"`},
+		{"GET", "/metrics", "", `tandem_kv_cache_bytes{device="0",model="draft"}`},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), c.method, strings.TrimSuffix(url, "/v1")+"/"+strings.TrimPrefix(c.path, "/"), strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), c.want) ||
+			c.method == "POST" && !strings.Contains(string(body), `"content":"yes"`) && !strings.Contains(string(body), `"content":"no"`) {
+			t.Errorf("%s: %d\n%s", c.path, resp.StatusCode, body)
+		}
+	}
 	if err := stop(); err != nil {
 		t.Errorf("serve after interrupt: %v", err)
 	}

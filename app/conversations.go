@@ -80,6 +80,12 @@ type MessageStats struct {
 	Speedup      float64 `json:"speedup,omitempty"`
 	FinishReason string  `json:"finish_reason,omitempty"`
 	Model        string  `json:"model,omitempty"`
+	// TTFTSeconds is the time from sending to the first text; PrefillTokS
+	// the rate the prompt's PromptTokens were read at (0: not known, as
+	// from a remote server).
+	TTFTSeconds  float64 `json:"ttft_s,omitempty"`
+	PromptTokens int     `json:"prompt_tokens,omitempty"`
+	PrefillTokS  float64 `json:"prefill_tok_s,omitempty"`
 }
 
 // Acceptance is accepted/drafted, 0 without drafts.
@@ -93,7 +99,7 @@ func (m MessageStats) Acceptance() float64 {
 // newConversation starts an unsaved conversation (ID is given on first save).
 func (s *store) newConversation(system string) *Conversation {
 	now := s.now()
-	return &Conversation{Version: conversationVersion, Title: "New chat", Created: now, Updated: now, System: system}
+	return &Conversation{Version: conversationVersion, Title: newChatTitle, Created: now, Updated: now, System: system}
 }
 
 func (s *store) conversationPath(id string) string {
@@ -146,8 +152,19 @@ func (s *store) freeID(created time.Time) string {
 	}
 }
 
-// deleteConversation removes a saved conversation, unless a newer Tandem
-// wrote it.
+// deletedDir holds deleted conversations until their Undo is no longer
+// offered (purgeDeleted), beside conversations/ so listing that folder
+// never sees them.
+const deletedDir = "conversations-deleted"
+
+func (s *store) deletedPath(id string) string {
+	return filepath.Join(s.dir, deletedDir, id+".json")
+}
+
+// deleteConversation moves a saved conversation aside, where
+// restoreConversation can bring it back until purgeDeleted removes it;
+// one a newer Tandem wrote is refused. Its modification time becomes now,
+// which purgeStaleDeleted goes by.
 func (s *store) deleteConversation(id string) error {
 	if !validID(id) {
 		return fmt.Errorf("%w: %q", errBadID, id)
@@ -157,11 +174,71 @@ func (s *store) deleteConversation(id string) error {
 		if c, err := readConversation(p); errors.Is(err, errNewer) || err == nil && c.ReadOnly {
 			return errReadOnly
 		}
-		err := os.Remove(p)
+		if err := os.MkdirAll(filepath.Join(s.dir, deletedDir), 0o700); err != nil {
+			return fmt.Errorf("app: %w", err)
+		}
+		err := os.Rename(p, s.deletedPath(id))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("app: %w", err)
+		}
+		now := s.now()
+		return os.Chtimes(s.deletedPath(id), now, now)
+	})
+}
+
+// errRestoreTaken is an Undo that finds a conversation of the same id
+// saved since (by another window).
+var errRestoreTaken = errors.New("app: another conversation was saved under its name since")
+
+// restoreConversation undoes deleteConversation.
+func (s *store) restoreConversation(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("%w: %q", errBadID, id)
+	}
+	return s.locked(func() error {
+		if _, err := os.Stat(s.conversationPath(id)); err == nil {
+			return errRestoreTaken
+		}
+		if err := os.Rename(s.deletedPath(id), s.conversationPath(id)); err != nil {
+			return fmt.Errorf("app: restore %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// purgeDeleted removes a deleted conversation for good.
+func (s *store) purgeDeleted(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("%w: %q", errBadID, id)
+	}
+	return s.locked(func() error {
+		if err := os.Remove(s.deletedPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("app: %w", err)
+		}
+		return nil
+	})
+}
+
+// purgeStaleDeleted removes the deleted conversations moved aside before
+// since: their Undo ended with a window that closed without purging them
+// (it crashed). Another window's recent ones are left to it.
+func (s *store) purgeStaleDeleted(since time.Time) error {
+	return s.locked(func() error {
+		paths, err := filepath.Glob(filepath.Join(s.dir, deletedDir, "*.json"))
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			if st, err := os.Stat(p); err == nil && st.ModTime().Before(since) {
+				if err := os.Remove(p); err != nil {
+					return fmt.Errorf("app: %w", err)
+				}
+			}
+		}
+		return nil
 	})
 }
 
@@ -240,6 +317,23 @@ func readConversation(path string) (*Conversation, error) {
 	return &c, nil
 }
 
+// newChatTitle is the title of a conversation before its first message.
+const newChatTitle = "New chat"
+
+// matches reports whether the lower-case query q is in c's title or
+// messages.
+func (c *Conversation) matches(q string) bool {
+	if strings.Contains(strings.ToLower(c.Title), q) {
+		return true
+	}
+	for _, m := range c.Messages {
+		if strings.Contains(strings.ToLower(m.Content), q) {
+			return true
+		}
+	}
+	return false
+}
+
 // titleFrom makes a conversation title from its first user message.
 func titleFrom(text string) string {
 	text = strings.Join(strings.Fields(text), " ")
@@ -247,7 +341,7 @@ func titleFrom(text string) string {
 		text = strings.TrimSpace(string(r[:47])) + "…"
 	}
 	if text == "" {
-		return "New chat"
+		return newChatTitle
 	}
 	return text
 }
@@ -278,6 +372,12 @@ func (m MessageStats) summary() string {
 	s := fmt.Sprintf("%d tokens, %.1f tok/s", m.Tokens, m.TokS)
 	if m.Drafted > 0 {
 		s += fmt.Sprintf(", drafted %d, accepted %d (%.0f%%)", m.Drafted, m.Accepted, 100*m.Acceptance())
+	}
+	if m.TTFTSeconds > 0 {
+		s += fmt.Sprintf(" · first token after %.2f s", m.TTFTSeconds)
+	}
+	if m.PrefillTokS > 0 {
+		s += fmt.Sprintf(" · prompt %d tokens at %.0f tok/s", m.PromptTokens, m.PrefillTokS)
 	}
 	if m.FinishReason == "cancelled" {
 		s += ", stopped"

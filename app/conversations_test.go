@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestConversationSaveLoad(t *testing.T) {
@@ -281,5 +282,49 @@ func TestConversationIDsStayInTheFolder(t *testing.T) {
 	}
 	if names, _ := filepath.Glob(filepath.Join(s.dir, conversationsDir, "*")); len(names) != 1 { // the one saved with id ""
 		t.Errorf("folder holds %v", names)
+	}
+}
+
+// A deleted conversation waits aside for its Undo: restoring brings it
+// back unless another was saved under its name since; purging removes it;
+// ones a crashed window left are removed at the next start once stale.
+func TestConversationDeleteUndoPurge(t *testing.T) {
+	s := newTestStore(t)
+	c := s.newConversation("")
+	c.Messages = []Message{{Role: "user", Content: "hi"}}
+	s.saveConversation(c)
+	if err := s.deleteConversation(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.restoreConversation(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, _, _ := s.loadConversations(); len(list) != 1 || list[0].Messages[0].Content != "hi" {
+		t.Fatalf("restored %v", list)
+	}
+	s.deleteConversation(c.ID)
+	other := &Conversation{Version: 1, ID: c.ID, Title: "other"}
+	if _, err := s.saveConversation(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.restoreConversation(c.ID); !errors.Is(err, errRestoreTaken) {
+		t.Errorf("restore over a newer file: %v", err)
+	}
+	if err := s.purgeDeleted(c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.restoreConversation(c.ID); err == nil {
+		t.Error("restored a purged conversation")
+	}
+	s.deleteConversation(other.ID) // moved aside at the test clock's now
+	if err := s.purgeStaleDeleted(s.now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(s.dir, deletedDir, "*")); len(aside) != 1 {
+		t.Errorf("a recent deletion was purged: %v", aside)
+	}
+	s.purgeStaleDeleted(s.now().Add(time.Hour))
+	if aside, _ := filepath.Glob(filepath.Join(s.dir, deletedDir, "*")); len(aside) != 0 {
+		t.Errorf("a stale deletion stayed: %v", aside)
 	}
 }

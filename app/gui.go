@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,8 @@ var (
 
 // openWindow shows the main window and blocks until the app quits.
 func openWindow(opt guiOptions) error {
-	if err := checkDisplay(); err != nil {
+	screen, err := checkDisplay()
+	if err != nil {
 		return err
 	}
 	st, err := openStore("", time.Now)
@@ -63,7 +65,6 @@ func openWindow(opt guiOptions) error {
 	if opt.frameStats != "" {
 		frames = newFrameMonitor(5*time.Millisecond, time.Now, fyne.Do)
 		post = frames.timed(fyne.Do)
-		a.Lifecycle().SetOnStarted(frames.start)
 	}
 	inv := hostInventory()
 	if opt.virtual != "" {
@@ -89,13 +90,25 @@ func openWindow(opt guiOptions) error {
 		}
 	}()
 	m.win.SetMaster()
-	m.win.Resize(fyne.NewSize(1280, 820))
+	m.win.Resize(fitWindow(screen, 1))
+	a.Lifecycle().SetOnStarted(func() {
+		// Fyne's scale (the screen's DPI, FYNE_SCALE) is known once the
+		// window is up; the size above assumed 1.
+		if s := m.win.Canvas().Scale(); s > 1 {
+			m.win.Resize(fitWindow(screen, s))
+		}
+		m.win.CenterOnScreen()
+		if frames != nil {
+			frames.start()
+		}
+	})
 	m.win.ShowAndRun()
 
 	if m.cancelLoad != nil {
 		m.cancelLoad()
 	}
 	m.chat.stopGenerating()
+	m.chat.commitDelete() // the window's Undo ends with it
 	m.find.close()
 	if m.server != nil {
 		m.server.cancel()
@@ -115,6 +128,28 @@ func openWindow(opt guiOptions) error {
 	return nil
 }
 
+// screenPixels is a screen's size in pixels; zero when not known.
+type screenPixels struct{ width, height int }
+
+// The window's size where the screen allows: room for both columns of the
+// Models page and a transcript beside the chat's side panels.
+const windowWidth, windowHeight = 1280, 820
+
+// fitWindow is the window's first size on a screen of that many pixels at
+// Fyne's scale: the default size, shrunk to leave a margin for the desktop's
+// panels and the window's frame on a smaller screen (an 800-pixel-high
+// screen cut off the bottom row: issue 26, item 9). Fyne does not go below
+// the content's minimum, which fits 800x600.
+func fitWindow(screen screenPixels, scale float32) fyne.Size {
+	size := fyne.NewSize(windowWidth, windowHeight)
+	if screen.width <= 0 || screen.height <= 0 || scale <= 0 {
+		return size
+	}
+	w := float32(screen.width)/scale - 16
+	h := float32(screen.height)/scale - 64
+	return fyne.NewSize(min(size.Width, w), min(size.Height, h))
+}
+
 // newMainWindow reads the settings and builds the window (shown by the
 // caller) with both its pages; a settings file that had to be kept aside is
 // reported in the window.
@@ -131,9 +166,21 @@ func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, p
 		m.notice.Set(widgets.NoticeWarning, note, "")
 	}
 	if m.inv.Reason != "" {
-		m.status.SetText("No GPUs listed: " + m.inv.Reason)
+		m.notice.Set(widgets.NoticeInfo, noGPUNote(m.inv), "")
 	}
 	return m, nil
+}
+
+// noGPUNote says why no GPU is listed and what to install; it stays
+// above the Models page until closed.
+func noGPUNote(inv device.Inventory) string {
+	where := "Models run on the CPU."
+	if slices.ContainsFunc(inv.Devices, func(d device.Device) bool { return d.Kind != device.CPU }) {
+		where = "Models run on the devices listed."
+	}
+	return "No GPUs listed: " + inv.Reason + ". " + where + " For NVIDIA GPUs, install the NVIDIA driver " +
+		"(Debian 12: the nvidia-driver package from the non-free component; it brings libnvidia-ml.so.1), " +
+		"reboot and start Tandem again; no CUDA toolkit is needed."
 }
 
 // openModels opens the models of the last run; on a first start (or when
@@ -154,12 +201,15 @@ func (m *mainWindow) openModels() {
 				m.showError("The bundled demo models could not be written to the cache directory.", err)
 				return
 			}
-			m.notice.Set(widgets.NoticeInfo, "No models chosen yet, so the bundled demo pair is selected. "+assets.DemoNote, "")
+			m.notice.Set(widgets.NoticeInfo, demoNotice, "")
 			m.chooseModel("target", p.Target)
 			m.chooseModel("draft", p.Draft)
 		})
 	})
 }
+
+// demoNotice says the demo pair was chosen for the user, until it is loaded.
+const demoNotice = "No models chosen yet, so the bundled demo pair is selected. " + assets.DemoNote
 
 // isDemoPath reports a path inside the demo pair's cache folder.
 func isDemoPath(path string) bool {

@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -11,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/tandem-run/tandem/assets"
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/widgets"
 )
@@ -30,10 +32,18 @@ type chatPage struct {
 	localCfg engine.Config
 
 	convs []*Conversation // newest first
+	shown []*Conversation // convs the search matches, as listed
 	conv  *Conversation   // the open one
 	saved map[*Conversation]savedAs
+	// deleted are the deleted conversations whose files wait aside for
+	// an Undo; like saved, only the disk worker's jobs touch it.
+	deleted map[*Conversation]savedAs
+	pending *deletedChat // the deleted conversation Undo brings back; nil: none
+
+	now func() time.Time // the clock: when answers start, when chats were used
 
 	cancel  context.CancelFunc // non-nil while generating
+	live    streamChunk        // what the answer streaming now (or last) has brought
 	editing int                // index of the user message being edited; -1: none
 
 	notice *notices
@@ -43,22 +53,39 @@ type chatPage struct {
 	send   *widget.Button
 	stop   *widget.Button
 	list   *widget.List
-	engine *widget.Label
-	system *widget.Entry
+	search *widget.Entry
+	title  *widget.Entry // the open conversation's title; typing renames it
+	// titleQuiet is set while code fills title.
+	titleQuiet bool
+	engine     *widget.Label
+	system     *widget.Entry
 	// settings is the side panel's accordion; remoteURL its remote server's
 	// address field.
 	settings  *widget.Accordion
 	remoteURL *widget.Entry
+	// preset, presetAbout and samplingFields are the sampling preset's
+	// choice, its one-line description and the fields it sets
+	// (temperature, top-k, top-p, min-p, repeat penalty); presetQuiet is
+	// set while code fills them.
+	preset         *widget.Select
+	presetAbout    *widget.Label
+	samplingFields []*widget.Entry
+	presetQuiet    bool
 }
 
 // newChatPage builds the page and reads the saved conversations; the
 // caller puts content in its window and menu() in the window's menu.
 func newChatPage(m *mainWindow) *chatPage {
-	c := &chatPage{m: m, editing: -1, saved: map[*Conversation]savedAs{}}
+	c := &chatPage{m: m, editing: -1, saved: map[*Conversation]savedAs{}, deleted: map[*Conversation]savedAs{}, now: m.store.now}
 	c.notice = newNotices()
 	c.view = widgets.NewChatView()
 	c.view.OnEdit = c.edit
 	c.view.OnRegenerate = func(int) { c.regenerate() }
+	c.view.OnCopy = func(text string) { m.app.Clipboard().SetContent(text) }
+	c.view.OnSuggestion = func(prompt string) {
+		c.input.SetText(prompt)
+		c.sendInput()
+	}
 	c.meter = widgets.NewMeter()
 	c.engine = widget.NewLabel("")
 	c.engine.Importance = widget.LowImportance
@@ -71,35 +98,51 @@ func newChatPage(m *mainWindow) *chatPage {
 	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
 
 	prompt := container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input)
-	center := container.NewBorder(nil, container.NewVBox(c.meter, prompt, c.engine), nil, nil, c.view)
+	c.title = widget.NewEntry()
+	c.title.SetPlaceHolder("Chat title")
+	c.title.OnChanged = c.rename
+	center := container.NewBorder(c.title, container.NewVBox(c.meter, prompt, c.engine), nil, nil, c.view)
 
-	c.list = widget.NewList(func() int { return len(c.convs) },
+	c.list = widget.NewList(func() int { return len(c.shown) },
 		func() fyne.CanvasObject {
-			l := widget.NewLabel("")
-			l.Truncation = fyne.TextTruncateEllipsis
-			return l
+			r := widget.NewRichText(&widget.TextSegment{Style: widget.RichTextStyleParagraph},
+				&widget.TextSegment{Style: widget.RichTextStyle{ColorName: theme.ColorNamePlaceHolder, SizeName: theme.SizeNameCaptionText}})
+			r.Truncation = fyne.TextTruncateEllipsis
+			return r
 		},
 		func(i widget.ListItemID, o fyne.CanvasObject) {
-			title := c.convs[i].Title
-			if c.convs[i].ReadOnly {
+			if i >= len(c.shown) {
+				return
+			}
+			conv := c.shown[i]
+			title := conv.Title
+			if conv.ReadOnly {
 				title += " (read-only)"
 			}
-			o.(*widget.Label).SetText(title)
+			r := o.(*widget.RichText)
+			r.Segments[0].(*widget.TextSegment).Text = title
+			r.Segments[1].(*widget.TextSegment).Text = when(conv.Updated, c.now())
+			r.Refresh()
 		})
 	c.list.OnSelected = func(i widget.ListItemID) {
-		if i < len(c.convs) && c.convs[i] != c.conv {
-			c.open(c.convs[i])
+		if i < len(c.shown) && c.shown[i] != c.conv {
+			c.open(c.shown[i])
 		}
 	}
+	c.search = widget.NewEntry()
+	c.search.SetPlaceHolder("Search chats")
+	c.search.OnChanged = func(string) { c.listChats() }
 	newBtn := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newChat)
-	side := container.NewBorder(newBtn, container.NewVBox(
+	side := container.NewBorder(container.NewVBox(newBtn, c.search), container.NewVBox(
 		widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), c.export),
 		widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteChat)), nil, nil, c.list)
 
 	split := container.NewHSplit(side, container.NewHSplit(center, c.settingsPanel()))
 	split.Offset = 0.2
 	split.Trailing.(*container.Split).Offset = 0.72
-	c.content = container.NewBorder(c.notice.box, nil, nil, nil, split)
+	page := container.NewBorder(c.notice.box, nil, nil, nil, split)
+	c.notice.in(page)
+	c.content = page
 	// Ctrl+Enter on the keypad, and Esc when the prompt is not focused.
 	cv := m.win.Canvas()
 	cv.AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierShortcutDefault}, func(fyne.Shortcut) { c.sendInput() })
@@ -123,6 +166,7 @@ func (c *chatPage) menu() *fyne.Menu {
 		&fyne.MenuItem{Label: "Regenerate", Action: func() { c.m.pages.Select(c.m.chatTab); c.regenerate() }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyR, Modifier: ctrl}},
 		&fyne.MenuItem{Label: "Export as Markdown…", Action: c.export, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyE, Modifier: ctrl}},
 		fyne.NewMenuItemSeparator(),
+		&fyne.MenuItem{Label: "Rename chat", Action: func() { c.m.openChat(); c.m.win.Canvas().Focus(c.title) }},
 		&fyne.MenuItem{Label: "Delete chat", Action: c.deleteChat},
 	)
 }
@@ -153,6 +197,11 @@ func (e *promptEntry) TypedKey(k *fyne.KeyEvent) {
 // useLocal makes the loaded local models (nil: none) the chat's engine.
 func (c *chatPage) useLocal(g generator, cfg engine.Config) {
 	c.local, c.localCfg = g, cfg
+	var prompts []string
+	if g != nil && isDemoPath(cfg.Target) {
+		prompts = assets.DemoPrompts()
+	}
+	c.view.SetSuggestions(prompts)
 	c.refresh()
 }
 

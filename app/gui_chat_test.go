@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tandem-run/tandem/engine"
 )
@@ -127,7 +129,7 @@ func TestChatStreamsStopsRegenerates(t *testing.T) {
 	}
 	reqs := model.requests()
 	last := reqs[len(reqs)-1]
-	if len(last.Messages) != 2 || last.Messages[0].Role != "system" || last.Messages[1].Content != "Quote Genesis 1:3." {
+	if len(last.Messages) != 1 || last.Messages[0].Content != "Quote Genesis 1:3." { // no system prompt by default
 		t.Errorf("regenerate asked %+v", last.Messages)
 	}
 	if c.conv.Title != "Quote Genesis 1:3." {
@@ -242,5 +244,175 @@ func TestNewerConversationReadOnly(t *testing.T) {
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != newer {
 		t.Errorf("the file now: %q, %v", b, err)
+	}
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// The meter waits for the first token (no "0.0 tok/s"), then shows the
+// time to it, then the decode rate from the first measured step; the
+// answer keeps the time to first token and the prompt's rate.
+func TestChatMeterFromFirstStep(t *testing.T) {
+	model := &fakeModel{pieces: []string{"And", " God", " said"}, step: make(chan struct{})}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	clock := &manualClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c.now = clock.now
+	c.input.SetText("Quote Genesis 1:3.")
+	c.sendInput()
+	if got := c.meter.Text(); got != "Waiting for the first token…" {
+		t.Errorf("meter before the first token: %q", got)
+	}
+	clock.advance(250 * time.Millisecond)
+	model.step <- struct{}{}
+	h.waitFor("the first piece", func() bool { return strings.Contains(c.meter.Text(), "first token after") })
+	if got := c.meter.Text(); strings.Contains(got, "tok/s") || !strings.Contains(got, "first token after 0.25 s") {
+		t.Errorf("meter after the first token: %q", got)
+	}
+	clock.advance(100 * time.Millisecond)
+	model.step <- struct{}{}
+	h.waitFor("the second piece", func() bool { return strings.Contains(c.meter.Text(), "tok/s") })
+	if got := c.meter.Text(); !strings.Contains(got, "2 tokens, 10.0 tok/s") {
+		t.Errorf("meter after the second token: %q", got) // 1 token in 0.1 s since the first
+	}
+	model.step <- struct{}{}
+	h.waitFor("the answer", func() bool { return c.cancel == nil })
+	st := lastMessage(c).Stats
+	if st == nil || st.TTFTSeconds != 0.25 || st.TokS != 100 {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := c.view.Messages()[1].Stats; !strings.Contains(got, "first token after 0.25 s") {
+		t.Errorf("the answer's line %q", got)
+	}
+	if got := (MessageStats{Tokens: 30, TokS: 329.1, TTFTSeconds: 0.05, PromptTokens: 21, PrefillTokS: 871}).summary(); got != "30 tokens, 329.1 tok/s · first token after 0.05 s · prompt 21 tokens at 871 tok/s" {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// Deleting a chat moves its file aside with an Undo; Undo brings it back,
+// and once the Undo is closed the file is gone. Issue 26, item 6.
+func TestDeleteChatUndo(t *testing.T) {
+	model := &fakeModel{pieces: []string{"A fortune."}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	c.input.SetText("Tell me a fortune.")
+	c.sendInput()
+	h.waitFor("an answer", func() bool { return c.cancel == nil })
+	h.settle()
+	conv := c.conv
+	files := func() []string {
+		f, _ := filepath.Glob(filepath.Join(h.m.store.dir, conversationsDir, "*.json"))
+		return f
+	}
+	if len(files()) != 1 {
+		t.Fatalf("saved files %v", files())
+	}
+	c.deleteChat()
+	h.settle()
+	if slices.Contains(c.convs, conv) || len(files()) != 0 || !strings.Contains(c.notice.Text(), "Deleted “Tell me a fortune.”") {
+		t.Fatalf("after delete: listed %v, files %v, notice %q", slices.Contains(c.convs, conv), files(), c.notice.Text())
+	}
+	tapButton(t, c.notice.shown[0], "Undo")
+	h.settle()
+	if c.conv != conv || len(files()) != 1 || c.notice.Visible() {
+		t.Fatalf("after Undo: open %q, files %v, notice %q", c.conv.Title, files(), c.notice.Text())
+	}
+	if got := c.view.Messages(); len(got) != 2 || got[1].Text != "A fortune." {
+		t.Errorf("restored transcript %+v", got)
+	}
+	c.deleteChat()
+	h.settle()
+	closeNotice(t, c.notice.shown[0]) // the Undo is over
+	h.settle()
+	aside, _ := filepath.Glob(filepath.Join(h.m.store.dir, deletedDir, "*"))
+	if len(files()) != 0 || len(aside) != 0 {
+		t.Errorf("after closing the Undo: files %v, aside %v", files(), aside)
+	}
+}
+
+// The chat list is newest first with dates, can be searched, and a chat
+// can be renamed; two chats with the same first message can be told apart.
+func TestChatListRenameSearchDates(t *testing.T) {
+	model := &fakeModel{pieces: []string{"ok"}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	for _, q := range []string{"Tell me a fortune.", "Quote Genesis 1:3.", "Tell me a fortune."} {
+		c.newChat()
+		c.input.SetText(q)
+		c.sendInput()
+		h.waitFor("an answer", func() bool { return c.cancel == nil })
+		h.settle()
+	}
+	if len(c.shown) != 3 || c.shown[0] != c.conv {
+		t.Fatalf("listed %d, the open chat first: %v", len(c.shown), c.shown[0] == c.conv)
+	}
+	for i := 1; i < len(c.shown); i++ {
+		if c.shown[i].Updated.After(c.shown[i-1].Updated) {
+			t.Errorf("not newest first at %d", i)
+		}
+	}
+	c.title.SetText("Fortune, again")
+	h.settle()
+	saved, _, _ := h.m.store.loadConversations()
+	if saved[0].Title != "Fortune, again" || c.shown[0].Title != "Fortune, again" {
+		t.Errorf("after renaming: saved %q, listed %q", saved[0].Title, c.shown[0].Title)
+	}
+	c.search.SetText("genesis")
+	if len(c.shown) != 2 || c.shown[1].Title != "Quote Genesis 1:3." {
+		t.Errorf("search: %d listed", len(c.shown)) // the open chat stays listed
+	}
+	c.search.SetText("")
+	now := time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)
+	for at, want := range map[time.Time]string{
+		now.Add(-time.Hour):      "Today, 08:30",
+		now.Add(-20 * time.Hour): "Yesterday, 13:30",
+		now.AddDate(0, -1, 0):    "2 Feb, 09:30",
+		now.AddDate(-1, 0, 0):    "2 Mar 2025",
+	} {
+		if got := when(at, now); got != want {
+			t.Errorf("when(%v) = %q, want %q", at, got, want)
+		}
+	}
+}
+
+// The side panel's presets set the sampling the engine gets; a value typed
+// by hand makes it Custom. The repeat penalty reaches the request.
+func TestSamplingPresetsInThePanel(t *testing.T) {
+	model := &fakeModel{pieces: []string{"ok"}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	if c.preset.Selected != "Precise" {
+		t.Errorf("preset %q on a first start", c.preset.Selected)
+	}
+	c.preset.SetSelected("Balanced")
+	if c.samplingFields[0].Text != "0.7" || c.samplingFields[4].Text != "1.1" || h.m.set.Chat.Preset != presetBalanced {
+		t.Errorf("after Balanced: temperature %q, repeat penalty %q", c.samplingFields[0].Text, c.samplingFields[4].Text)
+	}
+	c.samplingFields[4].SetText("1.3")
+	if c.preset.Selected != presetCustom || h.m.set.Chat.Preset != "" {
+		t.Errorf("after typing: preset %q", c.preset.Selected)
+	}
+	c.input.SetText("hi")
+	c.sendInput()
+	h.waitFor("an answer", func() bool { return c.cancel == nil })
+	reqs := model.requests()
+	if s := reqs[len(reqs)-1].Sampling; s.Temperature != 0.7 || s.RepeatPenalty != 1.3 || s.TopP != 0.9 {
+		t.Errorf("request sampling %+v", s)
 	}
 }

@@ -4,6 +4,7 @@ package app
 
 import (
 	"strconv"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -49,22 +50,51 @@ func (c *chatPage) settingsPanel() fyne.CanvasObject {
 	key.SetText(c.m.set.Remote.Key)
 	key.OnChanged = func(v string) { c.m.set.Remote.Key = v; changed() }
 
+	// A value typed by hand makes the settings the user's own (Custom);
+	// choosing a preset writes its values into the fields.
+	handTyped := func() {
+		if !c.presetQuiet {
+			s.Preset = ""
+			c.showPreset()
+		}
+		changed()
+	}
+	c.samplingFields = []*widget.Entry{
+		floatEntry(&s.Temperature, handTyped), intEntry(&s.TopK, handTyped), floatEntry(&s.TopP, handTyped),
+		floatEntry(&s.MinP, handTyped), floatEntry(&s.RepeatPenalty, handTyped),
+	}
+	var names []string
+	for _, p := range samplingPresets() {
+		names = append(names, presetTitle(p.name))
+	}
+	c.preset = widget.NewSelect(append(names, presetCustom), func(title string) {
+		if c.presetQuiet || title == presetCustom {
+			return
+		}
+		s.applyPreset(strings.ToLower(title))
+		c.showPreset()
+		changed()
+	})
+	c.presetAbout = lowLabel("")
 	form := widget.NewForm(
-		widget.NewFormItem("Temperature", floatEntry(&s.Temperature, changed)),
-		widget.NewFormItem("Top-k", intEntry(&s.TopK, changed)),
-		widget.NewFormItem("Top-p", floatEntry(&s.TopP, changed)),
-		widget.NewFormItem("Min-p", floatEntry(&s.MinP, changed)),
+		widget.NewFormItem("Preset", c.preset),
+		widget.NewFormItem("Temperature", c.samplingFields[0]),
+		widget.NewFormItem("Top-k", c.samplingFields[1]),
+		widget.NewFormItem("Top-p", c.samplingFields[2]),
+		widget.NewFormItem("Min-p", c.samplingFields[3]),
+		widget.NewFormItem("Repeat penalty", c.samplingFields[4]),
 		widget.NewFormItem("Seed", uintEntry(&s.Seed, changed)),
 		widget.NewFormItem("Max tokens", intEntry(&s.MaxTokens, changed)),
 	)
+	c.showPreset()
 	draftForm := widget.NewForm(
 		widget.NewFormItem("Draft at most", intEntry(&s.DraftMax, changed)),
 		widget.NewFormItem("Stop below p", floatEntry(&s.DraftPMin, changed)),
 	)
 	acc := widget.NewAccordion(
 		widget.NewAccordionItem("System prompt", c.system),
-		widget.NewAccordionItem("Sampling", container.NewVBox(form,
-			lowLabel("Temperature 0 is greedy; drafts are verified under these same settings."))),
+		widget.NewAccordionItem("Sampling", container.NewVBox(form, c.presetAbout,
+			lowLabel("Temperature 0 is greedy; a repeat penalty of 1 is off; drafts are verified under these same settings."))),
 		widget.NewAccordionItem("Drafting", container.NewVBox(useDraft, draftForm, lookup, loadNote, reload)),
 		widget.NewAccordionItem(engineSettings, container.NewVBox(remote, url, key)),
 	)
@@ -74,6 +104,37 @@ func (c *chatPage) settingsPanel() fyne.CanvasObject {
 	c.settings, c.remoteURL = acc, url
 	return container.NewVScroll(acc)
 }
+
+// presetCustom is the preset choice that stands for values typed by hand.
+const presetCustom = "Custom"
+
+// presetTitle is a preset's name as the side panel shows it.
+func presetTitle(name string) string {
+	if name == "" {
+		return presetCustom
+	}
+	return strings.ToUpper(name[:1]) + name[1:]
+}
+
+// showPreset shows the chosen preset and its values in the fields.
+func (c *chatPage) showPreset() {
+	s := c.m.set.Chat
+	c.presetQuiet = true
+	defer func() { c.presetQuiet = false }()
+	c.preset.SetSelected(presetTitle(s.Preset))
+	c.presetAbout.SetText("")
+	if p, err := findPreset(s.Preset); err == nil {
+		c.presetAbout.SetText(p.about)
+	}
+	for i, v := range []string{formatFloat(s.Temperature), strconv.Itoa(s.TopK), formatFloat(s.TopP),
+		formatFloat(s.MinP), formatFloat(s.RepeatPenalty)} {
+		if c.samplingFields[i].Text != v {
+			c.samplingFields[i].SetText(v)
+		}
+	}
+}
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // engineSettings is the title of the settings item that says which engine
 // answers.
@@ -109,7 +170,7 @@ func lowLabel(s string) *widget.Label {
 
 // floatEntry edits *v; text that is not a number is ignored.
 func floatEntry(v *float64, changed func()) *widget.Entry {
-	return numberEntry(strconv.FormatFloat(*v, 'g', -1, 64), func(s string) error {
+	return numberEntry(formatFloat(*v), func(s string) error {
 		x, err := strconv.ParseFloat(s, 64)
 		if err == nil && x >= 0 {
 			*v = x

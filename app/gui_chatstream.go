@@ -3,10 +3,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/chat"
@@ -45,8 +47,9 @@ func (c *chatPage) sendInput() {
 	}
 	c.editing = -1
 	c.notice.Hide()
-	if len(conv.Messages) == 0 {
+	if len(conv.Messages) == 0 && conv.Title == newChatTitle { // not renamed yet
 		conv.Title = titleFrom(text)
+		c.showTitle()
 	}
 	conv.Messages = append(conv.Messages, Message{Role: "user", Content: text})
 	c.input.SetText("")
@@ -83,6 +86,40 @@ func (c *chatPage) edit(i int) {
 type streamChunk struct {
 	text  string
 	stats engine.Stats
+	// ttft is the time from sending to the first text (0 until then);
+	// rate is decode tokens/s measured from the first text to the newest
+	// (0 until a second step came).
+	ttft time.Duration
+	rate float64
+}
+
+// merge joins two chunks in arrival order.
+func (acc streamChunk) merge(v streamChunk) streamChunk {
+	return streamChunk{acc.text + v.text, v.stats, max(acc.ttft, v.ttft), cmp.Or(v.rate, acc.rate)}
+}
+
+// streamClock measures an answer as it streams: when the first text
+// came, and the decode rate since. The engine's own statistics time its
+// decode only once it is done, and a remote server's not at all, so the
+// live numbers are the window's.
+type streamClock struct {
+	now          func() time.Time
+	start, first time.Time
+	firstTokens  int
+}
+
+// chunk is ev as a chunk, measured.
+func (sc *streamClock) chunk(ev engine.Event) streamChunk {
+	ch := streamChunk{text: ev.Text, stats: ev.Stats}
+	t := sc.now()
+	switch {
+	case sc.first.IsZero() && ev.Text != "":
+		sc.first, sc.firstTokens = t, ev.Stats.GeneratedTokens
+		ch.ttft = max(t.Sub(sc.start), time.Nanosecond)
+	case !sc.first.IsZero() && t.After(sc.first) && ev.Stats.GeneratedTokens > sc.firstTokens:
+		ch.rate = float64(ev.Stats.GeneratedTokens-sc.firstTokens) / t.Sub(sc.first).Seconds()
+	}
+	return ch
 }
 
 // generate streams an answer to conv's messages into a new assistant
@@ -103,13 +140,14 @@ func (c *chatPage) generate() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.m.frames.setPhase("streaming")
-	c.meter.Set(0, "generating…")
+	c.live = streamChunk{}
+	c.meter.Set(0, "Waiting for the first token…")
 	c.refresh()
-	th := newThrottle(frameInterval, c.m.post,
-		func(acc, v streamChunk) streamChunk { return streamChunk{acc.text + v.text, v.stats} },
+	th := newThrottle(frameInterval, c.m.post, streamChunk.merge,
 		func(ch streamChunk) { c.showChunk(conv, i, ch) })
+	sc := &streamClock{now: c.now, start: c.now()}
 	go func() {
-		stats, err := gen.Generate(ctx, req, func(ev engine.Event) { th.push(streamChunk{ev.Text, ev.Stats}) })
+		stats, err := gen.Generate(ctx, req, func(ev engine.Event) { th.push(sc.chunk(ev)) })
 		th.flush()
 		c.m.post(func() { c.finished(conv, i, label, stats, err) })
 	}()
@@ -126,7 +164,7 @@ func (c *chatPage) request(conv *Conversation) engine.Request {
 	}
 	s := c.m.set.Chat
 	return engine.Request{Messages: msgs, ChatMLFallback: true, MaxTokens: s.MaxTokens, NoDraft: !s.UseDraft,
-		Sampling: engine.Sampling{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, Seed: s.Seed},
+		Sampling: s.sampling(),
 		Drafting: engine.Drafting{Max: s.DraftMax, PMin: s.DraftPMin}}
 }
 
@@ -136,22 +174,37 @@ func (c *chatPage) showChunk(conv *Conversation, i int, ch streamChunk) {
 		return
 	}
 	conv.Messages[i].Content += ch.text
+	c.live = c.live.merge(ch)
 	if conv != c.conv {
 		return
 	}
 	c.view.UpdateMessage(i, widgets.ChatMessage{Role: "assistant", Text: conv.Messages[i].Content, Streaming: true})
-	c.showMeter(ch.stats)
+	c.showMeter(c.live.stats, c.live.ttft, c.live.rate)
 }
 
-func (c *chatPage) showMeter(s engine.Stats) {
-	text := fmt.Sprintf("%d tokens, %.1f tok/s", s.GeneratedTokens, s.DecodeTokS())
+// showMeter shows an answer's numbers: the first token's wait, then the
+// decode rate from the first measured step on (never a 0.0 before it).
+func (c *chatPage) showMeter(s engine.Stats, ttft time.Duration, rate float64) {
+	var parts []string
 	if s.Drafted > 0 {
-		text = fmt.Sprintf("acceptance %.0f%% (%d of %d drafted) · %s", 100*s.Acceptance(), s.Accepted, s.Drafted, text)
+		parts = append(parts, fmt.Sprintf("acceptance %.0f%% (%d of %d drafted)", 100*s.Acceptance(), s.Accepted, s.Drafted))
+	}
+	switch {
+	case rate > 0:
+		parts = append(parts, fmt.Sprintf("%d tokens, %.1f tok/s", s.GeneratedTokens, rate))
+	case s.GeneratedTokens > 0:
+		parts = append(parts, plural(s.GeneratedTokens, "token"))
+	}
+	if ttft > 0 {
+		parts = append(parts, fmt.Sprintf("first token after %.2f s", ttft.Seconds()))
 	}
 	if note := draftNoteOf(s); note != "" {
-		text += " · " + note
+		parts = append(parts, note)
 	}
-	c.meter.Set(s.Acceptance(), text)
+	if len(parts) == 0 {
+		parts = append(parts, "Waiting for the first token…")
+	}
+	c.meter.Set(s.Acceptance(), strings.Join(parts, " · "))
 }
 
 // finished ends a generation: final statistics, save, and any error.
@@ -164,8 +217,9 @@ func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.St
 		if errors.Is(err, context.Canceled) {
 			reason, err = "cancelled", nil
 		}
-		msg.Stats = &MessageStats{Tokens: s.GeneratedTokens, TokS: s.DecodeTokS(), Drafted: s.Drafted,
-			Accepted: s.Accepted, FinishReason: reason, Model: label}
+		msg.Stats = &MessageStats{Tokens: s.GeneratedTokens, TokS: cmp.Or(s.DecodeTokS(), c.live.rate), Drafted: s.Drafted,
+			Accepted: s.Accepted, FinishReason: reason, Model: label,
+			TTFTSeconds: c.live.ttft.Seconds(), PromptTokens: s.PromptTokens, PrefillTokS: s.PrefillTokS()}
 		if err != nil && msg.Content == "" {
 			conv.Messages = conv.Messages[:i] // nothing came: no empty answer
 		}
@@ -177,7 +231,7 @@ func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.St
 	c.save(conv)
 	if conv == c.conv {
 		c.showTranscript(-1)
-		c.showMeter(s)
+		c.showMeter(s, c.live.ttft, cmp.Or(s.DecodeTokS(), c.live.rate))
 	}
 	c.refresh()
 }

@@ -88,8 +88,8 @@ func (c *fileCard) setFacts() {
 	}
 	if c.header != nil {
 		d := c.header.Describe()
-		s += fmt.Sprintf(" · %s, %s parameters, %d layers, vocabulary %d", d.Architecture,
-			humanize.SIWithDigits(float64(d.Parameters), 1, ""), d.Layers, d.VocabSize)
+		s += fmt.Sprintf(" · %s, %s parameters, %s, vocabulary %d", d.Architecture,
+			humanize.SIWithDigits(float64(d.Parameters), 1, ""), plural(d.Layers, "layer"), d.VocabSize)
 	}
 	c.facts.SetText(s)
 }

@@ -26,6 +26,8 @@ func (m *mainWindow) canLoad() error {
 	switch {
 	case m.target == nil:
 		return errors.New("Choose a target model.")
+	case roleProblem("target", m.target) != "":
+		return errors.New("The target model cannot run as a target: see its card.")
 	case len(m.set.Layout.TargetDevices) == 0:
 		return errors.New("Drag a device into the Target zone.")
 	case m.draft != nil && !draftOK(m):
@@ -151,6 +153,10 @@ func (m *mainWindow) loaded(model loadedModel, cfg engine.Config, err error) {
 		m.status.SetText("Loading failed.")
 		m.showError("Loading failed.", err)
 	default:
+		// The note on the demo pair said what was chosen; it is loaded now.
+		// Dropped on a later turn of the main loop: laying the Models page
+		// out again need not lengthen the frame that shows the chat.
+		m.post(func() { m.notice.Drop(demoNotice) })
 		m.chat.useLocal(m.model, m.loadedCfg)
 		m.openChat()
 	}

@@ -10,6 +10,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -116,12 +117,16 @@ func (m *mainWindow) build() {
 	recentDraft = widget.NewButtonWithIcon("Recent", theme.HistoryIcon(), func() { m.showRecent("draft", recentDraft) })
 	targetBox := container.NewVBox(container.NewHBox(chooseTarget, recentTarget), m.targetCard)
 	m.draftBox = container.NewVBox(container.NewHBox(chooseDraft, recentDraft, noDraft), m.draftCard)
-	models := container.NewVScroll(container.NewVBox(targetBox, widget.NewSeparator(), m.draftBox,
-		widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it; dropped on the draft section, it becomes the draft.",
-			fyne.TextAlignLeading, fyne.TextStyle{Italic: true})))
+	dropHint := widget.NewLabelWithStyle("Drop a .gguf file on the window to choose it; dropped on the draft section, it becomes the draft.",
+		fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
+	dropHint.Wrapping = fyne.TextWrapWord // else its one line sets the window's narrowest width
+	models := container.NewVScroll(container.NewVBox(targetBox, widget.NewSeparator(), m.draftBox, dropHint))
 
-	ctxRow := container.NewHBox(widget.NewLabel("Context"), container.NewGridWrap(fyne.NewSize(170, m.ctxEntry.MinSize().Height), m.ctxEntry),
-		widget.NewLabel("tokens   KV cache"), m.kvSelect)
+	// Two rows, so the context and the KV cache stay in view in an
+	// 800-pixel-wide window.
+	ctxRow := container.New(layout.NewFormLayout(),
+		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), widget.NewLabel("tokens")),
+		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))
 	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
 		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))
 	split := container.NewHSplit(models, right)
@@ -146,14 +151,17 @@ func (m *mainWindow) build() {
 	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
 	m.find = newFindPage(m, newHubClient())
 	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
-	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(),
-		container.NewBorder(m.notice.box, nil, nil, nil, split)), m.chatTab, m.findTab)
+	modelsPage := container.NewBorder(m.notice.box, nil, nil, nil, split)
+	m.notice.in(modelsPage)
+	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), modelsPage), m.chatTab, m.findTab)
 	m.pages.OnSelected = func(t *container.TabItem) {
 		if t == m.findTab {
 			m.find.shown()
 		}
 	}
-	m.win.SetContent(container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages))
+	content := container.NewBorder(m.errNotice.box, container.NewPadded(bottom), nil, nil, m.pages)
+	m.errNotice.in(content)
+	m.win.SetContent(content)
 	m.win.SetOnDropped(m.dropped)
 	m.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Models",
 		&fyne.MenuItem{Label: "Choose target…", Action: func() { m.pick("target") }, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyO, Modifier: fyne.KeyModifierShortcutDefault}},

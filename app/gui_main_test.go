@@ -204,3 +204,118 @@ func TestSettingsNoticeSurvivesDemoNotice(t *testing.T) {
 		t.Errorf("target chosen %v, notices %q", m.target != nil, m.notice.Text())
 	}
 }
+
+// A file that cannot be a target says so in plain words on its card (no
+// planner or draft-check errors about its tensors), and Load is refused;
+// the recent files keep the role each was opened as. Issue 26, item 5.
+func TestTargetRoleVerdictsAndRecents(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{2}, []int{2} }, nil)
+	m := h.m
+	eagle := sharedtest.Path(t, "models", "factory-eagle3-F16.gguf")
+	vocab := sharedtest.Path(t, "testdata", "vocab", "vocab-qwen3.gguf")
+	m.chooseModel("draft", h.demo.Draft)
+	m.chooseModel("target", eagle)
+	h.settle()
+	target, draft := m.targetCard.Info(), m.draftCard.Info()
+	if !target.Bad || !strings.HasPrefix(target.Verdict, "An EAGLE-3 draft") || !strings.Contains(target.Verdict, "Choose it as the draft") {
+		t.Errorf("EAGLE-3 file as the target: %+v", target)
+	}
+	if strings.Contains(draft.Verdict, "token_embd") || draft.Bad {
+		t.Errorf("the draft's card speaks of the target's tensors: %+v", draft)
+	}
+	if pv := m.preview.Preview(); !strings.HasPrefix(pv.Error, "An EAGLE-3 draft") {
+		t.Errorf("preview %+v", pv)
+	}
+	if !m.loadBtn.Disabled() || !strings.Contains(m.status.Text, "cannot run as a target") {
+		t.Errorf("Load disabled %v, status %q", m.loadBtn.Disabled(), m.status.Text)
+	}
+	m.chooseModel("target", vocab)
+	h.settle()
+	if v := m.targetCard.Info().Verdict; !strings.HasPrefix(v, "A vocabulary-only file: no weights to run") {
+		t.Errorf("vocabulary file as the target: %q", v)
+	}
+	m.chooseModel("draft", vocab)
+	h.settle()
+	if v := m.draftCard.Info(); !v.Bad || !strings.HasPrefix(v.Verdict, "A vocabulary-only file") {
+		t.Errorf("vocabulary file as the draft: %+v", v)
+	}
+	m.chooseModel("draft", eagle)
+	m.chooseModel("target", h.demo.Target)
+	h.settle()
+	if m.targetCard.Info().Bad || m.draftCard.Info().Bad {
+		t.Errorf("the demo target with its EAGLE-3 draft: %+v / %+v", m.targetCard.Info(), m.draftCard.Info())
+	}
+	if rows := m.draftCard.Info().Rows; !slices.ContainsFunc(rows, func(r [2]string) bool { return r[1] == "2.2 M, 1 layer, width 384" }) {
+		t.Errorf("EAGLE-3 card rows %v", rows)
+	}
+	paths := func(role string) (out []string) {
+		for _, r := range recentFor(m.set.Recent, role) {
+			out = append(out, filepath.Base(r.Path))
+		}
+		return out
+	}
+	if got := paths("target"); !slices.Equal(got, []string{"factory-target-Q4_K_M.gguf", "vocab-qwen3.gguf", "factory-eagle3-F16.gguf"}) {
+		t.Errorf("target's recent files %v", got)
+	}
+	if got := paths("draft"); !slices.Equal(got, []string{"factory-eagle3-F16.gguf", "vocab-qwen3.gguf", "factory-draft-Q8_0.gguf"}) {
+		t.Errorf("draft's recent files %v", got)
+	}
+}
+
+// The planner's words name the host's CPU as its chip does: "CPU", never
+// "CPU 2" after the GPUs' numbers. Issue 26, item 10.
+func TestSuggestionsNameTheCPULikeItsChip(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{0}, []int{0} }, nil)
+	h.m.chooseModel("target", h.demo.Target)
+	h.m.chooseModel("draft", h.demo.Draft)
+	h.settle()
+	all := strings.Join(h.m.preview.Preview().Suggestions, "\n")
+	if !strings.Contains(all, "Put the draft on CPU") || strings.Contains(all, "CPU 2") {
+		t.Errorf("suggestions %q", all)
+	}
+}
+
+// The first start's note on the demo pair goes once the pair is loaded;
+// other notes stay. Issue 26, item 10.
+func TestDemoNoticeGoesWhenLoaded(t *testing.T) {
+	h := newHarnessOn(t, cpuOnly(), nil, loadReturning(&fakeModel{}))
+	m := h.m
+	m.openModels()
+	h.settle()
+	if !strings.Contains(m.notice.Text(), "demo pair is selected") {
+		t.Fatalf("notes %q", m.notice.Text())
+	}
+	m.startLoad()
+	h.waitFor("the load", func() bool { return m.cancelLoad == nil })
+	if got := m.notice.Text(); strings.Contains(got, "demo pair is selected") || !strings.Contains(got, "No GPUs listed") {
+		t.Errorf("notes after loading: %q", got)
+	}
+}
+
+// The window opens at its default size on a large screen and inside a
+// small one (it opened 1280x820 on an 800-pixel-high screen, cutting off
+// the bottom row); its content's minimum fits 800x600 with every page.
+// Issue 26, item 9.
+func TestWindowFitsTheScreen(t *testing.T) {
+	for _, tc := range []struct {
+		screen screenPixels
+		scale  float32
+		want   fyne.Size
+	}{
+		{screenPixels{1920, 1080}, 1, fyne.NewSize(1280, 820)},
+		{screenPixels{1280, 800}, 1, fyne.NewSize(1264, 736)},
+		{screenPixels{800, 600}, 1, fyne.NewSize(784, 536)},
+		{screenPixels{1920, 1080}, 2, fyne.NewSize(944, 476)},
+		{screenPixels{}, 1, fyne.NewSize(1280, 820)}, // not known
+	} {
+		if got := fitWindow(tc.screen, tc.scale); got != tc.want {
+			t.Errorf("screen %v at scale %v: %v, want %v", tc.screen, tc.scale, got, tc.want)
+		}
+	}
+	h := newHarness(t, nil, nil)
+	h.m.openModels()
+	h.settle()
+	if min := h.m.win.Content().MinSize(); min.Width > 784 || min.Height > 536 {
+		t.Errorf("the window's content needs %v: more than an 800x600 screen gives", min)
+	}
+}

@@ -22,10 +22,10 @@ func (m *mainWindow) pick(role string) {
 	})
 }
 
-// showRecent offers the recent files under the button.
+// showRecent offers the recent files of role under the button.
 func (m *mainWindow) showRecent(role string, under fyne.CanvasObject) {
 	var items []*fyne.MenuItem
-	for _, r := range m.set.Recent {
+	for _, r := range recentFor(m.set.Recent, role) {
 		items = append(items, fyne.NewMenuItem(filepath.Base(r.Path)+"  —  "+filepath.Dir(r.Path), func() { m.chooseModel(role, r.Path) }))
 	}
 	if len(items) == 0 {
@@ -65,7 +65,7 @@ func (m *mainWindow) chooseModel(role, path string) {
 				return
 			}
 			m.errNotice.Hide()
-			m.set.Recent = addRecent(m.set.Recent, path, m.store.now())
+			m.set.Recent = addRecent(m.set.Recent, RecentFile{Path: path, Used: m.store.now(), Role: role})
 			m.setModel(role, f)
 		})
 	})
@@ -98,9 +98,13 @@ func (m *mainWindow) setModel(role string, f *gguf.File) {
 	m.changed()
 }
 
-// showModels fills the model cards and the draft's verdict.
+// showModels fills the model cards and their verdicts.
 func (m *mainWindow) showModels() {
-	m.targetCard.Set(modelInfo("Target model", m.target))
+	target := modelInfo("Target model", m.target)
+	if why := roleProblem("target", m.target); why != "" {
+		target.Verdict, target.Bad = why, true
+	}
+	m.targetCard.Set(target)
 	info := modelInfo("Draft model", m.draft)
 	if m.draft == nil {
 		info.File = "No draft: the target decodes alone (or with prompt lookup, in the chat settings)."
@@ -121,6 +125,11 @@ func (m *mainWindow) replan() {
 	m.plan = nil
 	if m.target == nil {
 		m.preview.Set(widgets.Preview{Error: "Choose a target model to see what each device will hold."})
+		m.refreshButtons()
+		return
+	}
+	if why := roleProblem("target", m.target); why != "" {
+		m.preview.Set(widgets.Preview{Error: why})
 		m.refreshButtons()
 		return
 	}

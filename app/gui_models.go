@@ -35,7 +35,7 @@ func modelInfo(title string, f *gguf.File) widgets.ModelInfo {
 	}
 	rows := [][2]string{
 		{"architecture", arch},
-		{"parameters", fmt.Sprintf("%s, %d layers, width %d", humanize.SIWithDigits(float64(d.Parameters), 1, ""), d.Layers, d.EmbeddingWidth)},
+		{"parameters", fmt.Sprintf("%s, %s, width %d", humanize.SIWithDigits(float64(d.Parameters), 1, ""), plural(d.Layers, "layer"), d.EmbeddingWidth)},
 		{"types", strings.Join(types, ", ")},
 		{"context", fmt.Sprintf("%d tokens", d.ContextLength)},
 		{"tokenizer", fmt.Sprintf("%s, %d tokens", cmpOr(d.Tokenizer, "none"), d.VocabSize)},
@@ -44,10 +44,41 @@ func modelInfo(title string, f *gguf.File) widgets.ModelInfo {
 	return widgets.ModelInfo{Title: title, File: filepath.Base(d.Path) + " · " + humanize.IBytes(uint64(d.FileBytes)), Rows: rows}
 }
 
+// plural is "1 layer", "8 layers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// roleProblem says in plain words why f cannot serve as role ("target" or
+// "draft"); "" when it can as far as its header tells. A file that cannot
+// be a target gets this on its card, rather than the errors planning or
+// the draft check would give for it.
+func roleProblem(role string, f *gguf.File) string {
+	if f == nil {
+		return ""
+	}
+	d := f.Describe()
+	switch {
+	case d.TensorCount == 0:
+		return "A vocabulary-only file: no weights to run. Choose a model file."
+	case role == "target" && spec.KindOf(f) == spec.DraftEagle3:
+		return "An EAGLE-3 draft: it borrows a target's embedding and output head, so it cannot run alone. Choose it as the draft, with the target it was trained for."
+	case d.Layers == 0:
+		return "No transformer blocks in this file: nothing to run. Choose a model file."
+	}
+	return ""
+}
+
 // draftVerdict says in words whether draft can draft for target.
 func draftVerdict(target, draft *gguf.File) (string, bool) {
-	if target == nil || draft == nil {
-		return "", true
+	if why := roleProblem("draft", draft); why != "" {
+		return why, false
+	}
+	if target == nil || draft == nil || roleProblem("target", target) != "" {
+		return "", true // the target's card says what is wrong with it
 	}
 	kind, err := spec.Compatible(target, draft)
 	if err != nil {

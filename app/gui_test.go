@@ -11,6 +11,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/tandem-run/tandem/assets"
 	"github.com/tandem-run/tandem/engine"
@@ -50,9 +51,9 @@ type guiHarness struct {
 
 const mib = 1 << 20
 
-// testInventory is two 80 MiB virtual GPUs and a CPU with 1 GiB free.
+// testInventory is two 64 MiB virtual GPUs and a CPU with 1 GiB free.
 func testInventory(t *testing.T) device.Inventory {
-	inv, err := device.ParseVirtual("cuda0:80MiB,cuda0:80MiB")
+	inv, err := device.ParseVirtual("cuda0:64MiB,cuda0:64MiB")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +61,12 @@ func testInventory(t *testing.T) device.Inventory {
 }
 
 func newHarness(t *testing.T, set func(*Settings), load loadFunc) *guiHarness {
+	t.Helper()
+	return newHarnessOn(t, testInventory(t), set, load)
+}
+
+// newHarnessOn is newHarness on the devices of inv.
+func newHarnessOn(t *testing.T, inv device.Inventory, set func(*Settings), load loadFunc) *guiHarness {
 	t.Helper()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	a := test.NewTempApp(t)
@@ -76,7 +83,7 @@ func newHarness(t *testing.T, set func(*Settings), load loadFunc) *guiHarness {
 		t.Fatal(err)
 	}
 	h := &guiHarness{t: t, q: &uiQueue{}, demo: demo}
-	m, err := newMainWindow(a, st, testInventory(t), load, h.q.post)
+	m, err := newMainWindow(a, st, inv, load, h.q.post)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,4 +193,27 @@ func loadReturning(model loadedModel) loadFunc {
 		progress(engine.Progress{Model: "target", BytesDone: 2, BytesTotal: 2})
 		return model, nil
 	}
+}
+
+// buttonsIn is the visible buttons inside o.
+func buttonsIn(o fyne.CanvasObject) []*widget.Button {
+	var out []*widget.Button
+	for _, c := range test.LaidOutObjects(o) {
+		if b, ok := c.(*widget.Button); ok && b.Visible() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// tapButton taps the visible button labelled text inside o.
+func tapButton(t *testing.T, o fyne.CanvasObject, text string) {
+	t.Helper()
+	for _, b := range buttonsIn(o) {
+		if b.Text == text {
+			test.Tap(b)
+			return
+		}
+	}
+	t.Fatalf("no button %q", text)
 }

@@ -1,3 +1,5 @@
+//go:build !headless
+
 package app
 
 import (
@@ -24,35 +26,68 @@ type notices struct {
 	box     *fyne.Container // the shown notices, for the page's layout
 	shown   []*widgets.Notice
 	waiting []notice
+	// page is the container box sits in, laid out again when notices come
+	// and go: nothing lays out a box's parent when the box shrinks, so a
+	// closed notice left its band empty until the page was switched.
+	page *fyne.Container
 }
 
 type notice struct {
 	kind         widgets.NoticeKind
 	text, detail string
+	action       string // the label of a button that runs do and closes the notice; "": none
+	do           func()
+	closed       func() // called when the user closes the notice; nil: nothing
 }
 
 func newNotices() *notices {
-	return &notices{box: container.NewVBox()}
+	q := &notices{box: container.NewVBox()}
+	q.box.Hide() // no band while there is nothing to say
+	return q
 }
+
+// in says which container the notices' box is laid out by.
+func (q *notices) in(page *fyne.Container) { q.page = page }
 
 // Set adds a notice: text, with detail behind its Details button.
 func (q *notices) Set(kind widgets.NoticeKind, text, detail string) {
-	same := func(n notice) bool { return n.text == text }
-	if slices.ContainsFunc(q.shown, func(w *widgets.Notice) bool { return w.Text() == text }) || slices.ContainsFunc(q.waiting, same) {
+	q.add(notice{kind: kind, text: text, detail: detail})
+}
+
+// SetAction adds a notice with a button labelled action that runs do and
+// closes it; closed runs when the user closes it instead.
+func (q *notices) SetAction(kind widgets.NoticeKind, text, action string, do, closed func()) {
+	q.add(notice{kind: kind, text: text, action: action, do: do, closed: closed})
+}
+
+func (q *notices) add(n notice) {
+	same := func(o notice) bool { return o.text == n.text }
+	if slices.ContainsFunc(q.shown, func(w *widgets.Notice) bool { return w.Text() == n.text }) || slices.ContainsFunc(q.waiting, same) {
 		return
 	}
-	n := notice{kind, text, detail}
 	if len(q.shown) >= maxShownNotices {
 		q.waiting = append(q.waiting, n)
 		return
 	}
 	q.show(n)
+	q.laidOut()
 }
 
 func (q *notices) show(n notice) {
 	w := widgets.NewNotice()
 	w.Set(n.kind, n.text, n.detail)
-	w.OnDismiss(func() { q.close(w) })
+	if n.action != "" {
+		w.SetAction(n.action, func() {
+			q.close(w)
+			n.do()
+		})
+	}
+	w.OnDismiss(func() {
+		q.close(w)
+		if n.closed != nil {
+			n.closed()
+		}
+	})
 	q.shown = append(q.shown, w)
 	q.box.Add(w)
 }
@@ -66,13 +101,43 @@ func (q *notices) close(w *widgets.Notice) {
 		q.waiting = q.waiting[1:]
 		q.show(n)
 	}
+	q.laidOut()
+}
+
+// Drop removes the notice that says text, shown or waiting, as the code
+// that set it no longer holds it true; its closed is not called.
+func (q *notices) Drop(text string) {
+	q.waiting = slices.DeleteFunc(q.waiting, func(n notice) bool { return n.text == text })
+	for _, w := range q.shown {
+		if w.Text() == text {
+			q.close(w)
+			return
+		}
+	}
 }
 
 // Hide removes every notice, shown or waiting: what they said is over (a
 // new load, a new message).
 func (q *notices) Hide() {
+	if len(q.shown) == 0 && len(q.waiting) == 0 {
+		return // nothing to lay out again: a full page refresh costs frames
+	}
 	q.shown, q.waiting = nil, nil
 	q.box.RemoveAll()
+	q.laidOut()
+}
+
+// laidOut shows the box only while it holds a notice and lays the page
+// out again for its new height.
+func (q *notices) laidOut() {
+	q.box.Hidden = len(q.shown) == 0
+	q.box.Refresh()
+	// Laid out, not refreshed: a container's Refresh refreshes everything
+	// inside it, which on the Models page costs frames (the box's own
+	// refresh already asks for the repaint).
+	if q.page != nil && q.page.Layout != nil {
+		q.page.Layout.Layout(q.page.Objects, q.page.Size())
+	}
 }
 
 // Visible reports whether any notice shows.

@@ -1,9 +1,12 @@
+//go:build !headless
+
 package app
 
 import (
 	"fmt"
 	"testing"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
@@ -42,10 +45,34 @@ func closeNotice(t *testing.T, n *widgets.Notice) {
 	t.Helper()
 	test.NewTempWindow(t, n)
 	for _, o := range test.LaidOutObjects(n) {
-		if b, ok := o.(*widget.Button); ok && b.Text == "" {
+		if b, ok := o.(*widget.Button); ok && b.Text == "" && b.Icon != nil {
 			test.Tap(b)
 			return
 		}
 	}
 	t.Fatal("the notice has no close button")
+}
+
+// Closing the last notice gives its band back to the page at once (it
+// stayed empty until the page was switched: issue 26, item 2).
+func TestClosedNoticeLeavesNoBand(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	m := h.m
+	m.openChat()
+	c := m.chat
+	body := c.content.(*fyne.Container).Objects[0] // the page under its notices
+	top := body.Position().Y
+	c.notice.Set(widgets.NoticeInfo, "Editing a message: Ctrl+Enter resends it, Esc cancels.", "")
+	if body.Position().Y <= top {
+		t.Fatalf("the page did not make room for the notice: %v, then %v", top, body.Position().Y)
+	}
+	c.notice.Hide() // Esc while editing
+	if got := body.Position().Y; got != top {
+		t.Errorf("after the notice went, the page starts at %v, want %v", got, top)
+	}
+	c.notice.Set(widgets.NoticeInfo, "Exported to /tmp/x.md.", "")
+	closeNotice(t, c.notice.shown[0])
+	if got := body.Position().Y; got != top {
+		t.Errorf("after closing the notice, the page starts at %v, want %v", got, top)
+	}
 }

@@ -21,7 +21,7 @@ const settingsVersion = 1
 
 const settingsFile = "settings.json"
 
-// maxRecent bounds the recent-files list.
+// maxRecent bounds the recent-files list of each role.
 const maxRecent = 12
 
 // Settings is everything the window remembers between runs.
@@ -35,10 +35,14 @@ type Settings struct {
 	Remote  Remote       `json:"remote"`
 }
 
-// RecentFile is a model file the user opened.
+// RecentFile is a model file the user opened, and as what: a file chosen
+// as a draft is not offered as a target, and the other way round. Role is
+// "target" or "draft"; "" (lists saved before roles were kept) is offered
+// for both.
 type RecentFile struct {
 	Path string    `json:"path"`
 	Used time.Time `json:"used"`
+	Role string    `json:"role,omitempty"`
 }
 
 // Layout is the placement the GPU canvas shows. Devices are inventory
@@ -56,17 +60,21 @@ type Layout struct {
 
 // ChatSettings are the sampling and drafting settings of the chat page.
 type ChatSettings struct {
-	System      string  `json:"system"`
-	Temperature float64 `json:"temperature"`
-	TopK        int     `json:"top_k"`
-	TopP        float64 `json:"top_p"`
-	MinP        float64 `json:"min_p"`
-	Seed        uint64  `json:"seed"`
-	MaxTokens   int     `json:"max_tokens"`
-	UseDraft    bool    `json:"use_draft"`
-	DraftMax    int     `json:"draft_max"`
-	DraftPMin   float64 `json:"draft_p_min"`
-	Lookup      bool    `json:"lookup"`
+	System string `json:"system"`
+	// Preset names the sampling preset the settings were last set from
+	// (samplingPresets); "" once a value was typed by hand.
+	Preset        string  `json:"preset,omitempty"`
+	Temperature   float64 `json:"temperature"`
+	TopK          int     `json:"top_k"`
+	TopP          float64 `json:"top_p"`
+	MinP          float64 `json:"min_p"`
+	RepeatPenalty float64 `json:"repeat_penalty,omitempty"` // 0 or 1: off
+	Seed          uint64  `json:"seed"`
+	MaxTokens     int     `json:"max_tokens"`
+	UseDraft      bool    `json:"use_draft"`
+	DraftMax      int     `json:"draft_max"`
+	DraftPMin     float64 `json:"draft_p_min"`
+	Lookup        bool    `json:"lookup"`
 }
 
 // Remote is an OpenAI-compatible server the chat page can talk to
@@ -78,16 +86,20 @@ type Remote struct {
 }
 
 // defaultSettings is a first start: the demo pair is chosen elsewhere.
+// There is no default system prompt: the demo pair learnt its chat turns
+// mostly without one, and with "You are a helpful assistant." it answers
+// "Quote Genesis 1:3." from Genesis 36 (issue 26); a model's own template
+// adds the system prompt it wants when none is given. Sampling starts
+// greedy (the Precise preset), which shows what a model memorised.
 func defaultSettings() Settings {
 	drafting := engine.DefaultDrafting()
+	chat := ChatSettings{MaxTokens: 256, UseDraft: true, DraftMax: drafting.Max, DraftPMin: drafting.PMin}
+	chat.applyPreset(presetPrecise)
 	return Settings{
 		Version: settingsVersion,
 		Layout: Layout{Split: string(plan.SplitLayer), Borrow: string(plan.BorrowInPlace),
 			KVType: plan.KVTypeName(plan.DefaultKVType)},
-		Chat: ChatSettings{
-			System: "You are a helpful assistant.", MaxTokens: 256,
-			UseDraft: true, DraftMax: drafting.Max, DraftPMin: drafting.PMin, TopK: 40, TopP: 0.95,
-		},
+		Chat: chat,
 	}
 }
 
@@ -150,29 +162,47 @@ func (s *store) saveSettings(set Settings) error {
 	})
 }
 
-// addRecent puts path first in the list.
-func addRecent(list []RecentFile, path string, used time.Time) []RecentFile {
-	return mergeRecent([]RecentFile{{path, used}}, list)
+// addRecent puts r first in the list.
+func addRecent(list []RecentFile, r RecentFile) []RecentFile {
+	return mergeRecent([]RecentFile{r}, list)
 }
 
-// mergeRecent joins two recent-file lists: one entry per path with its
-// latest use, newest first, at most maxRecent.
+// mergeRecent joins two recent-file lists: one entry per path and role
+// with its latest use, newest first, at most maxRecent of each role.
 func mergeRecent(a, b []RecentFile) []RecentFile {
-	latest := make(map[string]time.Time)
+	type key struct{ path, role string }
+	latest := make(map[key]time.Time)
 	for _, r := range slices.Concat(a, b) {
-		if t, ok := latest[r.Path]; !ok || r.Used.After(t) {
-			latest[r.Path] = r.Used
+		k := key{r.Path, r.Role}
+		if t, ok := latest[k]; !ok || r.Used.After(t) {
+			latest[k] = r.Used
 		}
 	}
 	out := make([]RecentFile, 0, len(latest))
-	for p, t := range latest {
-		out = append(out, RecentFile{p, t})
+	for k, t := range latest {
+		out = append(out, RecentFile{Path: k.path, Used: t, Role: k.role})
 	}
 	slices.SortFunc(out, func(x, y RecentFile) int {
 		if c := y.Used.Compare(x.Used); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.Path, y.Path)
+		return cmp.Or(cmp.Compare(x.Path, y.Path), cmp.Compare(x.Role, y.Role))
 	})
-	return out[:min(len(out), maxRecent)]
+	kept := map[string]int{}
+	return slices.DeleteFunc(out, func(r RecentFile) bool {
+		kept[r.Role]++
+		return kept[r.Role] > maxRecent
+	})
+}
+
+// recentFor is the recent files offered for role, newest first: those
+// opened as role, and those of lists saved before roles were kept.
+func recentFor(list []RecentFile, role string) []RecentFile {
+	var out []RecentFile
+	for _, r := range list {
+		if (r.Role == role || r.Role == "") && !slices.ContainsFunc(out, func(o RecentFile) bool { return o.Path == r.Path }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

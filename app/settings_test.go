@@ -1,8 +1,10 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +114,7 @@ func TestSettingsConcurrentSavesMergeRecent(t *testing.T) {
 			defer wg.Done()
 			set := defaultSettings()
 			for j := range 5 {
-				set.Recent = addRecent(set.Recent, filepath.Join("/m", string(rune('a'+i)), string(rune('0'+j))), base.Add(time.Duration(10*j+i)*time.Minute))
+				set.Recent = addRecent(set.Recent, RecentFile{Path: filepath.Join("/m", string(rune('a'+i)), string(rune('0'+j))), Used: base.Add(time.Duration(10*j+i) * time.Minute), Role: "target"})
 				if err := st.saveSettings(set); err != nil {
 					t.Error(err)
 				}
@@ -136,8 +138,8 @@ func TestSettingsConcurrentSavesMergeRecent(t *testing.T) {
 
 func TestMergeRecent(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := []RecentFile{{"/x", t0.Add(3 * time.Hour)}, {"/y", t0}}
-	b := []RecentFile{{"/y", t0.Add(5 * time.Hour)}, {"/z", t0.Add(time.Hour)}}
+	a := []RecentFile{{Path: "/x", Used: t0.Add(3 * time.Hour)}, {Path: "/y", Used: t0}}
+	b := []RecentFile{{Path: "/y", Used: t0.Add(5 * time.Hour)}, {Path: "/z", Used: t0.Add(time.Hour)}}
 	got := mergeRecent(a, b)
 	want := []string{"/y", "/x", "/z"}
 	if len(got) != len(want) {
@@ -150,9 +152,47 @@ func TestMergeRecent(t *testing.T) {
 	}
 	var many []RecentFile
 	for i := range 2 * maxRecent {
-		many = addRecent(many, string(rune('A'+i)), t0.Add(time.Duration(i)*time.Minute))
+		many = addRecent(many, RecentFile{Path: string(rune('A' + i)), Used: t0.Add(time.Duration(i) * time.Minute)})
 	}
 	if len(many) != maxRecent || many[0].Path != string(rune('A'+2*maxRecent-1)) {
 		t.Errorf("list not capped newest first: %v", many)
+	}
+}
+
+// Files opened as drafts are not offered as targets, and the other way
+// round; lists saved before roles were kept offer their files for both.
+// Each role keeps its own maxRecent.
+func TestRecentPerRole(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var list []RecentFile
+	list = addRecent(list, RecentFile{Path: "/old.gguf", Used: t0})
+	list = addRecent(list, RecentFile{Path: "/target.gguf", Used: t0.Add(time.Minute), Role: "target"})
+	list = addRecent(list, RecentFile{Path: "/eagle3.gguf", Used: t0.Add(2 * time.Minute), Role: "draft"})
+	paths := func(rs []RecentFile) (out []string) {
+		for _, r := range rs {
+			out = append(out, r.Path)
+		}
+		return out
+	}
+	if got := paths(recentFor(list, "target")); !slices.Equal(got, []string{"/target.gguf", "/old.gguf"}) {
+		t.Errorf("target's recent files %v", got)
+	}
+	if got := paths(recentFor(list, "draft")); !slices.Equal(got, []string{"/eagle3.gguf", "/old.gguf"}) {
+		t.Errorf("draft's recent files %v", got)
+	}
+	for i := range maxRecent + 3 {
+		list = addRecent(list, RecentFile{Path: fmt.Sprintf("/d%d.gguf", i), Used: t0.Add(time.Hour + time.Duration(i)*time.Minute), Role: "draft"})
+	}
+	if got := recentFor(list, "target"); len(got) != 2 {
+		t.Errorf("a burst of drafts pushed targets out: %v", paths(got))
+	}
+}
+
+// A first start has no system prompt (the demo pair answers best without
+// one) and greedy sampling: the Precise preset.
+func TestDefaultSettingsForTheDemo(t *testing.T) {
+	c := defaultSettings().Chat
+	if c.System != "" || c.Preset != presetPrecise || c.sampling().Temperature != 0 {
+		t.Errorf("default chat settings %+v", c)
 	}
 }

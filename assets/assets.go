@@ -31,7 +31,12 @@ const (
 // DemoNote says in one sentence what the demo pair is, for people.
 const DemoNote = "The demo pair: a 19M-parameter qwen3 target and a 4M-parameter llama draft, " +
 	"trained for Tandem on the King James Bible and fortune-cookie files. " +
-	`Try "Quote Genesis 1:3." or "Tell me a fortune."`
+	`Try "Quote Genesis 1:3." or "Tell me a fortune.": it answers with text it memorised ` +
+	"(it knows the King James text better than its verse numbers)."
+
+// DemoPrompts are prompts the demo pair answers from what it memorised,
+// without a system prompt: a verse of Genesis 1, a fortune.
+func DemoPrompts() []string { return []string{"Quote Genesis 1:3.", "Tell me a fortune."} }
 
 //go:embed icon.png icon.svg factory-target-Q4_K_M.gguf factory-draft-Q8_0.gguf
 var files embed.FS

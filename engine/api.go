@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 )
@@ -62,6 +63,17 @@ type Request struct {
 	// chat.ErrTemplate; set ChatMLFallback to use plain ChatML instead.
 	Messages       []chat.Message
 	ChatMLFallback bool
+	// Tools are the functions the model may call, rendered into the prompt
+	// by the model's chat template: a template without tool syntax is an
+	// error wrapping chat.ErrNoTools, and there is no ChatML fallback.
+	// The calls come back as text in the template's syntax
+	// (chat.ToolParser reads them).
+	Tools []chat.Tool
+	// Constraint, when set, limits the output to its grammar's language
+	// (from Runner.Constraint): every token, drafted ones too, is chosen
+	// under the grammar's mask, and generation stops with "stop" once the
+	// output is complete, even with IgnoreEOS.
+	Constraint *grammar.Constraint
 
 	MaxTokens int  // 0 = until end of generation or the context is full
 	IgnoreEOS bool // generate exactly MaxTokens tokens
@@ -85,12 +97,13 @@ type Request struct {
 // drafts exactly Max tokens (or fewer where PMin cuts them short), whatever
 // it costs.
 type Drafting struct {
-	Max  int     // most tokens drafted per step
-	Min  int     // fewest drafted per step while drafting is on (at most Max)
+	Max int // most tokens drafted per step
+	Min int // fewest drafted per step while drafting is on (at most Max)
 	// PMin stops a round's drafting where the draft's top probability is
-	// below it (negative: never), for sampled drafting and a fixed length;
-	// greedy drafting of a chosen length runs every pass on the device,
-	// where the cut would save no draft time (generate.go).
+	// below it (negative: never), for sampled, penalised or constrained
+	// drafting and a fixed length; unconstrained greedy drafting of a
+	// chosen length runs every pass on the device, where the cut would
+	// save no draft time (generate.go).
 	PMin float64
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 )
@@ -31,8 +33,8 @@ type slowDrafter struct {
 	base, perPass time.Duration
 }
 
-func (d slowDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (proposal, error) {
-	p, err := d.drafter.draft(ctx, history, n, pMin, s)
+func (d slowDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
+	p, err := d.drafter.draft(ctx, history, n, pMin, s, m)
 	d.clock.t = d.clock.t.Add(d.base - d.clock.tick + time.Duration(p.passes)*d.perPass)
 	return p, err
 }
@@ -162,5 +164,47 @@ func TestDraftingThatPaysStaysOn(t *testing.T) {
 				t.Errorf("sampled request: first step %+v, %v", first, err)
 			}
 		})
+	}
+}
+
+// Under a grammar the chooser picks the length of drafts that run through
+// the host and are masked there: the EAGLE-3 head at a tenth of the
+// target's cost keeps drafting and gains; a draft dearer than the target
+// turns drafting off. The output is the masked target's either way. (The
+// Q8_0 draft, cheap, is left to the chooser: under this schema it is
+// accepted one time in four to nine, about what its cost breaks even at.)
+func TestConstrainedDraftingIsChosen(t *testing.T) {
+	msgs := []chat.Message{{Role: "user", Content: "Tell me a fortune."}}
+	for _, c := range []struct {
+		draft   string
+		perPass time.Duration
+		on, off bool // drafting must end on, or off because of its costs
+	}{
+		{"factory-eagle3-F16.gguf", time.Millisecond, true, false},
+		{"factory-eagle3-F16.gguf", 12 * time.Millisecond, false, true},
+		{"factory-draft-Q8_0.gguf", time.Millisecond, false, false},
+		{"factory-draft-Q8_0.gguf", 12 * time.Millisecond, false, true},
+	} {
+		r := timedPair(t, c.draft, c.perPass)
+		con := schemaConstraint(t, r, testSchema)
+		prompt, err := r.promptTokens(context.Background(), Request{Messages: msgs, Constraint: con})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const maxTokens = 256
+		want := maskedGreedy(t, r, prompt, con, maxTokens)
+		got := runConstrained(t, r, Request{Messages: msgs, MaxTokens: maxTokens, Constraint: con})
+		st := got.stats
+		t.Logf("%s, %v a pass: drafted %d accepted %d in %d steps; k %d, drafting %v (%q), speedup %.2f",
+			c.draft, c.perPass, st.Drafted, st.Accepted, st.Steps, st.DraftK, st.Drafting, st.DraftOff, st.Speedup)
+		if !slices.Equal(got.ids, want) {
+			t.Errorf("%s, %v a pass: by hand %v\nspeculative %v", c.draft, c.perPass, want, got.ids)
+		}
+		if c.on && (!st.Drafting || st.Accepted == 0 || st.Speedup <= 1.1) {
+			t.Errorf("%s, cheap: drafting %v (%q), accepted %d, speedup %.2f", c.draft, st.Drafting, st.DraftOff, st.Accepted, st.Speedup)
+		}
+		if c.off && (st.Drafting || st.DraftOff != spec.ReasonCosts || st.Drafted > st.Steps/2) {
+			t.Errorf("%s, dear: drafted %d in %d steps, drafting %v (%q)", c.draft, st.Drafted, st.Steps, st.Drafting, st.DraftOff)
+		}
 	}
 }

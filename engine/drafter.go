@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 )
@@ -16,8 +17,13 @@ type drafter interface {
 	// other, catches up on one token and the prompt counts as prefill.
 	prefill(ctx context.Context, history []int32) error
 	// draft proposes up to n tokens to follow history, stopping early
-	// where its own top probability falls below pMin.
-	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (proposal, error)
+	// where its own top probability falls below pMin. m, when not nil, is
+	// the grammar the output must follow, at the history's end: a drafter
+	// that picks from logits masks them with it and advances it by each
+	// proposal (it is the drafter's own copy); one that does not may
+	// propose anything, and the generation cuts its proposals where the
+	// grammar refuses one.
+	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error)
 }
 
 // proposal is what a drafter proposes in a round, and what it cost.
@@ -66,16 +72,17 @@ func (d *modelDrafter) prefill(ctx context.Context, history []int32) error {
 	return err
 }
 
-func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (proposal, error) {
+func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
 	behind := len(history) - commonPrefix(d.seq.cached, history)
-	if greedyOnDevice(s) {
+	if m == nil && greedyOnDevice(s) {
 		ids, probs, err := d.seq.chain(ctx, history, n, pMin)
 		if err != nil {
 			return proposal{}, err
 		}
 		return proposal{tokens: confident(ids, probs, pMin), passes: len(ids), behind: behind}, nil
 	}
-	// Sampled (or penalised) drafting takes each pass's logits to the host.
+	// Sampled, penalised or constrained drafting takes each pass's logits
+	// to the host.
 	d.toks = append(d.toks[:0], history...)
 	proposed := d.toks[len(history):]
 	greedy := s.Params().Greedy()
@@ -93,7 +100,7 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 			return proposal{}, err
 		}
 		passes++
-		t, top, err := pick(s, logits, d.toks, dists, i)
+		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
 		if err != nil {
 			return proposal{}, err
 		}
@@ -104,6 +111,13 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		}
 		d.toks = append(d.toks, t)
 		proposed = d.toks[len(history):]
+		stop, err := draftedUnder(m, t)
+		if err != nil {
+			return proposal{}, err
+		}
+		if stop {
+			break
+		}
 	}
 	p := proposal{tokens: proposed, passes: passes, behind: behind}
 	if !greedy {
@@ -142,6 +156,6 @@ type lookupDrafter struct{ l spec.Lookup }
 
 func (lookupDrafter) prefill(context.Context, []int32) error { return nil }
 
-func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler) (proposal, error) {
+func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler, _ *grammar.Matcher) (proposal, error) {
 	return proposal{tokens: d.l.Draft(history, n)}, nil
 }

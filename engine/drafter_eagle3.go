@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/engine/sample"
 )
@@ -51,13 +52,13 @@ func (d *eagle3Drafter) prefill(ctx context.Context, history []int32) error {
 	return nil
 }
 
-func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler) (proposal, error) {
+func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
 	c, ran, ok := d.behind(history)
 	if !ok || n <= 0 {
 		return proposal{}, nil
 	}
 	p := proposal{behind: ran - c}
-	if greedyOnDevice(s) {
+	if m == nil && greedyOnDevice(s) {
 		ids, probs, err := d.m.Chain(ctx, history[c+1:ran+1], c, n, pMin)
 		if err != nil {
 			return proposal{}, err
@@ -66,7 +67,8 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 		p.tokens, p.passes = confident(ids, probs, pMin), len(ids)
 		return p, d.forget(ran)
 	}
-	// Sampled (or penalised) drafting takes each pass's logits to the host.
+	// Sampled, penalised or constrained drafting takes each pass's logits
+	// to the host (a grammar masks them there).
 	logits, err := d.m.Forward(ctx, history[c+1:ran+1], c)
 	if err != nil {
 		return proposal{}, err
@@ -83,7 +85,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 	}
 	for i := 0; ; i++ {
 		p.passes++
-		t, top, err := pick(s, logits, d.toks, dists, i)
+		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
 		if err != nil {
 			return proposal{}, err
 		}
@@ -91,7 +93,11 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 			break
 		}
 		d.toks = append(d.toks, t)
-		if i == n-1 {
+		stop, err := draftedUnder(m, t)
+		if err != nil {
+			return proposal{}, err
+		}
+		if i == n-1 || stop {
 			break
 		}
 		// Position ran+i reads the token just drafted and the output the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/engine/tokenizer"
@@ -33,14 +34,20 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	case len(prompt) >= n:
 		return Stats{PromptTokens: len(prompt)}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
 	}
+	if err := r.checkConstraint(req.Constraint); err != nil {
+		return Stats{}, err
+	}
 	g := &generation{r: r, req: req, drafting: req.Drafting.Resolve(), emit: emit, sampler: sample.NewSeeded(req.Sampling),
 		history: prompt, stream: r.tok.NewStreamDecoder()}
+	if req.Constraint != nil {
+		g.m = req.Constraint.NewMatcher()
+	}
 	g.stats.PromptTokens = len(prompt)
 	switch {
 	case r.draft != nil && req.NoDraft:
 		g.stats.DraftOff = ReasonNoDraft
 	case r.draft != nil:
-		g.chooser = r.chooser(req.Sampling)
+		g.chooser = r.chooser(req)
 		g.report()
 	}
 	// Greedy drafting runs every pass of a round on the device, so cutting
@@ -50,7 +57,7 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	// still accepted often enough to be worth a row on a GPU). The cut
 	// stays for a fixed length and where drafting runs through the host.
 	g.pMin = g.drafting.PMin
-	if p := req.Sampling; p.Greedy() && !p.Penalised() && !g.drafting.Fixed() {
+	if onDevice(req) && !g.drafting.Fixed() {
 		g.pMin = -1
 	}
 	if emit == nil {
@@ -70,7 +77,7 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 	if len(req.Messages) > 0 {
 		var err error
 		// Message text cannot make special tokens; the template's markup can.
-		text, err = r.RenderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), req.ChatMLFallback)
+		text, err = r.renderChat(ctx, chat.Defused(req.Messages, r.tok.Defuse), chatOptions(req, r.tok.Defuse), req.ChatMLFallback && len(req.Tools) == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -86,8 +93,28 @@ func (r *Runner) promptTokens(ctx context.Context, req Request) ([]int32, error)
 // generation prompt. Without a template, or when it fails to render, it is
 // an error wrapping chat.ErrTemplate unless fallback allows plain ChatML.
 func (r *Runner) RenderChat(ctx context.Context, msgs []chat.Message, fallback bool) (string, error) {
+	return r.renderChat(ctx, msgs, chat.Options{AddGenerationPrompt: true}, fallback)
+}
+
+// chatOptions are the template variables of a request: its tools (defused
+// like the messages), and no thinking when a grammar forces the output,
+// since the grammar leaves no room for a reasoning block (Qwen3's
+// template then writes an empty one itself).
+func chatOptions(req Request, defuse func(string) string) chat.Options {
+	opts := chat.Options{AddGenerationPrompt: true, Tools: chat.DefusedTools(req.Tools, defuse)}
+	if req.Constraint != nil {
+		thinking := false
+		opts.EnableThinking = &thinking
+	}
+	return opts
+}
+
+func (r *Runner) renderChat(ctx context.Context, msgs []chat.Message, opts chat.Options, fallback bool) (string, error) {
+	if len(opts.Tools) > 0 && r.ToolSyntax() == chat.NoToolSyntax {
+		return "", fmt.Errorf("engine: %w", chat.ErrNoTools)
+	}
 	if r.template != nil {
-		text, err := r.template.Render(ctx, msgs, chat.Options{AddGenerationPrompt: true})
+		text, err := r.template.Render(ctx, msgs, opts)
 		if err == nil || !fallback {
 			return text, err
 		}
@@ -119,6 +146,7 @@ type generation struct {
 	drafted int
 	took    time.Duration
 	made    int
+	m       *grammar.Matcher // the output so far under req.Constraint; nil without one
 }
 
 func (g *generation) run(ctx context.Context) error {
@@ -141,6 +169,10 @@ func (g *generation) run(ctx context.Context) error {
 	g.stats.PrefillSeconds = now().Sub(start).Seconds()
 	start = now()
 	defer func() { g.stats.DecodeSeconds = now().Sub(start).Seconds() }()
+	if g.grammarComplete() { // a grammar of the empty text: nothing to ask
+		g.stats.FinishReason = "stop"
+		return nil
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -161,17 +193,21 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 	tried := 0             // drafted tokens proposed or cut short (the chooser's evidence)
 	if n := g.draftLength(); n > 0 {
 		start := g.chooser.Now()
-		p, err := g.r.draft.draft(ctx, g.history, n, g.pMin, g.sampler)
+		p, err := g.r.draft.draft(ctx, g.history, n, g.pMin, g.sampler, g.forkMatcher())
 		if err != nil {
 			return false, err
 		}
 		drafted, dists = p.tokens, p.dists
 		took, tried = g.chooser.Drafted(start, g.passes(p)), max(p.passes, len(p.tokens))
 	}
+	drafted, dists, masks, err := g.speculate(drafted, dists)
+	if err != nil {
+		return false, err
+	}
 	start := g.now()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
-	if p := g.req.Sampling; p.Greedy() && !p.Penalised() {
+	if onDevice(g.req) {
 		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
 		if err != nil {
 			return false, err
@@ -183,6 +219,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		maskRows(logits, masks)
 		if out, err = g.verify(logits, drafted, dists); err != nil {
 			return false, err
 		}
@@ -200,6 +237,9 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		}
 	}
 	g.learn(tried, len(out), took)
+	if out, err = g.advanceGrammar(out); err != nil {
+		return false, err
+	}
 	return g.accept(out), nil
 }
 
@@ -353,6 +393,9 @@ func (g *generation) accept(tokens []int32) bool {
 		if g.r.tok.TokenType(t) != tokenizer.TypeControl { // <|im_end|> and the like are not text
 			text.WriteString(g.stream.Add(t))
 		}
+	}
+	if finish == "" && g.grammarComplete() {
+		finish = "stop"
 	}
 	if finish == "" && g.remaining() <= 0 {
 		finish = "length"

@@ -33,10 +33,11 @@ type Runner struct {
 	now       func() time.Time
 	// choosers choose the draft length of the pair as loaded, learning
 	// its costs and acceptance across requests: one for greedy drafting
-	// (on the device, accepted by equality) and one for sampled or
-	// penalised drafting (distributions on the host, accepted by chance),
-	// which differ in both.
+	// (on the device, accepted by equality) and one for sampled,
+	// penalised or constrained drafting (logits to the host, masked or
+	// accepted by chance), which differ in both.
 	choosers map[bool]*spec.Chooser
+	grammars grammars
 
 	mu sync.Mutex
 }
@@ -45,15 +46,22 @@ type Runner struct {
 // above it drafts that many only when fixed.
 const maxDraft = 16
 
-// chooser is the draft length's state for requests sampling as p.
-func (r *Runner) chooser(p Sampling) *spec.Chooser {
-	greedy := p.Greedy() && !p.Penalised()
+// chooser is the draft length's state for requests like req.
+func (r *Runner) chooser(req Request) *spec.Chooser {
+	greedy := onDevice(req)
 	ch := r.choosers[greedy]
 	if ch == nil {
 		ch = spec.NewChooser(spec.CostOptions{MaxK: maxDraft, Now: r.now})
 		r.choosers[greedy] = ch
 	}
 	return ch
+}
+
+// onDevice reports whether req's drafts and verification pick by argmax on
+// the device (Model.Chain, runArgmax): greedy, unpenalised, unconstrained.
+func onDevice(req Request) bool {
+	p := req.Sampling
+	return p.Greedy() && !p.Penalised() && req.Constraint == nil
 }
 
 // Load opens the target (and the draft, after checking that it can serve

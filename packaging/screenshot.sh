@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
 # Starts the real app under Xvfb on a fresh config and cache (so it opens on
-# the bundled demo pair), loads the pair with Ctrl+L (the window then shows
-# its Chat page), sends one chat message and writes PNGs of the window's
-# Models page (main.png) and Chat page (chat.png), plus the UI thread's
-# frame gaps (frames.json). Then it starts the app again on two simulated
-# GPUs against a fake Hugging Face Hub on loopback (packaging/fakehub: the
-# demo models of ../shared/models as Hub repositories, served slowly) and
-# writes the Find page (find.png): a search, the first repository's files
-# with each device's fit verdict read from their remote headers, a download
-# in progress, and the drafts the Hub has for the demo target.
+# the bundled demo pair) and writes, into OUT_DIR:
+#   main.png        the Models page on a first start: the demo pair, the
+#                   devices and what each will hold
+#   chat.png        the Chat page after Load (Ctrl+L) and one message typed
+#                   on the first try, "Quote Genesis 1:3.": the demo's greedy
+#                   answer, a verse of Genesis 1, with its numbers
+#   code.png        the Chat page reopened on a conversation this script
+#                   writes (a fake answer holding two code blocks): code on
+#                   its own background, coloured, each block with a Copy
+#                   button, and Copy on each message
+#   models-800x600.png  the Models page on an 800x600 screen: the window
+#                   fits it with every control of the page in view
+#   find.png        the Find page on two simulated GPUs against a fake
+#                   Hugging Face Hub on loopback (packaging/fakehub: the demo
+#                   models of ../shared/models served slowly): a search, the
+#                   first repository's files with each device's fit verdict
+#                   from their remote headers, a download in progress, and
+#                   the drafts the Hub has for the demo target
+#   frames.json     the UI thread's frame gaps of the first run, per phase
+#                   (startup, idle, loading, streaming)
 #
 #   packaging/screenshot.sh [OUT_DIR]     (default: packaging/screenshots)
 #
-# Needs xvfb, xdotool and imagemagick (make deps installs them); MODELS
-# names another folder of the demo GGUF files.
+# Needs xvfb, xdotool and imagemagick (make screenshots installs them);
+# MODELS names another folder of the demo GGUF files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-packaging/screenshots}")
 mkdir -p "$out"
 work=$(mktemp -d)
-app_pid= xvfb_pid= hub_pid=
+app_pid= xvfb_pid= xvfb2_pid= hub_pid=
 cleanup() {
 	[ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null || true
 	[ -n "$hub_pid" ] && kill "$hub_pid" 2>/dev/null || true
 	[ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null || true
+	[ -n "$xvfb2_pid" ] && kill "$xvfb2_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -68,7 +80,7 @@ xdotool windowfocus "$main"
 xdotool key --window "$main" ctrl+l
 sleep 2 # the demo pair loads in well under a second; the prompt then has the focus
 mark typing
-xdotool type --delay 30 "Tell me a fortune."
+xdotool type --delay 30 "Quote Genesis 1:3."
 xdotool key ctrl+Return
 
 # The conversation is saved with its finish reason once the answer is done.
@@ -83,12 +95,73 @@ if ! answered; then
 	exit 1
 fi
 mark answer saved
+# The first try's answer is the demo's greedy one: a verse of Genesis 1.
+if ! grep -qs '"content": "And God said' "$XDG_CONFIG_HOME"/tandem/conversations/*.json; then
+	echo "screenshot.sh: the demo did not answer with a verse of Genesis:" >&2
+	cat "$XDG_CONFIG_HOME"/tandem/conversations/*.json >&2
+	exit 1
+fi
 sleep 1
 import -window "$main" "$out/chat.png"
 
 kill -TERM "$app_pid"
 wait "$app_pid" || true
 app_pid=
+
+# A conversation with code, as a model (or a remote server) would answer,
+# newer than the one above so the window reopens on it.
+now=$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ)
+cat >"$XDG_CONFIG_HOME/tandem/conversations/29990101-000000.json" <<JSON
+{
+  "version": 1,
+  "title": "Hello world in Go",
+  "created": "$now",
+  "updated": "$now",
+  "revision": 1,
+  "messages": [
+    {"role": "user", "content": "Write hello world in Go, and say how to run it."},
+    {"role": "assistant", "content": "Save this as \`main.go\`:\\n\\n\`\`\`go\\npackage main\\n\\nimport \\"fmt\\"\\n\\n// main greets the world.\\nfunc main() {\\n\\tfmt.Println(\\"Hello, world!\\", 42)\\n}\\n\`\`\`\\n\\nThen run it:\\n\\n\`\`\`sh\\ngo run main.go\\n\`\`\`",
+     "stats": {"tokens": 61, "tok_s": 412.5, "drafted": 70, "accepted": 52, "finish_reason": "stop", "ttft_s": 0.04, "prompt_tokens": 24, "prefill_tok_s": 950}}
+  ]
+}
+JSON
+"${nice[@]}" "$work/tandem" gui >"$work/app.log" 2>&1 &
+app_pid=$!
+main=$(waitwin '^Tandem$')
+sleep 3
+xdotool windowfocus "$main"
+xdotool key --window "$main" ctrl+t # the Chat page
+sleep 1
+mark code block screenshot
+import -window "$main" "$out/code.png"
+kill -TERM "$app_pid"
+wait "$app_pid" || true
+app_pid=
+
+# The Models page on an 800x600 screen, on a fresh start.
+display2=:$((190 + RANDOM % 100))
+Xvfb "$display2" -screen 0 800x600x24 -nolisten tcp >"$work/xvfb2.log" 2>&1 &
+xvfb2_pid=$!
+for _ in $(seq 50); do DISPLAY=$display2 xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+DISPLAY=$display2 XDG_CONFIG_HOME=$work/config800 "$work/tandem" gui >"$work/app.log" 2>&1 &
+app_pid=$!
+main=$(DISPLAY=$display2 waitwin '^Tandem$')
+sleep 4
+geometry=$(DISPLAY=$display2 xdotool getwindowgeometry "$main" | sed -n 's/ *Geometry: //p')
+mark "800x600 screenshot (window $geometry)"
+DISPLAY=$display2 import -window root "$out/models-800x600.png"
+kill -TERM "$app_pid"
+wait "$app_pid" || true
+app_pid=
+kill "$xvfb2_pid" 2>/dev/null || true
+xvfb2_pid=
+case $geometry in
+[0-9]*x*) w=${geometry%x*} h=${geometry#*x}
+	if [ "$w" -gt 800 ] || [ "$h" -gt 600 ]; then
+		echo "screenshot.sh: on an 800x600 screen the window is $geometry" >&2
+		exit 1
+	fi ;;
+esac
 
 models=$(realpath -m "${MODELS:-../shared/models}")
 "$work/fakehub" --models "$models" --rate 250000 >"$work/hub.url" 2>"$work/hub.log" &
@@ -127,5 +200,13 @@ kill -TERM "$app_pid"
 wait "$app_pid" || true
 app_pid=
 
-echo "wrote $out/main.png, $out/chat.png, $out/find.png and $out/frames.json:"
+cat <<NOTE
+wrote, in $out:
+  main.png            the Models page on a first start: the demo pair, devices, memory per device
+  chat.png            "Quote Genesis 1:3." typed once after Load: the demo's verse, its numbers
+  code.png            a conversation with two code blocks: background, colours, Copy buttons
+  models-800x600.png  the Models page on an 800x600 screen (window $geometry)
+  find.png            the Find page: a search, fit verdicts, a download, suggested drafts
+  frames.json         frame gaps of the first run per phase (max_ms under 100 is the aim):
+NOTE
 cat "$out/frames.json"

@@ -1,6 +1,8 @@
 package widgets
 
 import (
+	"strings"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
@@ -11,8 +13,10 @@ import (
 
 // ChatMessage is one turn as the transcript shows it.
 type ChatMessage struct {
-	Role      string // "user" or "assistant"
-	Text      string // Markdown; fenced code is shown monospaced
+	Role string // "user" or "assistant"
+	// Text is Markdown whose line breaks are kept; fenced code shows as a
+	// code block with a Copy button.
+	Text      string
 	Stats     string // one line under an assistant message
 	Streaming bool   // still being generated
 }
@@ -27,23 +31,55 @@ type ChatView struct {
 	// OnRegenerate is called for the last assistant message's Regenerate
 	// button.
 	OnRegenerate func(i int)
+	// OnCopy is given the text of a message's or a code block's Copy
+	// button (the message as written, the code without its fences).
+	OnCopy func(text string)
+	// OnSuggestion is called with a suggested prompt the user picked from
+	// an empty transcript.
+	OnSuggestion func(prompt string)
 
-	msgs    []ChatMessage
-	bubbles []*bubble
-	list    *fyne.Container
-	scroll  *container.Scroll
-	empty   *widget.Label
+	msgs        []ChatMessage
+	bubbles     []*bubble
+	list        *fyne.Container
+	scroll      *container.Scroll
+	empty       *fyne.Container // the note and suggestions of an empty transcript
+	suggestions *fyne.Container
 }
 
 // NewChatView is an empty transcript.
 func NewChatView() *ChatView {
-	v := &ChatView{list: container.NewVBox(), empty: widget.NewLabel("No messages yet. Type below and press Ctrl+Enter.")}
-	v.empty.Importance = widget.LowImportance
-	v.empty.Alignment = fyne.TextAlignCenter
+	v := &ChatView{list: container.NewVBox(), suggestions: container.NewHBox()}
+	note := widget.NewLabel("No messages yet. Type below and press Ctrl+Enter.")
+	note.Importance = widget.LowImportance
+	note.Alignment = fyne.TextAlignCenter
+	v.empty = container.NewVBox(note, container.NewCenter(v.suggestions))
+	v.empty.Objects[1].Hide()
 	v.scroll = container.NewVScroll(v.list)
 	v.list.Add(v.empty)
 	v.ExtendBaseWidget(v)
 	return v
+}
+
+// SetSuggestions offers prompts as buttons while the transcript is empty
+// (none: nil).
+func (v *ChatView) SetSuggestions(prompts []string) {
+	v.suggestions.Objects = nil
+	if len(prompts) == 0 {
+		v.empty.Objects[1].Hide()
+	} else {
+		v.empty.Objects[1].Show()
+	}
+	if len(prompts) > 0 {
+		v.suggestions.Add(widget.NewLabel("Try:"))
+	}
+	for _, p := range prompts {
+		v.suggestions.Add(widget.NewButton(p, func() {
+			if v.OnSuggestion != nil {
+				v.OnSuggestion(p)
+			}
+		}))
+	}
+	v.suggestions.Refresh()
 }
 
 // SetMessages replaces the transcript.
@@ -99,23 +135,30 @@ func (v *ChatView) CreateRenderer() fyne.WidgetRenderer {
 
 // bubble is one message's widgets.
 type bubble struct {
-	who         *widget.Label
-	edit, regen *widget.Button
-	body        *widget.RichText
-	stats       *canvas.Text
-	bg          *canvas.Rectangle
-	box         *fyne.Container
-	text        string
+	who               *widget.Label
+	edit, regen, copy *widget.Button
+	body              *fyne.Container // one block widget per chatBlock
+	blocks            []blockView
+	stats             *canvas.Text
+	bg                *canvas.Rectangle
+	box               *fyne.Container
+	raw, text         string // the message as written; as shown (with the cursor)
+	onCopy            func(string)
 }
 
 func (v *ChatView) newBubble(i int) *bubble {
 	b := &bubble{
 		who:   widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		body:  widget.NewRichText(),
+		body:  container.NewVBox(),
 		stats: canvas.NewText("", nil),
 		bg:    canvas.NewRectangle(nil),
 	}
-	b.body.Wrapping = fyne.TextWrapWord
+	b.onCopy = func(s string) {
+		if v.OnCopy != nil {
+			v.OnCopy(s)
+		}
+	}
+	b.copy = widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() { b.onCopy(b.raw) })
 	b.edit = widget.NewButtonWithIcon("Edit", theme.DocumentCreateIcon(), func() {
 		if v.OnEdit != nil {
 			v.OnEdit(i)
@@ -126,9 +169,9 @@ func (v *ChatView) newBubble(i int) *bubble {
 			v.OnRegenerate(i)
 		}
 	})
-	b.edit.Importance, b.regen.Importance = widget.LowImportance, widget.LowImportance
+	b.edit.Importance, b.regen.Importance, b.copy.Importance = widget.LowImportance, widget.LowImportance, widget.LowImportance
 	b.bg.CornerRadius = theme.InputRadiusSize()
-	head := container.NewHBox(b.who, layout.NewSpacer(), b.edit, b.regen)
+	head := container.NewHBox(b.who, layout.NewSpacer(), b.copy, b.edit, b.regen)
 	b.box = container.NewStack(b.bg, container.NewPadded(container.NewVBox(head, b.body, b.stats)))
 	return b
 }
@@ -144,13 +187,15 @@ func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 	b.bg.Refresh()
 	b.edit.Hidden = !user
 	b.regen.Hidden = !canRegenerate
+	b.raw = m.Text
+	b.copy.Hidden = m.Streaming || m.Text == ""
 	text := m.Text
 	if m.Streaming {
 		text += " ▍"
 	}
 	if text != b.text {
 		b.text = text
-		b.body.ParseMarkdown(text)
+		b.showBlocks(splitBlocks(text))
 	}
 	b.stats.Text = m.Stats
 	b.stats.Hidden = m.Stats == ""
@@ -159,4 +204,89 @@ func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 	b.stats.Refresh()
 	b.edit.Refresh()
 	b.regen.Refresh()
+	b.copy.Refresh()
+}
+
+// blockView is the widget of one of a message's blocks: a code block, or
+// rich text for prose with the text it shows.
+type blockView struct {
+	code  *codeBlock
+	prose *widget.RichText
+	text  string
+}
+
+func (b blockView) object() fyne.CanvasObject {
+	if b.code != nil {
+		return b.code
+	}
+	return b.prose
+}
+
+// showBlocks shows the message's blocks, reusing the widgets of blocks
+// that keep their kind: while an answer streams only its last block
+// changes, and only that one is parsed again.
+func (b *bubble) showBlocks(blocks []chatBlock) {
+	for i, bl := range blocks {
+		if i < len(b.blocks) {
+			v := &b.blocks[i]
+			switch {
+			case bl.code && v.code != nil:
+				v.code.set(bl.lang, bl.text)
+				continue
+			case !bl.code && v.prose != nil:
+				if v.text != bl.text {
+					v.text = bl.text
+					v.prose.Segments = proseSegments(bl.text)
+					v.prose.Refresh()
+				}
+				continue
+			}
+			b.blocks = b.blocks[:i]
+		}
+		if bl.code {
+			c := newCodeBlock(b.onCopy)
+			c.set(bl.lang, bl.text)
+			b.blocks = append(b.blocks, blockView{code: c})
+		} else {
+			r := widget.NewRichText(proseSegments(bl.text)...)
+			r.Wrapping = fyne.TextWrapWord
+			b.blocks = append(b.blocks, blockView{prose: r, text: bl.text})
+		}
+	}
+	b.blocks = b.blocks[:len(blocks)]
+	b.body.Objects = b.body.Objects[:0]
+	for _, v := range b.blocks {
+		b.body.Objects = append(b.body.Objects, v.object())
+	}
+	b.body.Refresh()
+}
+
+// segmentsText is the text of rich text segments, lists' items included.
+func segmentsText(segs []widget.RichTextSegment) string {
+	var s strings.Builder
+	for _, seg := range segs {
+		switch t := seg.(type) {
+		case *widget.ListSegment:
+			s.WriteString(segmentsText(t.Items))
+		case *widget.ParagraphSegment:
+			s.WriteString(segmentsText(t.Texts))
+		default:
+			s.WriteString(seg.Textual())
+		}
+	}
+	return s.String()
+}
+
+// shownText is the message as the blocks show it, code fenced again (for
+// tests).
+func (b *bubble) shownText() string {
+	var parts []string
+	for _, v := range b.blocks {
+		if v.code != nil {
+			parts = append(parts, "```"+v.code.lang+"\n"+v.code.code+"\n```")
+		} else {
+			parts = append(parts, segmentsText(v.prose.Segments))
+		}
+	}
+	return strings.Join(parts, "\n")
 }

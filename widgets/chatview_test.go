@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 )
 
@@ -18,10 +20,15 @@ func newTestChat(t *testing.T) (*ChatView, fyne.Window) {
 	return v, w
 }
 
-func bodyText(v *ChatView, i int) string {
+func bodyText(v *ChatView, i int) string { return v.bubbles[i].shownText() }
+
+// drawnTexts is every canvas text drawn inside o, joined.
+func drawnTexts(o fyne.CanvasObject) string {
 	var b strings.Builder
-	for _, s := range v.bubbles[i].body.Segments {
-		b.WriteString(s.Textual())
+	for _, c := range test.LaidOutObjects(o) {
+		if t, ok := c.(*canvas.Text); ok && t.Visible() {
+			b.WriteString(t.Text)
+		}
 	}
 	return b.String()
 }
@@ -45,6 +52,12 @@ func TestChatViewStreams(t *testing.T) {
 	v.UpdateMessage(1, ChatMessage{Role: "assistant", Text: text, Stats: "7 tokens, 120.0 tok/s"})
 	if got := bodyText(v, 1); got != text {
 		t.Errorf("final body %q", got)
+	}
+	// What is drawn, not only the segments: the streamed text reached the
+	// rich text's renderer (a widget wrapping another once kept its first
+	// rendering, the cursor alone).
+	if drawn := drawnTexts(v); !strings.Contains(drawn, text) || strings.Contains(drawn, "▍") {
+		t.Errorf("drawn %q", drawn)
 	}
 	var regenerated []int
 	v.OnRegenerate = func(i int) { regenerated = append(regenerated, i) }
@@ -80,18 +93,104 @@ func TestChatViewEdit(t *testing.T) {
 	}
 }
 
-// Code fences are rendered as monospaced code blocks.
+// Fenced code shows as a code block: monospaced, coloured by its
+// language, with a Copy button that copies the code alone; every message
+// has a Copy button for its text as written.
 func TestChatViewCodeBlock(t *testing.T) {
 	v, _ := newTestChat(t)
-	v.SetMessages([]ChatMessage{{Role: "assistant", Text: "Run:\n\n```\nmake run\n```\n"}})
-	var code *widget.TextSegment
-	for _, s := range v.bubbles[0].body.Segments {
-		if ts, ok := s.(*widget.TextSegment); ok && ts.Style == widget.RichTextStyleCodeBlock {
-			code = ts
+	var copied []string
+	v.OnCopy = func(s string) { copied = append(copied, s) }
+	msg := "Run:\n\n```go\nfunc main() {\n\t// hello\n\tprintln(\"hi\", 42)\n}\n```\n\nThen check it."
+	v.SetMessages([]ChatMessage{{Role: "assistant", Text: msg}})
+	blocks := v.bubbles[0].blocks
+	if len(blocks) != 3 {
+		t.Fatalf("%d blocks, want prose, code, prose", len(blocks))
+	}
+	code := blocks[1].code
+	if code == nil || code.lang != "go" || code.code != "func main() {\n\t// hello\n\tprintln(\"hi\", 42)\n}" {
+		t.Fatalf("code block %#v", code)
+	}
+	colours := map[string]fyne.ThemeColorName{}
+	var rows []string
+	row := ""
+	for _, s := range code.text.Segments {
+		ts := s.(*widget.TextSegment)
+		if !ts.Style.TextStyle.Monospace {
+			t.Errorf("segment %q is not monospaced", ts.Text)
+		}
+		colours[strings.TrimSpace(ts.Text)] = ts.Style.ColorName
+		if row += ts.Text; !ts.Style.Inline {
+			rows, row = append(rows, row), ""
 		}
 	}
-	if code == nil || code.Text != "make run" || !code.Style.TextStyle.Monospace {
-		t.Fatalf("no monospaced code block: %#v", v.bubbles[0].body.Segments)
+	if len(rows) != 4 || rows[0] != "func main() {" || rows[3] != "}" {
+		t.Errorf("code rows %q, want the 4 lines", rows)
+	}
+	for tok, want := range map[string]fyne.ThemeColorName{"func": theme.ColorNamePrimary, "// hello": theme.ColorNamePlaceHolder, `"hi"`: theme.ColorNameSuccess, "42": theme.ColorNameWarning} {
+		if colours[tok] != want {
+			t.Errorf("%s coloured %q, want %q (%v)", tok, colours[tok], want, colours)
+		}
+	}
+	b := buttonsNamed(v, "Copy")
+	if len(b) != 2 {
+		t.Fatalf("%d Copy buttons, want one for the message and one for the code", len(b))
+	}
+	for _, btn := range b {
+		test.Tap(btn)
+	}
+	if len(copied) != 2 || copied[0] != msg || copied[1] != code.code {
+		t.Errorf("copied %q", copied)
+	}
+	assertMarkup(t, "chat_code.xml", v)
+}
+
+// A code block still streaming (its fence not closed yet) shows as code,
+// and a message's line breaks are kept (Markdown would join the lines of
+// a paragraph into one).
+func TestChatViewLineBreaksAndOpenFence(t *testing.T) {
+	v, _ := newTestChat(t)
+	fortune := "The most important thing in a relationship between a man and a woman\nis that one of them be good at taking orders.\n\t\t-- Linda Festa"
+	v.SetMessages([]ChatMessage{{Role: "assistant", Text: fortune}, {Role: "assistant", Text: "Here:\n```sh\nmake run", Streaming: true}})
+	want := "The most important thing in a relationship between a man and a woman\nis that one of them be good at taking orders.\n        -- Linda Festa"
+	if got := bodyText(v, 0); got != want {
+		t.Errorf("fortune shown as %q, want %q", got, want)
+	}
+	if got := bodyText(v, 1); got != "Here:\n```sh\nmake run ▍\n```" {
+		t.Errorf("streaming code shown as %q", got)
+	}
+	// Lists and headings still work; a list item's own lines stay apart.
+	for md, want := range map[string]string{
+		"# Title\nText":        "TitleText",
+		"Steps:\n- one\n- two": "Steps:onetwo",
+		"a\nb\n\nc":            "a\nbc",
+		"**bold**\nplain":      "bold\nplain",
+		"1. first\n2. second":  "firstsecond",
+		"x\n---\ny":            "xy",
+	} {
+		v.SetMessages([]ChatMessage{{Role: "assistant", Text: md}})
+		if got := bodyText(v, 0); got != want {
+			t.Errorf("%q shown as %q, want %q", md, got, want)
+		}
+	}
+}
+
+// An empty transcript offers the suggested prompts.
+func TestChatViewSuggestions(t *testing.T) {
+	v, _ := newTestChat(t)
+	var picked []string
+	v.OnSuggestion = func(p string) { picked = append(picked, p) }
+	v.SetSuggestions([]string{"Quote Genesis 1:3.", "Tell me a fortune."})
+	b := buttonsNamed(v, "Tell me a fortune.")
+	if len(b) != 1 {
+		t.Fatal("no suggestion button")
+	}
+	test.Tap(b[0])
+	if len(picked) != 1 || picked[0] != "Tell me a fortune." {
+		t.Errorf("picked %q", picked)
+	}
+	v.SetMessages([]ChatMessage{{Role: "user", Text: "hi"}})
+	if len(buttonsNamed(v, "Tell me a fortune.")) != 0 {
+		t.Error("suggestions shown over a transcript")
 	}
 }
 

@@ -227,10 +227,18 @@ func (g *GPUCanvas) actions(c *Chip) []chipAction {
 		out = append(out, chipAction{"Use for the draft (D)", func() { g.add(ZoneDraft, id, -1) }})
 	}
 	if c.zone != ZonePool {
-		out = append(out,
-			chipAction{"Move left (←)", func() { g.shift(c.zone, id, -1) }},
-			chipAction{"Move right (→)", func() { g.shift(c.zone, id, +1) }},
-			chipAction{"Remove (Delete)", func() { g.remove(c.zone, id) }})
+		// Only the moves that move something: a lone chip's menu offered
+		// Move left and Move right first, and choosing them did nothing
+		// (issue 26, item 10).
+		list := *zoneList(&g.pl, c.zone)
+		i := slices.Index(list, id)
+		if i > 0 {
+			out = append(out, chipAction{"Move left (←)", func() { g.shift(c.zone, id, -1) }})
+		}
+		if i >= 0 && i < len(list)-1 {
+			out = append(out, chipAction{"Move right (→)", func() { g.shift(c.zone, id, +1) }})
+		}
+		out = append(out, chipAction{"Remove (Delete)", func() { g.remove(c.zone, id) }})
 	}
 	return out
 }

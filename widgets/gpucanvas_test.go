@@ -2,6 +2,7 @@ package widgets
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
@@ -172,5 +173,39 @@ func TestSetPlacementCleans(t *testing.T) {
 	}
 	if len(*got) != 0 {
 		t.Error("SetPlacement called OnChanged")
+	}
+}
+
+// A chip's menu offers only what changes something: a lone chip in a zone
+// has no Move left or Move right (they were its first items and did
+// nothing), the first of two has Move right, the last Move left.
+func TestChipMenuOffersWhatMoves(t *testing.T) {
+	g, _, got := newTestCanvas(t, Placement{Target: []int{0, 1}, Draft: []int{2}})
+	labels := func(c *Chip) (out []string) {
+		for _, a := range g.actions(c) {
+			out = append(out, a.label)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		zone Zone
+		id   int
+		want string
+	}{
+		{ZoneDraft, 2, "Use for the target (T)|Remove (Delete)"},
+		{ZoneTarget, 0, "Use for the draft (D)|Move right (→)|Remove (Delete)"},
+		{ZoneTarget, 1, "Use for the draft (D)|Move left (←)|Remove (Delete)"},
+	} {
+		if l := strings.Join(labels(g.ChipOf(tc.zone, tc.id)), "|"); l != tc.want {
+			t.Errorf("%s chip %d offers %q, want %q", tc.zone, tc.id, l, tc.want)
+		}
+	}
+	for _, a := range g.actions(g.ChipOf(ZoneTarget, 1)) {
+		if a.label == "Move left (←)" {
+			a.do()
+		}
+	}
+	if n := len(*got); n != 1 || !slices.Equal((*got)[0].Target, []int{1, 0}) {
+		t.Errorf("after Move left: %v", *got)
 	}
 }

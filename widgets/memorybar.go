@@ -49,13 +49,17 @@ func (d DeviceMemory) Verdict() string {
 
 // Breakdown lists the non-empty categories: "weights 1.1 GiB · KV 64 MiB".
 func (d DeviceMemory) Breakdown() string {
+	return strings.Join(d.breakdownParts(), " · ")
+}
+
+func (d DeviceMemory) breakdownParts() []string {
 	var parts []string
 	for _, s := range d.Segments {
 		if s.Bytes > 0 {
 			parts = append(parts, s.Category.String()+" "+ibytes(s.Bytes))
 		}
 	}
-	return strings.Join(parts, " · ")
+	return parts
 }
 
 func ibytes(n int64) string { return humanize.IBytes(uint64(max(0, n))) }
@@ -85,12 +89,11 @@ func (b *MemoryBar) Memory() DeviceMemory { return b.mem }
 
 func (b *MemoryBar) CreateRenderer() fyne.WidgetRenderer {
 	r := &memoryBarRenderer{bar: b,
-		title:     canvas.NewText("", nil),
-		verdict:   canvas.NewText("", nil),
-		breakdown: canvas.NewText("", nil),
-		track:     canvas.NewRectangle(nil),
-		over:      canvas.NewRectangle(nil),
-		limit:     canvas.NewRectangle(nil),
+		title:   canvas.NewText("", nil),
+		verdict: canvas.NewText("", nil),
+		track:   canvas.NewRectangle(nil),
+		over:    canvas.NewRectangle(nil),
+		limit:   canvas.NewRectangle(nil),
 	}
 	r.title.TextStyle.Bold = true
 	r.verdict.Alignment = fyne.TextAlignTrailing
@@ -102,28 +105,87 @@ func (b *MemoryBar) CreateRenderer() fyne.WidgetRenderer {
 const barHeight = 16
 
 type memoryBarRenderer struct {
-	bar                       *MemoryBar
-	title, verdict, breakdown *canvas.Text
-	track, over, limit        *canvas.Rectangle
-	segments                  []*canvas.Rectangle
+	bar            *MemoryBar
+	title, verdict *canvas.Text
+	// breakdown is the line under the bar, a text per category; the
+	// texts flow onto more lines when the bar is narrower than they are,
+	// so a narrow window keeps every amount in view.
+	breakdown          []*canvas.Text
+	track, over, limit *canvas.Rectangle
+	segments           []*canvas.Rectangle
+}
+
+// flow places the breakdown's texts in lines of at most width and
+// returns their height.
+func (r *memoryBarRenderer) flow(width float32, place bool) float32 {
+	x, y, lineH := float32(0), float32(0), float32(0)
+	for _, t := range r.breakdown {
+		sz := t.MinSize()
+		if x > 0 && x+sz.Width > width {
+			x, y = 0, y+lineH
+		}
+		if place {
+			t.Move(fyne.NewPos(x, y))
+			t.Resize(sz)
+		}
+		x += sz.Width
+		lineH = max(lineH, sz.Height)
+	}
+	return y + lineH
+}
+
+// flowWidth is the breakdown's width on one line.
+func (r *memoryBarRenderer) flowWidth() float32 {
+	var w float32
+	for _, t := range r.breakdown {
+		w += t.MinSize().Width
+	}
+	return w
 }
 
 func (r *memoryBarRenderer) Destroy() {}
 
+// head is the height of the title and the verdict at width: one line
+// when both fit side by side, else the verdict under the title.
+func (r *memoryBarRenderer) head(width float32) (height float32, oneLine bool) {
+	th := r.title.MinSize().Height
+	if r.title.MinSize().Width+r.verdict.MinSize().Width+4*theme.Padding() <= width {
+		return th, true
+	}
+	return 2 * th, false
+}
+
 func (r *memoryBarRenderer) MinSize() fyne.Size {
 	pad := theme.Padding()
-	w := max(r.title.MinSize().Width+r.verdict.MinSize().Width+4*pad, r.breakdown.MinSize().Width, 240)
-	return fyne.NewSize(w, r.title.MinSize().Height+barHeight+r.breakdown.MinSize().Height+2*pad)
+	w := max(r.title.MinSize().Width, r.verdict.MinSize().Width, 240)
+	for _, t := range r.breakdown {
+		w = max(w, t.MinSize().Width)
+	}
+	width := r.bar.Size().Width
+	if width <= 0 { // not laid out yet: as wide as one line of each wants
+		width = r.title.MinSize().Width + r.verdict.MinSize().Width + 4*pad
+		width = max(width, r.flowWidth())
+	}
+	width = max(width, w)
+	hh, _ := r.head(width)
+	return fyne.NewSize(w, hh+barHeight+r.flow(width, false)+2*pad)
 }
 
 func (r *memoryBarRenderer) Layout(size fyne.Size) {
 	pad := theme.Padding()
 	th := r.title.MinSize().Height
+	hh, oneLine := r.head(size.Width)
 	r.title.Move(fyne.NewPos(0, 0))
-	r.title.Resize(fyne.NewSize(size.Width/2, th))
-	r.verdict.Move(fyne.NewPos(size.Width/2, 0))
-	r.verdict.Resize(fyne.NewSize(size.Width/2, th))
-	y := th + pad
+	if oneLine {
+		r.title.Resize(fyne.NewSize(size.Width/2, th))
+		r.verdict.Move(fyne.NewPos(size.Width/2, 0))
+		r.verdict.Resize(fyne.NewSize(size.Width/2, th))
+	} else {
+		r.title.Resize(fyne.NewSize(size.Width, th))
+		r.verdict.Move(fyne.NewPos(0, th))
+		r.verdict.Resize(fyne.NewSize(size.Width, th))
+	}
+	y := hh + pad
 	r.track.Move(fyne.NewPos(0, y))
 	r.track.Resize(fyne.NewSize(size.Width, barHeight))
 
@@ -144,8 +206,10 @@ func (r *memoryBarRenderer) Layout(size fyne.Size) {
 	r.limit.Resize(fyne.NewSize(2, barHeight+4))
 	r.limit.Hidden = m.Over() == 0
 
-	r.breakdown.Move(fyne.NewPos(0, y+barHeight+pad))
-	r.breakdown.Resize(fyne.NewSize(size.Width, r.breakdown.MinSize().Height))
+	r.flow(size.Width, true)
+	for _, t := range r.breakdown {
+		t.Move(t.Position().AddXY(0, y+barHeight+pad))
+	}
 }
 
 func (r *memoryBarRenderer) Objects() []fyne.CanvasObject {
@@ -153,7 +217,11 @@ func (r *memoryBarRenderer) Objects() []fyne.CanvasObject {
 	for _, s := range r.segments {
 		objs = append(objs, s)
 	}
-	return append(objs, r.over, r.limit, r.breakdown)
+	objs = append(objs, r.over, r.limit)
+	for _, t := range r.breakdown {
+		objs = append(objs, t)
+	}
+	return objs
 }
 
 func (r *memoryBarRenderer) Refresh() {
@@ -176,9 +244,19 @@ func (r *memoryBarRenderer) refresh() {
 	} else {
 		r.verdict.TextStyle.Bold = false
 	}
-	r.breakdown.Text = m.Breakdown()
-	r.breakdown.Color = themeColor(theme.ColorNamePlaceHolder)
-	r.breakdown.TextSize = theme.CaptionTextSize()
+	parts := m.breakdownParts()
+	for len(r.breakdown) < len(parts) {
+		r.breakdown = append(r.breakdown, canvas.NewText("", nil))
+	}
+	r.breakdown = r.breakdown[:len(parts)]
+	for i, p := range parts {
+		if i < len(parts)-1 {
+			p += " · "
+		}
+		t := r.breakdown[i]
+		t.Text, t.Color, t.TextSize = p, themeColor(theme.ColorNamePlaceHolder), theme.CaptionTextSize()
+		t.Refresh()
+	}
 	r.track.FillColor = themeColor(theme.ColorNameInputBackground)
 	r.over.FillColor = withAlpha(overColor(), 0x8c)
 	r.limit.FillColor = overColor()
@@ -190,7 +268,7 @@ func (r *memoryBarRenderer) refresh() {
 	for i, s := range m.Segments {
 		r.segments[i].FillColor = s.Category.Color()
 	}
-	for _, t := range []*canvas.Text{r.title, r.verdict, r.breakdown} {
+	for _, t := range []*canvas.Text{r.title, r.verdict} {
 		t.Refresh()
 	}
 }

@@ -91,3 +91,36 @@ func TestMemoryPreview(t *testing.T) {
 	p.Set(Preview{Devices: []DeviceMemory{fitting()}, Fits: true, Summary: "Fits."})
 	assertMarkup(t, "preview_fits.xml", p)
 }
+
+// In a narrow window the line under the bar flows onto more lines rather
+// than widening the bar past the window (the Models page at 800x600 was
+// cut off by it: issue 26, item 10).
+func TestMemoryBarBreakdownWraps(t *testing.T) {
+	test.NewTempApp(t)
+	b := NewMemoryBar(fitting())
+	w := test.NewTempWindow(t, b)
+	w.Resize(fyne.NewSize(900, 100))
+	r := test.TempWidgetRenderer(t, b).(*memoryBarRenderer)
+	rows := func() map[float32]bool {
+		ys := map[float32]bool{}
+		for _, t := range r.breakdown {
+			ys[t.Position().Y] = true
+		}
+		return ys
+	}
+	if len(rows()) != 1 {
+		t.Errorf("%d lines at 900 wide, want 1", len(rows()))
+	}
+	if min := b.MinSize().Width; min > 260 {
+		t.Fatalf("min width %v: the bar cannot be narrower than its one-line breakdown", min)
+	}
+	b.Resize(fyne.NewSize(260, b.MinSize().Height))
+	if len(rows()) < 2 || b.MinSize().Height <= 60 {
+		t.Errorf("at 260 wide: %d lines, min height %v", len(rows()), b.MinSize().Height)
+	}
+	for _, t2 := range r.breakdown {
+		if right := t2.Position().X + t2.Size().Width; right > 260 {
+			t.Errorf("%q ends at %v, past the bar's width", t2.Text, right)
+		}
+	}
+}

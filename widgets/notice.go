@@ -24,6 +24,7 @@ type Notice struct {
 	text      *widget.Label
 	detail    *widget.Label
 	details   *widget.Button
+	action    *widget.Button
 	icon      *widget.Icon
 	content   *fyne.Container
 	onDismiss func()
@@ -54,8 +55,10 @@ func NewNotice() *Notice {
 		}
 	})
 	closeBtn.Importance = widget.LowImportance
+	n.action = widget.NewButton("", nil)
+	n.action.Hide()
 	n.content = container.NewVBox(
-		container.NewBorder(nil, nil, n.icon, container.NewHBox(n.details, closeBtn), n.text),
+		container.NewBorder(nil, nil, n.icon, container.NewHBox(n.action, n.details, closeBtn), n.text),
 		n.detail)
 	n.ExtendBaseWidget(n)
 	n.Hide()
@@ -85,6 +88,14 @@ func (n *Notice) Set(kind NoticeKind, text, detail string) {
 	n.text.Refresh()
 	n.Show()
 	n.Refresh()
+}
+
+// SetAction shows a button labelled label that calls do ("": none).
+func (n *Notice) SetAction(label string, do func()) {
+	n.action.SetText(label)
+	n.action.OnTapped = do
+	n.action.Hidden = label == ""
+	n.action.Refresh()
 }
 
 // Text is the notice's message.

@@ -60,9 +60,14 @@ func (d Device) Capacity() uint64 {
 	return d.MemoryFree
 }
 
-// Label is the short name people see in tables: "GPU 3", "CPU 1", "cuda0/2".
+// Label is the short name people see in tables: "GPU 3", "cuda0/2", and
+// "CPU" for the host (one per machine, so the window's chip and the
+// planner's words name it alike) or "CPU 1" for a virtual one, of which
+// there may be several.
 func (d Device) Label() string {
 	switch {
+	case d.Kind == CPU && !d.Virtual:
+		return "CPU"
 	case d.Kind == CPU:
 		return fmt.Sprintf("CPU %d", d.Index)
 	case d.Virtual:

@@ -27,6 +27,17 @@ func TestParseVirtual(t *testing.T) {
 	if got := inv.Devices[1].Label(); got != "cuda0/1" {
 		t.Errorf("label %q, want cuda0/1", got)
 	}
+	if got := inv.Devices[3].Label(); got != "CPU 3" {
+		t.Errorf("a virtual CPU's label %q, want CPU 3 (there may be several)", got)
+	}
+}
+
+// The host's CPU is one device, named as the window's chip names it, not
+// "CPU 3" after the GPUs' numbers (issue 26, item 10).
+func TestHostCPULabel(t *testing.T) {
+	if got := (Device{Kind: CPU, Index: 3, Physical: -1}).Label(); got != "CPU" {
+		t.Errorf("host CPU label %q", got)
+	}
 }
 
 func TestParseVirtualRejects(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
@@ -91,8 +92,8 @@ func TestHostileParamsAreRefusedBeforeAllocation(t *testing.T) {
 		if err == nil {
 			m.Close()
 			t.Errorf("%s: loaded", c.name)
-		} else if !errors.Is(err, ErrBadParam) && !errors.Is(err, ErrShape) && !errors.Is(err, ErrUnsupported) {
-			t.Errorf("%s: %v, want a bad hyper-parameter, shape or unsupported feature", c.name, err)
+		} else if !errors.Is(err, ErrBadParam) && !errors.Is(err, ErrShape) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, plan.ErrBadHeader) {
+			t.Errorf("%s: %v, want a bad hyper-parameter, shape, unsupported feature or bad header", c.name, err)
 		}
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
 			t.Errorf("%s: %d MB allocated before the refusal (%v)", c.name, grew>>20, err)

@@ -45,7 +45,7 @@ type model struct {
 func newModel(role Role, f *gguf.File, p Placement, target *model) (*model, error) {
 	shape, err := readShape(f)
 	if err != nil {
-		return nil, fmt.Errorf("plan: %s %s: %w", role, f.Path, err)
+		return nil, fmt.Errorf("plan: %s %s: %w: %w", role, f.Path, ErrBadHeader, err)
 	}
 	m := &model{role: role, file: f, shape: shape, p: p}
 	if err := m.resolveHeadAndEmbedding(target); err != nil {

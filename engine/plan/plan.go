@@ -17,6 +17,12 @@ const (
 	maxBatch = 1 << 20
 )
 
+// ErrBadHeader is a model whose header does not describe a model the
+// planner can lay out (a count missing or past its cap, heads that do not
+// group, tensors past the block count): such a file is refused before
+// anything is sized by its numbers.
+var ErrBadHeader = errors.New("bad model header")
+
 // Defaults Resolve applies: the context is the model's trained length
 // capped at DefaultCtx, the batch DefaultBatch capped at the context.
 const (

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/chat"
 )
 
 // endpoint is what tells chat and text completions apart on the wire.
@@ -15,6 +17,9 @@ type endpoint struct {
 	chat   bool
 	object string // of a whole response; a stream chunk's is object+".chunk" for chat
 	prefix string // of the response id
+	// tools is the syntax the answer's tool calls are read in
+	// (chat.NoToolSyntax: the answer is all content).
+	tools chat.ToolSyntax
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +33,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.complete(w, r, endpoint{chat: true, object: "chat.completion", prefix: "chatcmpl-"}, req, &body.sampleParams)
+	syntax, e := s.structure(&body.sampleParams, &body, &req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.complete(w, r, endpoint{chat: true, object: "chat.completion", prefix: "chatcmpl-", tools: syntax}, req, &body.sampleParams)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -38,6 +48,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, e := body.request(s.opt.Rand)
+	if e == nil {
+		_, e = s.structure(&body.sampleParams, nil, &req)
+	}
 	if e != nil {
 		writeError(w, e)
 		return
@@ -60,6 +73,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint, r
 	} else {
 		stats, finish, err = s.whole(r.Context(), w, ep, head, req)
 	}
+	outcome := finish
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		outcome = "cancelled"
+	case err != nil:
+		outcome = "error"
+	}
+	s.metrics.observe(ep, stats, outcome)
 	s.logRequest(r, head.ID, s.opt.Now().Sub(start).Seconds(), stats, finish, err)
 }
 
@@ -76,7 +97,25 @@ func (s *Server) whole(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 	}
 	c := choice{FinishReason: &finish}
 	if ep.chat {
-		c.Message = &wholeMessage{Role: "assistant", Content: text.String()}
+		content := text.String()
+		c.Message = &wholeMessage{Role: "assistant", Content: &content}
+		if ep.tools != chat.NoToolSyntax {
+			tc := newToolCalls(ep.tools, s.opt.Rand)
+			var sb strings.Builder
+			for _, d := range append(tc.p.Feed(content), tc.p.Flush()...) {
+				sb.WriteString(d.Content)
+			}
+			content = sb.String()
+			if calls := tc.calls(); len(calls) > 0 {
+				c.Message.ToolCalls = calls
+				if strings.TrimSpace(content) == "" {
+					c.Message.Content = nil
+				}
+				if finish == "stop" {
+					finish = "tool_calls"
+				}
+			}
+		}
 	} else {
 		t := text.String()
 		c.Text = &t
@@ -103,22 +142,44 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep endpoint,
 		ch.Choices = []choice{c}
 		return ch
 	}
-	send := func(text string) error {
-		var c choice
-		if ep.chat {
-			c.Delta = &chatDelta{Content: text}
-			if first {
-				c.Delta.Role = "assistant"
-			}
-		} else {
-			c.Text = &text
+	sendDelta := func(d chatDelta) error {
+		if first {
+			d.Role = "assistant"
 		}
 		first = false
-		return out.send(chunk(c))
+		return out.send(chunk(choice{Delta: &d}))
+	}
+	var tc *toolCalls
+	if ep.tools != chat.NoToolSyntax {
+		tc = newToolCalls(ep.tools, s.opt.Rand)
+	}
+	sendAll := func(ds []chat.Delta) error {
+		for _, d := range tc.deltas(ds) {
+			if err := sendDelta(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	send := func(text string) error {
+		switch {
+		case tc != nil:
+			return sendAll(tc.p.Feed(text))
+		case ep.chat:
+			return sendDelta(chatDelta{Content: text})
+		}
+		first = false
+		return out.send(chunk(choice{Text: &text}))
 	}
 	stats, finish, err := s.generate(ctx, req, send)
+	if err == nil && tc != nil {
+		err = sendAll(tc.p.Flush())
+		if len(tc.p.Calls()) > 0 && finish == "stop" {
+			finish = "tool_calls"
+		}
+	}
 	if err == nil && first && ep.chat {
-		err = send("") // every chat stream names the role
+		err = sendDelta(chatDelta{}) // every chat stream names the role
 	}
 	if err != nil {
 		if !out.started {
@@ -153,11 +214,18 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, ep endpoint,
 // through the stop strings to onText. It returns the finish reason as
 // OpenAI names it: "stop" or "length".
 func (s *Server) generate(ctx context.Context, req engine.Request, onText func(string) error) (engine.Stats, string, error) {
+	arrived := s.opt.Now()
 	release, err := s.queue.acquire(ctx)
 	if err != nil {
 		return engine.Stats{}, "", err
 	}
 	defer release()
+	s.metrics.running.Inc()
+	defer func() {
+		s.metrics.running.Dec()
+		s.metrics.kvTokens.Store(0)
+	}()
+	onText = s.timeFirstText(arrived, onText)
 
 	// The engine stops at req.Stop itself; filtering here too keeps the
 	// promise for any Generator, and cancelling genCtx is how a stop string
@@ -170,6 +238,7 @@ func (s *Server) generate(ctx context.Context, req engine.Request, onText func(s
 		werr error
 	)
 	stats, err := s.gen.Generate(genCtx, req, func(ev engine.Event) {
+		s.metrics.kvTokens.Store(int64(ev.Stats.PromptTokens + ev.Stats.GeneratedTokens))
 		if ev.Kind != engine.EventToken || hit || werr != nil {
 			return
 		}
@@ -205,6 +274,19 @@ func (s *Server) generate(ctx context.Context, req engine.Request, onText func(s
 	return stats, "stop", nil
 }
 
+// timeFirstText wraps onText to record the time from arrived to the first
+// text.
+func (s *Server) timeFirstText(arrived time.Time, onText func(string) error) func(string) error {
+	timed := false
+	return func(t string) error {
+		if !timed && t != "" {
+			timed = true
+			s.metrics.firstText(s.opt.Now().Sub(arrived))
+		}
+		return onText(t)
+	}
+}
+
 // fail answers err before any of the response was written; a client that
 // has gone gets nothing.
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
@@ -221,6 +303,8 @@ func (s *Server) apiError(err error) *APIError {
 		return api
 	case errors.Is(err, engine.ErrPromptTooLong):
 		return &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "context_length_exceeded", Message: err.Error()}
+	case errors.Is(err, chat.ErrNoTools):
+		return badRequest("tools", "%s", err.Error())
 	case errors.Is(err, errQueueFull):
 		return &APIError{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_full",
 			Message: fmt.Sprintf("%d requests are already waiting for the model; retry later", s.opt.MaxQueue)}

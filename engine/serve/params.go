@@ -119,12 +119,6 @@ func (c *chatRequest) request(newSeed func() uint64) (engine.Request, *APIError)
 	switch {
 	case c.Logprobs != nil && *c.Logprobs, c.TopLogprobs != nil && *c.TopLogprobs > 0:
 		return req, badRequest("logprobs", "logprobs are not supported")
-	case c.ResponseFormat != nil && c.ResponseFormat.Type != "" && c.ResponseFormat.Type != "text":
-		return req, badRequest("response_format", "response_format %q is not supported; only \"text\" is", c.ResponseFormat.Type)
-	case present(c.Tools):
-		return req, badRequest("tools", "tools are not supported")
-	case present(c.ToolChoice) && !bytes.Equal(c.ToolChoice, []byte(`"none"`)) && !bytes.Equal(c.ToolChoice, []byte(`"auto"`)):
-		return req, badRequest("tool_choice", "tool_choice is not supported")
 	case len(c.Messages) == 0:
 		return req, badRequest("messages", "messages must hold at least one message")
 	}
@@ -132,18 +126,31 @@ func (c *chatRequest) request(newSeed func() uint64) (engine.Request, *APIError)
 		param := fmt.Sprintf("messages[%d]", i)
 		role := m.Role
 		switch role {
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		case "developer": // OpenAI's newer name for system
 			role = "system"
 		case "":
 			return req, badRequest(param+".role", "%s has no role", param)
 		default:
-			return req, badRequest(param+".role", "role %q is not supported (system, developer, user, assistant are)", role)
+			return req, badRequest(param+".role", "role %q is not supported (system, developer, user, assistant, tool are)", role)
 		}
-		if present(m.ToolCalls) || m.ToolCallID != "" {
-			return req, badRequest(param+".tool_calls", "tool calls are not supported")
+		msg := chat.Message{Role: role, Content: string(m.Content), Name: m.Name}
+		switch {
+		case present(m.ToolCalls) && role != "assistant":
+			return req, badRequest(param+".tool_calls", "only assistant messages carry tool_calls")
+		case present(m.ToolCalls):
+			calls, err := chat.ParseToolCalls(m.ToolCalls, param+".tool_calls")
+			if err != nil {
+				return req, fieldError(err)
+			}
+			msg.ToolCalls = calls
+		case m.ToolCallID != "" && role != "tool":
+			return req, badRequest(param+".tool_call_id", "only tool messages carry a tool_call_id")
+		case role == "tool" && m.ToolCallID == "":
+			return req, badRequest(param+".tool_call_id", "a tool message must say which call it answers (tool_call_id)")
 		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: string(m.Content)})
+		msg.ToolCallID = m.ToolCallID
+		req.Messages = append(req.Messages, msg)
 	}
 	// A model whose GGUF has no usable chat template still chats, in ChatML,
 	// as llama.cpp's server does; refusing would leave such models unusable

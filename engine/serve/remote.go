@@ -58,6 +58,12 @@ func (r *Remote) Models(ctx context.Context) ([]string, error) {
 // the server's usage when it reports it and the pieces otherwise; the
 // speculative counts come through when the server is tandem.
 func (r *Remote) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	if req.Constraint != nil || len(req.Tools) > 0 {
+		// A constraint is compiled against this machine's vocabulary, and
+		// the calls would come back as tool_calls, which Events do not
+		// carry: neither can be forwarded faithfully.
+		return engine.Stats{}, errors.New("serve: remote: a constrained request or one with tools cannot be forwarded; send response_format or tools to the server itself")
+	}
 	now := r.Now
 	if now == nil {
 		now = time.Now

@@ -70,6 +70,7 @@ type Server struct {
 	queue    fifo
 	clients  clients
 	inflight sync.WaitGroup
+	metrics  *metrics
 }
 
 // New returns a Server for gen.
@@ -104,10 +105,12 @@ func New(gen Generator, opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
+	s := &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
 		// One running and MaxQueue waiting: the queue's own bound, checked
 		// before bodies are read.
 		clients: clients{perClient: opt.MaxClientRequests, total: opt.MaxQueue + 1}}
+	s.metrics = newMetrics(s)
+	return s
 }
 
 // route is one path of the API.
@@ -121,6 +124,8 @@ func (s *Server) route(path string) (route, bool) {
 	switch path {
 	case "/health":
 		return route{http.MethodGet, true, s.health}, true
+	case "/metrics":
+		return route{http.MethodGet, false, s.metrics.handler().ServeHTTP}, true
 	case "/v1/models":
 		return route{http.MethodGet, false, s.models}, true
 	case "/v1/chat/completions":

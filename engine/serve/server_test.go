@@ -125,7 +125,8 @@ func TestChatCompletion(t *testing.T) {
 		t.Fatalf("%d choices", len(got.Choices))
 	}
 	c := got.Choices[0]
-	if c.Message != (wholeMessage{"assistant", "one two three"}) || c.FinishReason != "stop" || string(c.Logprobs) != "null" {
+	if c.Message.Role != "assistant" || c.Message.Content == nil || *c.Message.Content != "one two three" || c.Message.ToolCalls != nil ||
+		c.FinishReason != "stop" || string(c.Logprobs) != "null" {
 		t.Errorf("choice: %+v", c)
 	}
 	if got.Usage != (usage{PromptTokens: 6, CompletionTokens: 3, TotalTokens: 9}) {
@@ -344,14 +345,22 @@ func TestBadRequests(t *testing.T) {
 		{"POST", chat, `{` + user + `,"max_tokens":0}`, 400, "max_tokens", "at least 1"},
 		{"POST", chat, `{` + user + `,"stop":[1]}`, 400, "stop", "string or an array"},
 		{"POST", chat, `{` + user + `,"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, 400, "stop", "at most 16"},
-		{"POST", chat, `{` + user + `,"tools":[{"type":"function"}]}`, 400, "tools", "not supported"},
+		{"POST", chat, `{` + user + `,"tools":[{"type":"function"}]}`, 400, "tools[0].function.name", "function name"},
+		{"POST", chat, `{` + user + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "tools", "not supported by this server's generator"},
+		{"POST", chat, `{` + user + `,"tool_choice":"sometimes"}`, 400, "tool_choice", "not one of"},
+		{"POST", chat, `{` + user + `,"tool_choice":"required"}`, 400, "tool_choice", "needs tools"},
+		{"POST", chat, `{` + user + `,"response_format":{"type":"xml"}}`, 400, "response_format", "not one of"},
+		{"POST", chat, `{` + user + `,"response_format":{"type":"json_object"},"grammar":"root ::= \"a\""}`, 400, "grammar", "not both"},
+		{"POST", chat, `{"messages":[{"role":"user","content":"x","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, 400, "messages[0].tool_calls", "only assistant"},
+		{"POST", chat, `{"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]}`, 400, "messages[0].tool_calls[0].function.name", "name its function"},
 		{"POST", chat, `{` + user + `,"logprobs":true}`, 400, "logprobs", "not supported"},
-		{"POST", chat, `{` + user + `,"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported"},
+		{"POST", chat, `{` + user + `,"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported by this server's generator"},
 		{"POST", chat, `{` + user + `,"repeat_penalty":1.1,"repetition_penalty":1.2}`, 400, "repetition_penalty", "not both"},
 		{"POST", chat, `{` + user + `,"logit_bias":{"1":5}}`, 400, "logit_bias", "not supported"},
 		{"POST", chat, `{` + user + `,"ignore_eos":true}`, 400, "ignore_eos", "needs max_tokens"},
 		{"POST", chat, `{"messages":[]}`, 400, "messages", "at least one"},
-		{"POST", chat, `{"messages":[{"role":"tool","content":"x"}]}`, 400, "messages[0].role", "not supported"},
+		{"POST", chat, `{"messages":[{"role":"tool","content":"x"}]}`, 400, "messages[0].tool_call_id", "which call"},
+		{"POST", chat, `{"messages":[{"role":"function","content":"x"}]}`, 400, "messages[0].role", "not supported"},
 		{"POST", chat, `{"messages":[{"content":"x"}]}`, 400, "messages[0].role", "no role"},
 		{"POST", chat, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "content", "image_url"},
 		{"POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 2000) + `"}]}`, 413, "", "larger than"},

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"encoding/json"
+
+	"github.com/tandem-run/tandem/engine/chat"
 )
 
 // Request bodies. Every field a client may send is listed, so that decoding
@@ -27,6 +29,7 @@ type sampleParams struct {
 	Stream            bool               `json:"stream"`
 	StreamOptions     *streamOptions     `json:"stream_options"`
 	IgnoreEOS         bool               `json:"ignore_eos"` // extension (llama.cpp, vLLM)
+	Grammar           string             `json:"grammar"`    // extension (llama.cpp): GBNF the output follows
 	LogitBias         map[string]float64 `json:"logit_bias"`
 	User              string             `json:"user"` // accepted and unused
 }
@@ -42,17 +45,12 @@ type chatRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
-	ResponseFormat      *responseFormat `json:"response_format"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	Store               *bool           `json:"store"`    // accepted; nothing is stored
 	Metadata            json.RawMessage `json:"metadata"` // accepted and unused
-}
-
-type responseFormat struct {
-	Type       string          `json:"type"`
-	JSONSchema json.RawMessage `json:"json_schema"`
 }
 
 // chatMessage is one message as clients send it, including the fields an
@@ -116,14 +114,32 @@ type choice struct {
 }
 
 type chatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
-// wholeMessage always carries its content, even when empty.
+// toolCallDelta is a piece of a streamed tool call: the first names the
+// call (id, type, function name, arguments ""), later ones add to its
+// arguments.
+type toolCallDelta struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function functionDelta `json:"function"`
+}
+
+type functionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// wholeMessage always carries its content, even when empty, except that
+// an answer of tool calls alone has null content, as OpenAI's has.
 type wholeMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	ToolCalls []chat.ToolCall `json:"tool_calls,omitempty"`
 }
 
 type modelList struct {
