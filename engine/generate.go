@@ -138,6 +138,7 @@ type generation struct {
 	text     strings.Builder // everything emitted, for stop strings
 	held     string          // decoded text held back: it may begin a stop string
 	probs    []float32
+	certain  []float32 // a one-hot draft distribution (oneHot)
 
 	// chooser chooses the draft length (nil: the target alone). drafted
 	// is the last step's drafted tokens, proposed or cut; took and made
@@ -341,7 +342,7 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 			return nil, err
 		}
 		g.probs = p
-		q := oneHot(dists, i, d, len(p))
+		q := g.oneHot(dists, i, d)
 		if spec.Accept(p, q, d, g.sampler.Uniform()) {
 			out = append(out, d)
 			continue
@@ -352,14 +353,20 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 	return append(out, t), err
 }
 
-// oneHot is dists[i], or a certain distribution on d when the drafter gave none.
-func oneHot(dists [][]float32, i int, d int32, n int) []float32 {
+// oneHot is dists[i], or a certain distribution on d when the drafter gave
+// none: zeros up to d and 1 at d (spec.Accept and spec.Residual take the
+// tokens past it as 0), valid until the next call.
+func (g *generation) oneHot(dists [][]float32, i int, d int32) []float32 {
 	if dists != nil {
 		return dists[i]
 	}
-	q := make([]float32, n)
-	q[d] = 1
-	return q
+	if cap(g.certain) <= int(d) {
+		g.certain = make([]float32, d+1)
+	}
+	clear(g.certain)
+	g.certain = g.certain[:d+1]
+	g.certain[d] = 1
+	return g.certain
 }
 
 // remaining is how many more tokens the request allows.
