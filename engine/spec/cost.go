@@ -44,8 +44,9 @@ package spec
 // pay (the conversation turns to text the draft knows) is noticed.
 //
 // How the engine feeds it (engine/generate.go). A Runner keeps one
-// Chooser per kind of drafting, greedy (on the device) and sampled
-// (distributions on the host), for the pair and device layout it loaded:
+// Chooser per kind of drafting, greedy (on the device) and through the
+// host (sampled, penalised, or masked by a grammar), for the pair and
+// device layout it loaded:
 // costs belong to the layout, and acceptance evidence carries over between
 // requests and decays. Per round:
 //
@@ -126,8 +127,9 @@ type Decision struct {
 	// Acceptance is the estimated chance that a drafted token is accepted.
 	Acceptance float64 `json:"acceptance"`
 	// DraftStep and Verify1 are the measured cost of one draft step and of
-	// a one-row target pass (the target alone); Verify1 is 0 until a
-	// one-row pass was timed.
+	// a one-row target pass (the target alone); Verify1 is 0 until
+	// one-row passes were timed past their first runs (which on a GPU
+	// compile and capture the pass).
 	DraftStep time.Duration `json:"draft_step_ns"`
 	Verify1   time.Duration `json:"verify_1_ns"`
 	// ExpectedSpeedup is tokens per second drafting K (or, when off, the
@@ -155,12 +157,15 @@ type Chooser struct {
 	wait     int  // rounds off before the next probe
 	lastOne  int  // round of the last one-row pass
 	decision Decision
+	// remeasured counts the rounds drafting k only to measure k's
+	// unsettled costs (decide).
+	remeasured []int
 }
 
 // NewChooser returns a Chooser that starts by drafting o.StartK tokens.
 func NewChooser(o CostOptions) *Chooser {
 	o.defaults()
-	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1}
+	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1, remeasured: make([]int, o.MaxK+1)}
 	c.draft.init(o.MaxK+1, o.Alpha)
 	c.verify.init(o.MaxK+2, o.Alpha)
 	c.decide()
@@ -248,7 +253,7 @@ func (c *Chooser) best(a float64) (int, float64) {
 func (c *Chooser) decide() {
 	a := c.acceptance()
 	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1))}
-	if c.verify.has(1) {
+	if c.verify.settled(1) {
 		d.Verify1 = time.Duration(c.verify.at(1))
 	}
 	probed := c.probe
@@ -256,8 +261,8 @@ func (c *Chooser) decide() {
 	switch {
 	case c.round == 0:
 		c.k = c.o.StartK // nothing measured yet: draft, to measure
-	case !c.verify.has(1):
-		c.k = 0 // the target alone has not been timed: time it
+	case !c.verify.settled(1) && !c.on:
+		c.k = 0 // the target alone is not timed past its first runs: time it
 	case c.on && c.round-c.lastOne >= c.o.Recalibrate:
 		c.k = 0 // time the target alone again; drafting stays on
 	default:
@@ -271,6 +276,15 @@ func (c *Chooser) decide() {
 			}
 			c.streak++
 			c.k = k
+		case k > 0 && !(c.draft.settled(k) && c.verify.settled(k+1)) && c.remeasured[k] < settle:
+			// The costs that say no include first runs of their sizes (a
+			// GPU compiles and captures each new pass size): draft k
+			// again to measure it before believing them. A round may
+			// draft fewer than k (a cut, the end of a grammar), so each k
+			// gets settle such rounds in the Chooser's life at most.
+			c.remeasured[k]++
+			c.k = k
+			c.probe = probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
 			// A spell on that did not last (one probe's evidence is thin)
@@ -290,7 +304,7 @@ func (c *Chooser) decide() {
 		}
 	}
 	d.K, d.Drafting, d.Probe = c.k, c.k > 0, c.probe
-	if !c.on && c.round > 0 && c.verify.has(1) {
+	if !c.on && c.round > 0 && c.verify.settled(1) {
 		d.Reason = ReasonCosts
 	}
 	if c.k > 0 && c.verify.has(1) {
@@ -337,6 +351,9 @@ func (c *curve) add(size int, d time.Duration) {
 }
 
 func (c *curve) has(size int) bool { return size < len(c.n) && c.n[size] > 0 }
+
+// settled reports whether size has been measured past its first runs.
+func (c *curve) settled(size int) bool { return size < len(c.n) && c.n[size] >= settle }
 
 // measured lists the sizes with measurements, ascending.
 func (c *curve) measured() []int {

@@ -134,7 +134,7 @@ type row struct {
 	On       float64     `json:"drafting_share"`
 	// Engine is the speedup the engine measured on its own steps against
 	// its measured one-row pass (engine.Stats.Speedup), over the row's
-	// generations weighted by their tokens.
+	// generations that report one, weighted by their tokens.
 	Engine float64 `json:"engine_speedup"`
 }
 
@@ -252,7 +252,7 @@ func key(set string, temp float64) string { return fmt.Sprintf("%s@%g", set, tem
 // measure generates every prompt of set at temp and totals them.
 func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options, set string, temp float64) (row, []round, error) {
 	out := row{Device: o.label, Target: strings.TrimSuffix(filepath.Base(o.target), ".gguf"), Prompts: set, Temp: temp}
-	var tokens, drafted, accepted, steps int
+	var tokens, drafted, accepted, steps, measured int
 	var secs, engine float64
 	var all []round
 	for i, p := range promptSets[set] {
@@ -265,7 +265,10 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 		drafted += st.Drafted
 		accepted += st.Accepted
 		steps += st.Steps
-		engine += st.Speedup * float64(st.GeneratedTokens)
+		if st.Speedup > 0 { // 0 until the target alone was timed past its first runs
+			engine += st.Speedup * float64(st.GeneratedTokens)
+			measured += st.GeneratedTokens
+		}
 		all = append(all, rounds...)
 	}
 	if secs > 0 {
@@ -274,8 +277,8 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 	if steps > 0 {
 		out.MeanK = float64(drafted) / float64(steps)
 	}
-	if tokens > 0 {
-		out.Engine = engine / float64(tokens)
+	if measured > 0 {
+		out.Engine = engine / float64(measured)
 	}
 	out.Acceptance = acceptance(all)
 	out.KDrafted, out.On = lengths(all)
