@@ -64,7 +64,8 @@ func main() {
 
 type options struct {
 	target, draft, eagle, backend, label string
-	n, reps                              int
+	n, reps, threads                     int
+	clock                                func() time.Time // what every time is read on
 	modes, sets                          []string
 	temps                                []float64
 	seed                                 uint64
@@ -86,6 +87,8 @@ func parse(args []string) (options, error) {
 	sets := fs.String("sets", "known,jargon", "prompt sets")
 	temps := fs.String("temps", "0,0.7", "sampling temperatures (0: greedy)")
 	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
+	fs.IntVar(&o.threads, "threads", 0, "CPU worker threads (0: all cores)")
+	clock := fs.String("clock", "wall", "wall, or cpu: the process's CPU time (a CPU run on a machine others load, with -threads 1)")
 	fs.BoolVar(&o.header, "header", false, "print the table header first")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +99,16 @@ func parse(args []string) (options, error) {
 	}
 	if o.label == "" {
 		o.label = o.backend
+	}
+	switch *clock {
+	case "wall":
+		o.clock = time.Now
+	case "cpu":
+		if o.clock = cpuClock(); o.clock == nil {
+			return o, errors.New("-clock cpu: no process CPU time on this system")
+		}
+	default:
+		return o, fmt.Errorf("clock %q (wall, cpu)", *clock)
 	}
 	o.modes, o.sets = strings.Split(*modes, ","), strings.Split(*sets, ",")
 	for _, s := range o.sets {
@@ -148,11 +161,11 @@ func run(ctx context.Context, args []string) error {
 		fmt.Println("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	}
 	// The target alone: its pass costs and the baseline of every row.
-	alone, err := loadMode(ctx, o.target, o.backend, mode{name: "alone", alone: true})
+	alone, err := loadMode(ctx, o, o.target, mode{name: "alone", alone: true})
 	if err != nil {
 		return err
 	}
-	verify, err := passCosts(ctx, alone, promptSets["known"][0], 16, o.reps)
+	verify, err := passCosts(ctx, alone, promptSets["known"][0], 16, o.reps, o.clock)
 	if err != nil {
 		alone.Close()
 		return err
@@ -183,11 +196,11 @@ func run(ctx context.Context, args []string) error {
 	// A model draft's step, timed alone.
 	var draftStep time.Duration
 	if o.draft != "" {
-		d, err := loadMode(ctx, o.draft, o.backend, mode{alone: true})
+		d, err := loadMode(ctx, o, o.draft, mode{alone: true})
 		if err != nil {
 			return err
 		}
-		c, err := passCosts(ctx, d, promptSets["known"][0], 1, o.reps)
+		c, err := passCosts(ctx, d, promptSets["known"][0], 1, o.reps, o.clock)
 		d.Close()
 		if err != nil {
 			return err
@@ -202,7 +215,7 @@ func run(ctx context.Context, args []string) error {
 		if step == 0 && m.draft == o.draft && !m.lookup {
 			step = draftStep
 		}
-		r, err := loadMode(ctx, o.target, o.backend, m)
+		r, err := loadMode(ctx, o, o.target, m)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
@@ -256,7 +269,7 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 	var secs, engine float64
 	var all []round
 	for i, p := range promptSets[set] {
-		st, rounds, err := generate(ctx, r, d, p, o.n, temp, o.seed+uint64(i))
+		st, rounds, err := generate(ctx, r, d, p, o.n, temp, o.seed+uint64(i), o.clock)
 		if err != nil {
 			return out, nil, err
 		}
