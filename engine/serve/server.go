@@ -59,6 +59,9 @@ type Options struct {
 	Rand func() uint64
 	// Log gets one line per request; nil = no log.
 	Log *slog.Logger
+	// ReleaseMemory runs when the last request in flight has ended (see
+	// idleRelease); nil = two collections and debug.FreeOSMemory.
+	ReleaseMemory func()
 }
 
 // Server answers the OpenAI API with one Generator. It is an http.Handler;
@@ -70,6 +73,7 @@ type Server struct {
 	queue    fifo
 	clients  clients
 	inflight sync.WaitGroup
+	idle     idleRelease
 	metrics  *metrics
 }
 
@@ -105,10 +109,14 @@ func New(gen Generator, opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
+	if opt.ReleaseMemory == nil {
+		opt.ReleaseMemory = freeOSMemory
+	}
 	s := &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
 		// One running and MaxQueue waiting: the queue's own bound, checked
 		// before bodies are read.
 		clients: clients{perClient: opt.MaxClientRequests, total: opt.MaxQueue + 1}}
+	s.idle.release = opt.ReleaseMemory
 	s.metrics = newMetrics(s)
 	return s
 }
@@ -146,6 +154,7 @@ func (s *Server) route(path string) (route, bool) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	defer s.idle.enter()()
 	if !s.hostAllowed(r.Host) {
 		refuse(w, r, &APIError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "host_not_allowed",
 			Message: fmt.Sprintf("this server does not answer to the name %q; use its IP address or localhost", r.Host)})
@@ -241,6 +250,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: s.opt.HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				s.idle.poke()
+			}
+		},
 		// No ReadTimeout or WriteTimeout: net/http would cancel a long
 		// stream's context when they expire. The body has a deadline of
 		// its own (decodeBody).

@@ -7,8 +7,9 @@ import (
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
-// attention is causal attention over the KV cache; each (query row, head)
-// pair is one item of the parallel loop.
+// attention is causal attention over the KV cache; each (query row, KV
+// head) pair is one item of the parallel loop, taking the query heads that
+// share that KV head one after another while its keys and values are hot.
 //
 // F32 caches are attended exactly: scores, a float64-summed softmax, then
 // the weighted sum of values. Every other cache (F16, Q8_0, Q4_0, K and V
@@ -21,27 +22,40 @@ import (
 // every activation to 8 bits, which turns the last bit of an attention
 // output into a different token a few steps later; matching that rounding
 // is what lets a quantized model reproduce llama.cpp's greedy text.
+//
+// The pass is computed in three phases with the sequential loop's bits
+// (flash): every score first (they do not depend on the running state),
+// then each position's rescaling and weight (onlineWeights: the running
+// maximum is a prefix maximum of the scores, so the exponentials can be
+// taken many at a time), then the accumulation of values, which alone is
+// sequential.
 type attention struct {
 	dst, q, k, v, pos view
-	nHead, group      int // group = query heads per KV head
+	nHead, nKVHead    int
+	group             int // query heads per KV head
 	headDim           int
 	kHead, vHead      int // bytes of one KV head in a cache row
 	scale             float32
+	ctx16             int                                    // cache rows rounded up to 16: a query head's share of ms and vs
 	dot               func(row []byte, v *quant.Vec) float32 // q·k on the cache's type, but F16
 	scratch           []attnScratch                          // per worker
 }
 
 type attnScratch struct {
-	scores []float32 // [n_ctx]
+	scores []float32 // [n_ctx rounded up to 16]
+	ms, vs []float32 // [group][ctx16]: each position's rescaling and weight, per query head
+	d      []float32 // [ctx16]: the exponents of ms or vs
 	qh     []float32 // [headDim]: the query rounded to F16
-	acc    []float32 // [headDim]
+	acc    []float32 // [group][headDim]
+	sums   []float32 // [group]
 	vrow   []float32 // [headDim]: one value head, dequantized
 	half   []byte    // [headDim] in F16: the query's rounding
+	kpad   []byte    // [16 KV heads]: the last keys, when the cache ends before 16 more rows
 	qv     quant.Vec // the query head, as the dot product takes it
 }
 
 func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
-	s := &attention{nHead: o.NHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale}
+	s := &attention{nHead: o.NHead, nKVHead: o.NKVHead, group: o.NHead / o.NKVHead, headDim: o.HeadDim, scale: o.Scale}
 	var err error
 	if s.dst, err = b.writable(o.Dst); err != nil {
 		return nil, err
@@ -67,13 +81,19 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 		return nil, err
 	}
 	s.scratch = make([]attnScratch, b.pool.size)
+	s.ctx16 = (s.k.rows + 15) &^ 15
 	for w := range s.scratch {
 		s.scratch[w] = attnScratch{
-			scores: make([]float32, s.k.rows),
+			scores: make([]float32, s.ctx16),
+			ms:     make([]float32, s.group*s.ctx16),
+			vs:     make([]float32, s.group*s.ctx16),
+			d:      make([]float32, s.ctx16),
 			qh:     make([]float32, s.headDim),
-			acc:    make([]float32, s.headDim),
+			acc:    make([]float32, s.group*s.headDim),
+			sums:   make([]float32, s.group),
 			vrow:   make([]float32, s.headDim),
 			half:   make([]byte, 2*s.headDim),
+			kpad:   make([]byte, 16*s.kHead),
 		}
 	}
 	return s, nil
@@ -83,7 +103,7 @@ func (s *attention) exec(p *pool) error {
 	if err := checkIndices(s.pos.i32(0), s.k.rows); err != nil {
 		return err
 	}
-	n := s.q.rows * s.nHead
+	n := s.q.rows * s.nKVHead
 	p.parallel(s, n, p.grainFor(n, 1))
 	return nil
 }
@@ -91,15 +111,14 @@ func (s *attention) exec(p *pool) error {
 func (s *attention) run(w, lo, hi int) {
 	sc := &s.scratch[w]
 	for item := lo; item < hi; item++ {
-		r, h := item/s.nHead, item%s.nHead
-		q := s.q.f32(r)[h*s.headDim : (h+1)*s.headDim]
-		out := s.dst.f32(r)[h*s.headDim : (h+1)*s.headDim]
+		r, g := item/s.nKVHead, item%s.nKVHead
 		n := int(s.pos.i32(0)[r]) + 1
-		g := h / s.group // the KV head
-		if s.k.typ == quant.F32 && s.v.typ == quant.F32 {
-			s.exact(sc, q, out, n, g)
-		} else {
-			s.flash(sc, q, out, n, g)
+		if s.k.typ != quant.F32 || s.v.typ != quant.F32 {
+			s.flash(sc, r, g, n)
+			continue
+		}
+		for h := g * s.group; h < (g+1)*s.group; h++ {
+			s.exact(sc, s.q.f32(r)[h*s.headDim:(h+1)*s.headDim], s.dst.f32(r)[h*s.headDim:(h+1)*s.headDim], n, g)
 		}
 	}
 }
@@ -122,56 +141,121 @@ func (s *attention) exact(sc *attnScratch, q, out []float32, n, g int) {
 func (s *attention) keys(t, g int) []byte   { return s.k.row(t)[g*s.kHead : (g+1)*s.kHead] }
 func (s *attention) values(t, g int) []byte { return s.v.row(t)[g*s.vHead : (g+1)*s.vHead] }
 
-func (s *attention) flash(sc *attnScratch, q, out []float32, n, g int) {
-	kHalf, vHalf := s.k.typ == quant.F16, s.v.typ == quant.F16
-	if kHalf {
-		// The query rounded to F16, kept as float32 for the F16 dot product.
-		_ = quant.Quantize(quant.F16, q, sc.half)
-		_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
-	} else {
-		_ = sc.qv.Prepare(s.k.typ, q)
-	}
-	acc := sc.acc
-	clear(acc)
-	m, sum := float32(math.Inf(-1)), float32(0)
-	for t := range n {
-		var x float32
-		if kHalf {
-			x = s.scale * dotHalfWide(s.keys(t, g), sc.qh)
+// flash is llama.cpp's one-pass attention of the query heads of row r
+// that share KV head g, over positions [0, n). Its loop for one head,
+// position by position, is
+//
+//	x = score(t)
+//	if x > m { ms = exp(m-x); m = x; if ms != 1 { acc *= ms } } else { vs = exp(x-m) }
+//	acc += v_t·vs; S = S·ms + vs
+//
+// (ms and vs otherwise 1), computed here in the phases the type comment
+// describes, each with those bits: the scores and weights head by head,
+// then the accumulation of all the heads at once over the shared values.
+func (s *attention) flash(sc *attnScratch, r, g, n int) {
+	hd, ctx := s.headDim, s.ctx16
+	x := sc.scores
+	for u := range s.group {
+		h := g*s.group + u
+		q := s.q.f32(r)[h*hd : (h+1)*hd]
+		if s.k.typ == quant.F16 {
+			// The query rounded to F16, kept as float32 for the F16 dot product.
+			_ = quant.Quantize(quant.F16, q, sc.half)
+			_ = quant.Dequantize(quant.F16, sc.half, sc.qh)
+			scoresHalf(x, s.k.data[g*s.kHead:], s.k.stride, s.kHead, sc.qh, s.scale, n, sc.kpad)
 		} else {
-			x = s.scale * s.dot(s.keys(t, g), &sc.qv)
-		}
-		ms, vs := float32(1), float32(1)
-		if x > m {
-			ms = float32(math.Exp(float64(m - x)))
-			m = x
-			if ms != 1 {
-				if vHalf {
-					scaleHalf(acc, ms)
-				} else {
-					scaleF32(acc, ms)
-				}
+			_ = sc.qv.Prepare(s.k.typ, q)
+			for t := range n {
+				x[t] = s.scale * s.dot(s.keys(t, g), &sc.qv)
 			}
+		}
+		onlineWeights(x, n, sc.ms[u*ctx:(u+1)*ctx], sc.vs[u*ctx:(u+1)*ctx], sc.d)
+	}
+
+	accs, sums := sc.acc, sc.sums
+	clear(accs)
+	clear(sums)
+	if s.v.typ == quant.F16 {
+		accumulateHalfUnits(accs, s.v.data[g*s.vHead:], s.v.stride, sc.ms, sc.vs, ctx, s.group, n, sums)
+	} else {
+		for u := range s.group {
+			acc, ms, vs := accs[u*hd:(u+1)*hd], sc.ms[u*ctx:u*ctx+n], sc.vs[u*ctx:u*ctx+n]
+			for t := range n {
+				if ms[t] != 1 {
+					scaleF32(acc, ms[t])
+				}
+				switch s.v.typ {
+				case quant.Q8_0:
+					madQ8_0(acc, s.values(t, g), vs[t])
+				case quant.Q4_0:
+					madQ4_0(acc, s.values(t, g), vs[t])
+				default:
+					_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
+					madF32(acc, sc.vrow, vs[t])
+				}
+				sums[u] = fma32(sums[u], ms[t], vs[t]) // S·ms + vs, fused as ggml's compiler does
+			}
+		}
+	}
+	for u := range s.group {
+		h := g*s.group + u
+		out := s.dst.f32(r)[h*hd : (h+1)*hd]
+		inv := 1 / sums[u]
+		for i, a := range accs[u*hd : (u+1)*hd] {
+			out[i] = a * inv
+		}
+	}
+}
+
+// scoresHalfGo is scale·(k_t·q) for the first n of the F16 key heads at k
+// (kHead bytes each, stride bytes apart), in dotHalfWide's order.
+func scoresHalfGo(x []float32, k []byte, stride, kHead int, q []float32, scale float32, n int) {
+	for t := range n {
+		x[t] = scale * dotHalfWide(k[t*stride:t*stride+kHead], q)
+	}
+}
+
+// onlineWeightsGo is each position's rescaling ms and weight vs in the
+// one-pass loop over scores x (flash's comment): at a new maximum ms is
+// exp(old - new) and vs 1, otherwise ms is 1 and vs exp(x - max). The
+// exponentials are float32(math.Exp) of float32 differences, as the C
+// library's expf rounds all but a vanishing few.
+func onlineWeightsGo(x, ms, vs []float32) {
+	m := float32(math.Inf(-1))
+	for t, xt := range x[:len(ms)] {
+		if xt > m {
+			ms[t], vs[t] = float32(math.Exp(float64(m-xt))), 1
+			m = xt
 		} else {
-			vs = float32(math.Exp(float64(x - m)))
+			ms[t], vs[t] = 1, float32(math.Exp(float64(xt-m)))
 		}
-		switch s.v.typ {
-		case quant.F16:
-			accumulateHalf(acc, s.values(t, g), vs)
-		case quant.Q8_0:
-			madQ8_0(acc, s.values(t, g), vs)
-		case quant.Q4_0:
-			madQ4_0(acc, s.values(t, g), vs)
-		default:
-			_ = quant.Dequantize(s.v.typ, s.values(t, g), sc.vrow)
-			madF32(acc, sc.vrow, vs)
+	}
+}
+
+// accumulateHalfUnitsGo is accumulateHalfRowsGo for units query heads
+// over n positions of the value heads at v, which they share: head u's
+// accumulator at acc[u·hd:] (hd = len(acc)/units), its rescalings and
+// weights at ms[u·wstride:] and vs[u·wstride:], its running sum in sums[u].
+func accumulateHalfUnitsGo(acc []float32, v []byte, stride int, ms, vs []float32, wstride, units, n int, sums []float32) {
+	hd := len(acc) / units
+	for u := range units {
+		a, w := acc[u*hd:(u+1)*hd], u*wstride
+		sums[u] = accumulateHalfRowsGo(a, v, stride, ms[w:w+n], vs[w:w+n], sums[u])
+	}
+}
+
+// accumulateHalfRowsGo is flash's accumulation over F16 value heads at v
+// (stride bytes apart): acc rescaled by ms and f16(acc + v_t·vs) per
+// position, and the running sum S·ms + vs, from sum, returned.
+func accumulateHalfRowsGo(acc []float32, v []byte, stride int, ms, vs []float32, sum float32) float32 {
+	for t := range ms {
+		if ms[t] != 1 {
+			scaleHalf(acc, ms[t])
 		}
-		sum = fma32(sum, ms, vs) // S·ms + vs, fused as ggml's compiler does
+		accumulateHalf(acc, v[t*stride:t*stride+2*len(acc)], vs[t])
+		sum = fma32(sum, ms[t], vs[t])
 	}
-	inv := 1 / sum
-	for i, a := range acc {
-		out[i] = a * inv
-	}
+	return sum
 }
 
 // madF32 is acc += v*vs with fused multiply-adds, as ggml's

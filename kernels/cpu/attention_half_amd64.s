@@ -4,30 +4,25 @@
 
 // func accumulateHalfAVX2(acc []float32, v []byte, vs float32, n int)
 //
-// accumulateHalfGo four elements at a time, n a multiple of 4: each
-// v·vs + acc in float64 (the product of a half and a float32 is exact
-// there, so one fused rounding is Go's multiply then add), rounded to
-// float32, then to binary16 (VCVTPS2PH, nearest even) and back.
+// accumulateHalfGo eight elements at a time, n a multiple of 8: each
+// v·vs + acc one fused multiply-add rounded to float32 (fma32), then to
+// binary16 (VCVTPS2PH, nearest even) and back.
 TEXT ·accumulateHalfAVX2(SB), NOSPLIT, $0-64
 	MOVQ         acc_base+0(FP), DI
 	MOVQ         v_base+24(FP), SI
-	VBROADCASTSS vs+48(FP), X0
-	VCVTPS2PD    X0, Y0
+	VBROADCASTSS vs+48(FP), Y0
 	MOVQ         n+56(FP), CX
 
-acc4:
-	VCVTPH2PS   (SI), X1
-	VCVTPS2PD   X1, Y1
-	VCVTPS2PD   (DI), Y2
-	VFMADD231PD Y1, Y0, Y2
-	VCVTPD2PSY  Y2, X2
-	VCVTPS2PH   $0, X2, X2
-	VCVTPH2PS   X2, X2
-	VMOVUPS     X2, (DI)
-	ADDQ        $8, SI
-	ADDQ        $16, DI
-	SUBQ        $4, CX
-	JNZ         acc4
+acc8:
+	VCVTPH2PS   (SI), Y1
+	VFMADD213PS (DI), Y0, Y1
+	VCVTPS2PH   $0, Y1, X1
+	VCVTPH2PS   X1, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNZ         acc8
 	VZEROUPPER
 	RET
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // Options configure a CPU backend.
@@ -24,6 +25,9 @@ type Backend struct {
 	name  string
 	limit int64
 	pool  *pool
+	// panels are the workers' weight panels for products of several rows,
+	// shared by every program (one pool runs one loop at a time).
+	panels []quant.MulScratch
 
 	mu    sync.Mutex // guards usage and held, which Free may touch from a finaliser-free Close
 	usage kernels.Usage
@@ -40,7 +44,8 @@ func New(opts Options) *Backend {
 	if name == "" {
 		name = "cpu"
 	}
-	return &Backend{name: name, limit: opts.MemoryLimit, pool: newPool(threads), usage: kernels.Usage{}}
+	p := newPool(threads)
+	return &Backend{name: name, limit: opts.MemoryLimit, pool: p, panels: make([]quant.MulScratch, p.size), usage: kernels.Usage{}}
 }
 
 // buffer is host memory; data aliases the file mapping for uploaded weights.

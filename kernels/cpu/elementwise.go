@@ -40,7 +40,8 @@ func (s *binary) run(_, lo, hi int) {
 	}
 }
 
-func addRow(dst, a, b []float32) {
+// addRowGo is dst = a + b.
+func addRowGo(dst, a, b []float32) {
 	b = b[:len(a)]
 	dst = dst[:len(a)]
 	for i, v := range a {

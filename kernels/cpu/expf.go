@@ -11,10 +11,27 @@ import "math"
 // scales the result exactly.
 
 // fma32 is a*b+c for float32 operands rounded once, as a fused
-// multiply-add is (the product is exact in float64; a double rounding of
-// the sum is vanishingly rare).
+// multiply-add instruction rounds it. The product is exact in float64, but
+// rounding the float64 sum again to float32 could land on the wrong side of
+// a float32 midpoint the first rounding made; an inexact sum is therefore
+// rounded to odd first (its last bit set, toward the exact value), after
+// which the rounding to float32 is exact, float64 carrying more than
+// float32's 24 bits and two more.
 func fma32(a, b, c float32) float32 {
-	return float32(float64(a)*float64(b) + float64(c))
+	p, z := float64(a)*float64(b), float64(c)
+	s := p + z
+	if bits := math.Float64bits(s); bits&1 == 0 {
+		bb := s - p
+		if e := (p - (s - bb)) + (z - bb); e > 0 || e < 0 { // s's exact error (TwoSum); NaN when s overflowed
+			if (e > 0) == (s > 0) {
+				bits++
+			} else {
+				bits--
+			}
+			s = math.Float64frombits(bits)
+		}
+	}
+	return float32(s)
 }
 
 const (

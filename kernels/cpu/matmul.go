@@ -72,6 +72,7 @@ func (b *Backend) newMatMul(ops []kernels.MatMul) (*matMul, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%v weights: %w", op.W.Type, err)
 			}
+			mul.SharePanel(&b.panels[i])
 			m.muls[i] = append(m.muls[i], mul)
 		}
 		m.parts = append(m.parts, matMulPart{w: w, dst: dst, rows: rows, first: m.total})

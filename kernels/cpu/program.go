@@ -25,6 +25,7 @@ type program struct {
 // are prepared once and the workers are woken once.
 func (b *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	prog := &program{b: b}
+	angles := map[ropeKey]*ropeAngles{}
 	for i := 0; i < len(ops); i++ {
 		if err := kernels.Check(ops[i]); err != nil {
 			return nil, fmt.Errorf("cpu: op %d: %w", i, err)
@@ -50,7 +51,7 @@ func (b *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 			prog.names = append(prog.names, "mat_mul")
 			continue
 		}
-		s, err := b.compile(ops[i])
+		s, err := b.compile(ops[i], angles)
 		if err != nil {
 			return nil, fmt.Errorf("cpu: op %d: %s: %w", i, ops[i].Name(), err)
 		}
@@ -60,7 +61,9 @@ func (b *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	return prog, nil
 }
 
-func (b *Backend) compile(op kernels.Op) (step, error) {
+// compile makes the step of op; rope ops of one program share their angles
+// through angles.
+func (b *Backend) compile(op kernels.Op, angles map[ropeKey]*ropeAngles) (step, error) {
 	switch o := op.(type) {
 	case kernels.GetRows:
 		return b.newGetRows(o)
@@ -75,7 +78,7 @@ func (b *Backend) compile(op kernels.Op) (step, error) {
 	case kernels.SwiGLU:
 		return b.newBinary(o.Dst, o.Gate, o.Up, swigluRow)
 	case kernels.Rope:
-		return b.newRope(o)
+		return b.newRope(o, angles)
 	case kernels.Attention:
 		return b.newAttention(o)
 	case kernels.Softmax:

@@ -102,17 +102,25 @@ func blockedBlocks(w Type, n int) (int, bool) {
 	return n / bs, n > 0 && n%bs == 0
 }
 
-// Mul multiplies weight rows of one type with a Batch, on one worker: it
-// holds the worker's scratch (the weight panel).
-type Mul struct {
-	w     Type
-	kern  *blocked // nil: no blocked kernel for w on this CPU
-	quad  *quadKernel
-	rows  func(rows []byte, stride, rowBytes, nrows int, v *Vec, out []float32)
-	dots  func(row []byte, vs []Vec, out []float32)
+// MulScratch is a worker's weight panel. Every Mul that one worker runs may
+// share it (SharePanel), since a worker runs one product at a time: a
+// backend then holds one panel a worker instead of one per product of
+// every compiled program.
+type MulScratch struct {
 	panel []byte
-	edge  [4 * 6]float32 // a tile's outputs where the matrix or the batch ends
-	col   []float32      // DotsFunc's outputs for one weight row
+}
+
+// Mul multiplies weight rows of one type with a Batch, on one worker: it
+// holds the worker's scratch (the weight panel, its own unless shared).
+type Mul struct {
+	w    Type
+	kern *blocked // nil: no blocked kernel for w on this CPU
+	quad *quadKernel
+	rows func(rows []byte, stride, rowBytes, nrows int, v *Vec, out []float32)
+	dots func(row []byte, vs []Vec, out []float32)
+	s    *MulScratch
+	edge [4 * 6]float32 // a tile's outputs where the matrix or the batch ends
+	col  []float32      // DotsFunc's outputs for one weight row
 }
 
 // NewMul returns a Mul for weights of type w.
@@ -126,12 +134,16 @@ func NewMul(w Type) (*Mul, error) {
 		return nil, err
 	}
 	k, _ := blockedKernel(w)
-	m := &Mul{w: w, kern: k, rows: rows, dots: dots}
+	m := &Mul{w: w, kern: k, rows: rows, dots: dots, s: new(MulScratch)}
 	if q, ok := fastQuadKernel(w); ok {
 		m.quad = &q
 	}
 	return m, nil
 }
+
+// SharePanel makes m use s for its weight panel: a Mul on the same worker
+// as every other user of s, never run at the same time as they are.
+func (m *Mul) SharePanel(s *MulScratch) { m.s = s }
 
 // quadKernel multiplies four weight rows of nb blocks (stride bytes
 // apart) with four prepared activation rows (their quants at ys), storing
@@ -167,9 +179,10 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 	// activation tile stays in L1 while the panels stream from L2.
 	pb := k.panelBytes(b.nb)
 	group := max(1, panelGroupBytes/pb)
-	if size := group * pb; cap(m.panel) < size {
-		m.panel = make([]byte, size)
+	if size := group * pb; cap(m.s.panel) < size {
+		m.s.panel = make([]byte, size)
 	}
+	panel := m.s.panel
 	var ptrs [4]*byte
 	tileBytes := k.acts * k.actBytes(b.nb)
 	for g0 := 0; g0 < nrows; g0 += group * k.rows {
@@ -180,7 +193,7 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 			for i := range k.rows {
 				ptrs[i] = &rows[(r0+min(i, nr-1))*stride]
 			}
-			k.pack(ptrs[:k.rows], b.nb, m.panel[p*pb:(p+1)*pb])
+			k.pack(ptrs[:k.rows], b.nb, panel[p*pb:(p+1)*pb])
 		}
 		whole := np // panels of k.rows real rows
 		if g0+np*k.rows > nrows {
@@ -191,11 +204,11 @@ func (m *Mul) Run(rows []byte, stride, rowBytes, nrows int, b *Batch, out []floa
 			na := min(k.acts, len(b.vs)-a0)
 			p0 := 0
 			if na == k.acts && whole > 0 {
-				k.tile(m.panel[:whole*pb], whole, act, b.nb, out[a0*ld+g0:], ld)
+				k.tile(panel[:whole*pb], whole, act, b.nb, out[a0*ld+g0:], ld)
 				p0 = whole
 			}
 			for p := p0; p < np; p++ { // through edge, then the rows that exist
-				k.tile(m.panel[p*pb:(p+1)*pb], 1, act, b.nb, m.edge[:], 4)
+				k.tile(panel[p*pb:(p+1)*pb], 1, act, b.nb, m.edge[:], 4)
 				r0 := g0 + p*k.rows
 				nr := min(k.rows, nrows-r0)
 				for a := range na {

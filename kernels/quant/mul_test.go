@@ -14,9 +14,11 @@ import (
 // weight row counts around the tiles, and row strides with gaps; outputs
 // outside the requested block stay untouched. Prefill and decoding then
 // round alike, and a speculative verification batch as the target alone.
-// Under -tags purego this checks the DotsFunc path.
+// Under -tags purego this checks the DotsFunc path. Every type's Mul shares
+// one panel, as a CPU backend's products on one worker do.
 func TestMulMatchesDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
+	shared := new(MulScratch)
 	for _, typ := range dotTypes {
 		dot, err := DotFunc(typ)
 		if err != nil {
@@ -26,6 +28,7 @@ func TestMulMatchesDot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		m.SharePanel(shared)
 		k, hasBlocked := blockedKernel(typ)
 		lengths := []int{256, 1024}
 		if bs := typ.BlockSize(); bs < 256 {
