@@ -12,7 +12,9 @@
 # Q4_K_M) on the GPU, the demo pair itself on the CPU.
 #
 # The GPU machine has no Go and carries at most 64 MiB beside the
-# repository, so this runs in halves:
+# repository, so this runs in halves (ROOT, when set, is the repository:
+# build copies this script into DIR, and ROOT=$PWD sh DIR/bench-spec.sh
+# run DIR runs that copy from the repository's root):
 #   packaging/bench-spec.sh build [DIR]   here: specbench, synthmodel, the
 #                                         demo EAGLE-3 draft (xz) and the
 #                                         Q8_0 demo target into DIR
@@ -52,7 +54,7 @@
 #   packaging/bench-spec.sh check [DIR [SHAPE]] there (SHAPE: qwen3-8b)
 set -eu
 cmd=${1:-}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 shared=${SHARED:-$root/../shared}
 n=${N:-64}
 
@@ -71,7 +73,13 @@ build)
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
-	[ -n "${NOSRC:-}" ] || cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
+	if [ -z "${NOSRC:-}" ]; then
+		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
+		chmod u+w "$dir/factory-target-Q8_0.gguf"
+	fi
+	# This script too, so that the run half is this build's whatever the
+	# tree there holds: ROOT=$PWD sh DIR/bench-spec.sh run DIR
+	cp "$root/packaging/bench-spec.sh" "$dir/bench-spec.sh"
 	du -ch "$dir"/* | tail -1
 	;;
 run)
