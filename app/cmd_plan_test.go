@@ -45,7 +45,7 @@ func TestPlanExitStatus(t *testing.T) {
 		{"no model", []string{"--devices-file", inventoryFile("1x24GB.json")}, 2, "Usage"},
 		{"bad split", []string{"--model", q4, "--split", "rows", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--split"},
 		{"bad kv type", []string{"--model", q4, "--kv-type", "q4_k", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--kv-type"},
-		{"kv type a GPU cannot run", []string{"--model", q4, "--kv-type", "q4_0", "--devices-file", inventoryFile("1x24GB.json")}, 1, "cannot run on GPU 0"},
+		{"quantized kv on a GPU", []string{"--model", q4, "--kv-type", "q4_0", "--kv-type-v", "q8_0", "--devices-file", inventoryFile("1x24GB.json")}, 0, "KV cache K q4_0, V q8_0"},
 		{"quantized kv on the CPU", []string{"--model", q4, "--kv-type", "q8_0", "--kv-type-v", "q4_0", "--virtual-devices", "cpu:64GiB"}, 0, "KV cache K q8_0, V q4_0"},
 		{"bad device list", []string{"--model", q4, "--target-devices", "0,x", "--devices-file", inventoryFile("1x24GB.json")}, 2, "--target-devices"},
 		{"unknown device", []string{"--model", q4, "--target-devices", "0,5", "--devices-file", inventoryFile("1x24GB.json")}, 1, "device 5 is not in the inventory"},

@@ -29,7 +29,10 @@ const appID = "run.tandem.app"
 // guiOptions are the window's command-line options (tandem gui).
 type guiOptions struct {
 	frameStats string // write main-goroutine frame gaps here on exit
-	virtual    string // plan for these virtual devices instead of the host's
+	// Plan for these devices instead of the host's (simulated: layouts
+	// for them are never loaded): device.ParseSimulated's cards and
+	// sizes, device.ParseVirtual's spec, or an inventory file.
+	simulate, virtual, devicesFile string
 }
 
 // runGUI opens the window (tandem with no arguments).
@@ -66,16 +69,15 @@ func openWindow(opt guiOptions) error {
 		frames = newFrameMonitor(5*time.Millisecond, time.Now, fyne.Do)
 		post = frames.timed(fyne.Do)
 	}
-	inv := hostInventory()
-	if opt.virtual != "" {
-		if inv, err = device.ParseVirtual(opt.virtual); err != nil {
-			return err
-		}
-	}
-	m, err := newMainWindow(a, st, inv, engineLoad, post)
+	inv, spec, err := startDevices(opt)
 	if err != nil {
 		return err
 	}
+	m, err := newMainWindowOn(a, st, inv, spec, engineLoad, post)
+	if err != nil {
+		return err
+	}
+	m.hostInventory = hostInventory
 	m.frames = frames
 	m.openModels()
 
@@ -128,6 +130,25 @@ func openWindow(opt guiOptions) error {
 	return nil
 }
 
+// startDevices are the devices the window opens on: this machine's, or
+// the simulated ones the options name, with their spec.
+func startDevices(opt guiOptions) (device.Inventory, string, error) {
+	var inv device.Inventory
+	var err error
+	switch {
+	case opt.simulate != "":
+		inv, err = device.ParseSimulated(opt.simulate)
+		return inv, opt.simulate, err
+	case opt.virtual != "":
+		inv, err = device.ParseVirtual(opt.virtual)
+		return device.Simulate(inv), "virtual " + opt.virtual, err
+	case opt.devicesFile != "":
+		inv, err = device.ReadFile(opt.devicesFile)
+		return device.Simulate(inv), "file " + opt.devicesFile, err
+	}
+	return hostInventory(), "", nil
+}
+
 // screenPixels is a screen's size in pixels; zero when not known.
 type screenPixels struct{ width, height int }
 
@@ -154,14 +175,23 @@ func fitWindow(screen screenPixels, scale float32) fyne.Size {
 // caller) with both its pages; a settings file that had to be kept aside is
 // reported in the window.
 func newMainWindow(a fyne.App, st *store, inv device.Inventory, load loadFunc, post func(func())) (*mainWindow, error) {
+	return newMainWindowOn(a, st, inv, "", load, post)
+}
+
+// newMainWindowOn is newMainWindow on devices simulated under spec (""
+// for this machine's): the layout the settings hold is this machine's,
+// kept aside meanwhile.
+func newMainWindowOn(a fyne.App, st *store, inv device.Inventory, spec string, load loadFunc, post func(func())) (*mainWindow, error) {
 	set, note, err := st.loadSettings()
 	if err != nil {
 		return nil, err
 	}
-	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: post, store: st, set: set, load: load, inv: inv}
+	m := &mainWindow{app: a, win: a.NewWindow("Tandem"), post: post, store: st, set: set, load: load, inv: inv,
+		hostInventory: func() device.Inventory { return inv }, realLayout: set.Layout, simSpec: spec}
 	m.picker = &nativePicker{win: m.win, post: post}
-	m.set.Layout = defaultLayout(m.set.Layout, m.inv)
+	m.set.Layout = m.layoutFor(inv, spec)
 	m.build()
+	m.showSimulation()
 	if note != "" {
 		m.notice.Set(widgets.NoticeWarning, note, "")
 	}

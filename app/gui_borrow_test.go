@@ -143,7 +143,8 @@ func TestEagle3DraftLoadsAsPlanned(t *testing.T) {
 // plan's q8_0 cache, and chats.
 func TestKVFixLoadsAndChats(t *testing.T) {
 	h := newHarness(t, func(s *Settings) {
-		s.Layout.TargetDevices, s.Layout.Ctx = []int{2}, 300000
+		// Past the demo's trained 2048 tokens: the override is ticked.
+		s.Layout.TargetDevices, s.Layout.Ctx, s.Layout.CtxOverride = []int{2}, 300000, true
 	}, engineLoad)
 	m := h.m
 	m.chooseModel("target", h.demo.Target)

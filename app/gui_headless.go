@@ -20,8 +20,8 @@ var errHeadless = errors.New("this is the headless build of tandem: it has no wi
 
 // guiOptions are the window's options (gui.go's), parsed but unused here.
 type guiOptions struct {
-	frameStats string
-	virtual    string
+	frameStats                     string
+	simulate, virtual, devicesFile string
 }
 
 // runGUI is tandem with no arguments: here it explains and lists the

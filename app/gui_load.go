@@ -24,6 +24,8 @@ const frameInterval = 33 * time.Millisecond
 // planner rejected cannot be loaded.
 func (m *mainWindow) canLoad() error {
 	switch {
+	case m.simulating():
+		return errors.New("Simulated devices: this layout can be planned and saved, not loaded (Devices ▸ This machine's devices).")
 	case m.target == nil:
 		return errors.New("Choose a target model.")
 	case roleProblem("target", m.target) != "":
@@ -32,6 +34,8 @@ func (m *mainWindow) canLoad() error {
 		return errors.New("Drag a device into the Target zone.")
 	case m.draft != nil && !draftOK(m):
 		return errors.New("The draft cannot draft for this target: choose another draft or None.")
+	case m.planErr != nil:
+		return errors.New("This layout cannot be planned: see Memory per device.")
 	case m.plan == nil:
 		return errors.New("Planning…")
 	case !m.plan.Fits:

@@ -35,15 +35,23 @@ type mainWindow struct {
 	set    Settings
 	load   loadFunc
 	picker filePicker
-	frames *frameMonitor // nil unless measuring
-	inv    device.Inventory
+	frames *frameMonitor    // nil unless measuring
+	inv    device.Inventory // the devices shown: this machine's, or simulated ones
+	// hostInventory lists this machine's devices (hostInventory; tests
+	// give their own).
+	hostInventory func() device.Inventory
+	realLayout    Layout // this machine's layout, kept while simulating
+	simSpec       string // the simulated devices' spec; "": none
+	simNote       string // the simulation's notice; "": none
 
 	target, draft *gguf.File // headers of the chosen models; nil: none
 	filesMu       sync.Mutex // held while a plan reads the headers
 	planner       worker     // plans, newest first
 	disk          worker     // settings and conversation writes, in order
 	planSeq       int
-	plan          *plan.Plan // the plan of what is shown; nil: none
+	plan          *plan.Plan        // the plan of what is shown; nil: none
+	planErr       error             // why the layout shown has no plan; nil: it has one, or is being planned
+	repairs       []plan.Suggestion // the changes that give a refused layout a plan
 
 	model     loadedModel // loaded local models; nil: none
 	loadedCfg engine.Config
@@ -70,6 +78,9 @@ type mainWindow struct {
 	gpus       *widgets.GPUCanvas
 	preview    *widgets.MemoryPreview
 	ctxEntry   *widget.Entry
+	ctxOver    *widget.Check // a context past the target's trained length
+	ctxHint    *widget.Label // what bounds the context
+	ctxUnit    *widget.Label // "tokens", with the trained length
 	kvSelect   *widget.Select
 	loadBtn    *widget.Button
 	cancelBtn  *widget.Button
@@ -94,14 +105,7 @@ func (m *mainWindow) build() {
 	m.preview.OnBorrow = m.switchBorrow
 	m.preview.OnRemote = m.useRemote
 
-	m.ctxEntry = widget.NewEntry()
-	m.ctxEntry.SetPlaceHolder("model's, at most 4096")
-	m.ctxEntry.OnChanged = func(s string) {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 || s == "" {
-			m.set.Layout.Ctx = n
-			m.changed()
-		}
-	}
+	m.buildCtx()
 	m.kvSelect = widget.NewSelect(kvChoices(m.set.Layout, m.inv), func(s string) {
 		if s != m.set.Layout.KVType {
 			m.set.Layout.KVType = s
@@ -125,7 +129,9 @@ func (m *mainWindow) build() {
 	// Two rows, so the context and the KV cache stay in view in an
 	// 800-pixel-wide window.
 	ctxRow := container.New(layout.NewFormLayout(),
-		widget.NewLabel("Context"), container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), widget.NewLabel("tokens")),
+		widget.NewLabel("Context"), container.NewVBox( // the box and hint hidden take no room
+			container.NewHBox(container.NewGridWrap(fyne.NewSize(150, m.ctxEntry.MinSize().Height), m.ctxEntry), m.ctxUnit),
+			m.ctxOver, m.ctxHint),
 		widget.NewLabel("KV cache"), container.NewHBox(m.kvSelect))
 	right := container.NewVScroll(container.NewVBox(m.gpus, widget.NewSeparator(), ctxRow,
 		widget.NewLabelWithStyle("Memory per device", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), m.preview))
@@ -171,7 +177,7 @@ func (m *mainWindow) build() {
 		&fyne.MenuItem{Label: "Load", Action: m.startLoad, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyL, Modifier: fyne.KeyModifierShortcutDefault}},
 		&fyne.MenuItem{Label: "Unload", Action: m.unload},
 		&fyne.MenuItem{Label: "Chat", Action: m.openChat, Shortcut: &desktop.CustomShortcut{KeyName: fyne.KeyT, Modifier: fyne.KeyModifierShortcutDefault}},
-	), m.chat.menu()))
+	), m.devicesMenu(), m.chat.menu()))
 	m.showLayout()
 	m.refreshButtons()
 }
@@ -181,11 +187,13 @@ func (m *mainWindow) showLayout() {
 	l := m.set.Layout
 	m.gpus.SetDevices(chipsFor(m.inv))
 	m.gpus.SetPlacement(canvasPlacement(l))
+	m.ctxOver.SetChecked(l.CtxOverride)
 	if l.Ctx > 0 {
 		m.ctxEntry.SetText(strconv.Itoa(l.Ctx))
 	} else {
 		m.ctxEntry.SetText("")
 	}
+	m.refreshCtxHint()
 	m.showKVChoices()
 }
 
@@ -208,6 +216,13 @@ func (m *mainWindow) changed() {
 // only the newest one.
 func (m *mainWindow) saveSettings() {
 	set := cloneSettings(m.set)
+	set.Layout = set.Layout.withDeviceIDs(m.inv)
+	if m.simulating() {
+		// The simulation's layout is saved beside this machine's, which
+		// it never replaces.
+		set.Simulation = &Simulation{Spec: m.simSpec, Layout: set.Layout}
+		set.Layout = m.realLayout
+	}
 	m.disk.replace(func() {
 		if err := m.store.saveSettings(set); err != nil {
 			m.post(func() { m.showError("Settings could not be saved.", err) })

@@ -115,6 +115,7 @@ func (m *mainWindow) showModels() {
 	verdict, ok := draftVerdict(m.target, m.draft)
 	info.Verdict, info.Bad = verdict, !ok
 	m.draftCard.Set(info)
+	m.refreshCtxHint()
 }
 
 // replan makes a plan for what is shown, on the planner worker; only the
@@ -122,7 +123,7 @@ func (m *mainWindow) showModels() {
 func (m *mainWindow) replan() {
 	m.planSeq++
 	seq := m.planSeq
-	m.plan = nil
+	m.plan, m.planErr, m.repairs = nil, nil, nil
 	if m.target == nil {
 		m.preview.Set(widgets.Preview{Error: "Choose a target model to see what each device will hold."})
 		m.refreshButtons()
@@ -135,7 +136,8 @@ func (m *mainWindow) replan() {
 	}
 	in, err := planInput(m.target, m.draft, m.set.Layout, m.inv)
 	if err != nil {
-		m.preview.Set(previewOf(nil, err))
+		m.planErr = err
+		m.preview.Set(m.previewOf(nil, err, nil))
 		m.refreshButtons()
 		return
 	}
@@ -143,21 +145,27 @@ func (m *mainWindow) replan() {
 	m.planner.replace(func() {
 		m.filesMu.Lock()
 		p, err := plan.Make(in)
+		var repairs []plan.Suggestion
+		if err != nil {
+			repairs = plan.Repairs(in, err)
+		}
 		m.filesMu.Unlock()
 		m.post(func() {
 			if seq == m.planSeq {
-				m.showPlan(p, err)
+				m.showPlan(p, err, repairs)
 			}
 		})
 	})
 }
 
-func (m *mainWindow) showPlan(p *plan.Plan, err error) {
+// showPlan shows a plan, or why there is none with the repairs that make
+// one.
+func (m *mainWindow) showPlan(p *plan.Plan, err error, repairs []plan.Suggestion) {
 	if m.frames != nil && m.frames.phase == "startup" {
 		m.frames.setPhase("idle") // the window is up and has its first plan
 	}
-	m.plan = p
-	m.preview.Set(previewOf(p, err))
+	m.plan, m.planErr, m.repairs = p, err, repairs
+	m.preview.Set(m.previewOf(p, err, repairs))
 	if p != nil && m.set.Layout.TargetRatios == nil && len(p.Target.Placement.Ratios) > 1 {
 		var pct []float64
 		for _, r := range p.Target.Placement.Ratios {
@@ -178,12 +186,17 @@ func (m *mainWindow) switchBorrow(i int) {
 	m.changed()
 }
 
-// applySuggestion applies the planner's suggestion i to the layout.
+// applySuggestion applies the preview's fix i to the layout: a planner's
+// suggestion, or a repair of a layout it refused.
 func (m *mainWindow) applySuggestion(i int) {
-	if m.plan == nil || i >= len(m.plan.Suggestions) {
+	fixes := m.repairs
+	if m.plan != nil {
+		fixes = m.plan.Suggestions
+	}
+	if i < 0 || i >= len(fixes) {
 		return
 	}
-	m.set.Layout = applyChange(m.set.Layout, m.plan.Suggestions[i].Change)
+	m.set.Layout = applyChange(m.set.Layout, fixes[i].Change)
 	m.showLayout()
 	m.changed()
 }

@@ -46,7 +46,7 @@ func defaultLayout(l Layout, inv device.Inventory) Layout {
 // chosen; the planner fills in what the layout leaves open (the context,
 // the batch, the draft's device: plan.Input.Resolve).
 func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.Input, error) {
-	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: l.Ctx}
+	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: boundCtx(l, target)}
 	var err error
 	if in.KV, err = plan.ParseKVTypes(l.KVType, ""); err != nil {
 		return in, err
@@ -141,6 +141,46 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 	return pv
 }
 
+// previewOf is previewOf with a refused layout's problem told in the
+// window's words (device names, zones) and its repairs offered as fixes.
+func (m *mainWindow) previewOf(p *plan.Plan, err error, repairs []plan.Suggestion) widgets.Preview {
+	if err == nil {
+		return previewOf(p, nil)
+	}
+	pv := widgets.Preview{Error: planProblem(err, m.inv)}
+	if len(repairs) > 0 {
+		pv.FixesTitle = "One click changes the layout:"
+	}
+	for _, r := range repairs {
+		text := capitalize(r.Text) + "."
+		if !r.Plan.Fits {
+			text += " It can then be planned, but does not fit yet."
+		}
+		pv.Suggestions = append(pv.Suggestions, text)
+	}
+	return pv
+}
+
+// planProblem says why the planner refused a layout, in the words of the
+// window: the device's name as on its chip, and what to do in the zones.
+// A draft is spread by free memory, so its zone has no ratio to raise.
+func planProblem(err error, inv device.Inventory) string {
+	var idle *plan.IdleDeviceError
+	if !errors.As(err, &idle) {
+		return sentence(err)
+	}
+	name := fmt.Sprintf("device %d", idle.Device)
+	if d, ok := inv.Device(idle.Device); ok {
+		name = deviceName(d)
+	}
+	if idle.Role == plan.Draft {
+		return fmt.Sprintf("The draft model has %s: too few to share between the devices in the Draft zone, and %s would hold none of them. "+
+			"Run the draft on fewer devices.", plural(idle.Blocks, "block"), name)
+	}
+	return fmt.Sprintf("At its ratio (%.1f%% of the model), %s would hold none of the target model's %s. "+
+		"Raise its ratio under its chip in the Target zone, or take it out of the zone.", 100*idle.Share, name, plural(idle.Blocks, "block"))
+}
+
 // borrowView is the plan's borrow report as the preview shows it: what a
 // head-sharing draft borrows, and each way to use it with what the draft
 // then holds on each device.
@@ -196,8 +236,11 @@ func planDeviceName(p *plan.Plan, i int) string {
 
 // applyChange makes a planner suggestion's change in a layout.
 func applyChange(l Layout, c plan.Change) Layout {
-	if c.Ratios != nil {
+	if c.Ratios != nil || c.TargetDevices != nil {
 		l.TargetRatios = slices.Clone(c.Ratios)
+	}
+	if c.TargetDevices != nil {
+		l.TargetDevices = slices.Clone(c.TargetDevices)
 	}
 	if c.KV != nil {
 		l.KVType = plan.KVTypeName(c.KV.K)
@@ -230,6 +273,9 @@ func sentence(err error) string {
 			break
 		}
 		s = rest
+	}
+	if strings.HasSuffix(s, "…") {
+		return capitalize(s)
 	}
 	return capitalize(strings.TrimSuffix(s, ".")) + "."
 }

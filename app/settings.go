@@ -33,6 +33,15 @@ type Settings struct {
 	Layout  Layout       `json:"layout"`
 	Chat    ChatSettings `json:"chat"`
 	Remote  Remote       `json:"remote"`
+	// Simulation is the simulated devices last planned for, with their
+	// layout; nil: none (gui_simulate.go).
+	Simulation *Simulation `json:"simulation,omitempty"`
+}
+
+// Simulation is a layout for simulated devices (device.ParseSimulated).
+type Simulation struct {
+	Spec   string `json:"spec"`
+	Layout Layout `json:"layout"`
 }
 
 // RecentFile is a model file the user opened, and as what: a file chosen
@@ -46,7 +55,9 @@ type RecentFile struct {
 }
 
 // Layout is the placement the GPU canvas shows. Devices are inventory
-// indices; the CPU is cpuIndex.
+// indices (the CPU's follows the GPUs'); DeviceIDs says which device each
+// index was when the layout was saved, so the next start finds them again
+// (layout_devices.go).
 type Layout struct {
 	TargetDevices []int     `json:"target_devices,omitempty"`
 	TargetRatios  []float64 `json:"target_ratios,omitempty"`
@@ -55,7 +66,10 @@ type Layout struct {
 	DraftDevices  []int     `json:"draft_devices,omitempty"`
 	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
 	Ctx           int       `json:"ctx,omitempty"`
-	KVType        string    `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	// CtxOverride allows a context past the target's trained length.
+	CtxOverride bool           `json:"ctx_past_trained,omitempty"`
+	KVType      string         `json:"kv_type,omitempty"`    // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	DeviceIDs   map[int]string `json:"device_ids,omitempty"` // index -> deviceID when saved
 }
 
 // ChatSettings are the sampling and drafting settings of the chat page.

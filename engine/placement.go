@@ -97,6 +97,11 @@ func (c Config) checkPlan(p *plan.Plan) error {
 	if p.Target.Path != c.Target || draft != c.Draft {
 		return fmt.Errorf("engine: the plan is of %q and %q, not of %q and %q: %w", p.Target.Path, draft, c.Target, c.Draft, model.ErrBadParam)
 	}
+	for _, b := range p.Devices {
+		if b.Device.Simulated {
+			return fmt.Errorf("engine: the plan is for simulated devices (%s %s): it can be shown, not loaded: %w", b.Device.Label(), b.Device.Name, model.ErrBadParam)
+		}
+	}
 	return nil
 }
 

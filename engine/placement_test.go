@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/device"
+	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 )
@@ -139,6 +140,29 @@ func TestPlacementOverBudgetRefused(t *testing.T) {
 		t.Fatalf("got %v, want the planner's refusal", err)
 	}
 	t.Log(err)
+}
+
+// A plan for simulated GPUs (hardware one does not have) is shown, never
+// loaded: Load refuses it before opening a backend.
+func TestSimulatedPlanRefused(t *testing.T) {
+	inv, err := device.ParseSimulated("rtx4090,rtx4090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := modelPath(t, "factory-target-Q4_K_M.gguf")
+	f, err := gguf.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := plan.Make(plan.Input{Target: f, Devices: inv.Devices, Ctx: 256, TargetPlacement: plan.Placement{Devices: []int{0, 1}}})
+	if err != nil || !p.Fits {
+		t.Fatalf("plan on two simulated 4090s: %v, %v", p, err)
+	}
+	_, err = Load(context.Background(), Config{Target: target, Plan: p}, nil)
+	if err == nil || !strings.Contains(err.Error(), "simulated") {
+		t.Fatalf("Load of a simulated plan: %v", err)
+	}
 }
 
 // The target alone over two and three virtual devices, by layers with

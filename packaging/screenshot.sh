@@ -12,6 +12,12 @@
 #                   button, and Copy on each message
 #   models-800x600.png  the Models page on an 800x600 screen: the window
 #                   fits it with every control of the page in view
+#   simulated.png   the Models page on three simulated GPUs (tandem gui
+#                   --simulate) with both demo models on GPU 0: its bar red,
+#                   over by a few MiB, and the planner's fixes
+#   simulated-fixed.png  the same after a click on the first fix's Apply:
+#                   the draft on GPU 1, both bars within their memory; Load
+#                   stays off (simulated devices are planned, not loaded)
 #   find.png        the Find page on two simulated GPUs against a fake
 #                   Hugging Face Hub on loopback (packaging/fakehub: the demo
 #                   models of ../shared/models served slowly): a search, the
@@ -30,12 +36,13 @@ cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-packaging/screenshots}")
 mkdir -p "$out"
 work=$(mktemp -d)
-app_pid= xvfb_pid= xvfb2_pid= hub_pid=
+app_pid= xvfb_pid= xvfb2_pid= xvfb3_pid= hub_pid=
 cleanup() {
 	[ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null || true
 	[ -n "$hub_pid" ] && kill "$hub_pid" 2>/dev/null || true
 	[ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null || true
 	[ -n "$xvfb2_pid" ] && kill "$xvfb2_pid" 2>/dev/null || true
+	[ -n "$xvfb3_pid" ] && kill "$xvfb3_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -163,6 +170,40 @@ case $geometry in
 	fi ;;
 esac
 
+# Three simulated GPUs with 73 MiB each past the CUDA context: the demo
+# pair on the first needs 86 MiB, so GPU 0 is red with the planner's fixes;
+# the first, "Put the draft on GPU 1", is clicked and the layout fits. The
+# window is made taller (on a taller screen) so the memory preview is in
+# view without scrolling, which xdotool's wheel does not do in Fyne.
+display3=:$((290 + RANDOM % 100))
+Xvfb "$display3" -screen 0 1400x1200x24 -nolisten tcp >"$work/xvfb3.log" 2>&1 &
+xvfb3_pid=$!
+for _ in $(seq 50); do DISPLAY=$display3 xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+sim=cuda:600MiB,cuda:600MiB,cuda:600MiB
+DISPLAY=$display3 XDG_CONFIG_HOME=$work/config-sim "$work/tandem" gui --simulate "$sim" >"$work/app.log" 2>&1 &
+app_pid=$!
+main=$(DISPLAY=$display3 waitwin '^Tandem$')
+sleep 4 # the demo pair is written, opened and planned
+DISPLAY=$display3 xdotool windowmove "$main" 0 0 windowsize "$main" 1280 1150
+sleep 3
+mark simulated devices screenshot
+DISPLAY=$display3 import -window "$main" "$out/simulated.png"
+# Apply beside "Put the draft on GPU 1": a position in the taller window;
+# the check below says if it missed.
+DISPLAY=$display3 xdotool mousemove --window "$main" 1234 882 click 1
+sleep 3
+DISPLAY=$display3 import -window "$main" "$out/simulated-fixed.png"
+kill -TERM "$app_pid"
+wait "$app_pid" || true
+app_pid=
+kill "$xvfb3_pid" 2>/dev/null || true
+xvfb3_pid=
+if ! tr -d ' \n\t' <"$work/config-sim/tandem/settings.json" | grep -q '"simulation":{"spec":"[^"]*","layout":{[^}]*"draft_devices":\[1\]'; then
+	echo "screenshot.sh: the click on Apply did not move the draft to GPU 1; the settings say:" >&2
+	cat "$work/config-sim/tandem/settings.json" >&2
+	exit 1
+fi
+
 models=$(realpath -m "${MODELS:-../shared/models}")
 "$work/fakehub" --models "$models" --rate 250000 >"$work/hub.url" 2>"$work/hub.log" &
 hub_pid=$!
@@ -206,6 +247,8 @@ wrote, in $out:
   chat.png            "Quote Genesis 1:3." typed once after Load: the demo's verse, its numbers
   code.png            a conversation with two code blocks: background, colours, Copy buttons
   models-800x600.png  the Models page on an 800x600 screen (window $geometry)
+  simulated.png       three simulated GPUs (--simulate $sim): GPU 0 red, the planner's fixes
+  simulated-fixed.png the first fix applied by a click: the draft on GPU 1, both fit, Load off
   find.png            the Find page: a search, fit verdicts, a download, suggested drafts
   frames.json         frame gaps of the first run per phase (max_ms under 100 is the aim):
 NOTE

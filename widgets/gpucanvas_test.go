@@ -85,10 +85,11 @@ func TestDragReordersAndRemoves(t *testing.T) {
 	if !slices.Equal(p.Target, []int{1, 0}) || !slices.Equal(p.Ratios, []float64{3, 5}) || !slices.Equal(p.Draft, []int{2}) {
 		t.Fatalf("remove: %+v", p)
 	}
-	// From the draft zone into the target zone: a move.
+	// From the draft zone into the target zone: a move. The ratios typed
+	// for the others stay; the newcomer gets their mean.
 	drag(w, g.chipIn(ZoneDraft, 2), center(g.zones[ZoneTarget].all))
 	p = last(t, got, 3)
-	if !slices.Contains(p.Target, 2) || len(p.Draft) != 0 || p.Ratios != nil {
+	if !slices.Equal(p.Target, []int{1, 0, 2}) || len(p.Draft) != 0 || !slices.Equal(p.Ratios, []float64{3, 5, 4}) {
 		t.Fatalf("move draft to target: %+v", p)
 	}
 	if g.ghost != nil || len(g.layer.Objects) != 0 {

@@ -1,6 +1,9 @@
 package widgets
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Placement is what the canvas edits: which devices each model runs on, in
 // order, and how the target spreads over its devices.
@@ -31,8 +34,18 @@ func (p *Placement) insert(zone Zone, id, at int) {
 		if at > i {
 			at--
 		}
-	} else if zone == ZoneTarget {
-		p.Ratios = nil // a new device: back to automatic ratios
+	} else if zone == ZoneTarget && p.Ratios != nil {
+		// A new device: the ratios typed for the others stay (they were
+		// reset to automatic once: issue 26, item 7), and it gets their
+		// mean, to be typed over.
+		var sum float64
+		for _, r := range p.Ratios {
+			sum += r
+		}
+		ratio, moved = math.Round(10*sum/float64(len(p.Ratios)))/10, true
+		if ratio <= 0 {
+			ratio = slices.Min(p.Ratios)
+		}
 	}
 	if at < 0 || at > len(*list) {
 		at = len(*list)

@@ -18,7 +18,7 @@ func TestPlacementOps(t *testing.T) {
 	}{
 		{"move first to end", func(p *Placement) { p.insert(ZoneTarget, 0, 3) }, []int{1, 2, 0}, []float64{3, 2, 5}, []int{1}},
 		{"move last to front", func(p *Placement) { p.insert(ZoneTarget, 2, 0) }, []int{2, 0, 1}, []float64{2, 5, 3}, []int{1}},
-		{"new device resets ratios", func(p *Placement) { p.insert(ZoneTarget, 7, 1) }, []int{0, 7, 1, 2}, nil, []int{1}},
+		{"new device keeps ratios", func(p *Placement) { p.insert(ZoneTarget, 7, 1) }, []int{0, 7, 1, 2}, []float64{5, 3.3, 3, 2}, []int{1}},
 		{"append to draft", func(p *Placement) { p.insert(ZoneDraft, 2, -1) }, []int{0, 1, 2}, []float64{5, 3, 2}, []int{1, 2}},
 		{"remove keeps ratios in step", func(p *Placement) { p.remove(ZoneTarget, 1) }, []int{0, 2}, []float64{5, 2}, []int{1}},
 		{"remove absent", func(p *Placement) { p.remove(ZoneDraft, 9) }, []int{0, 1, 2}, []float64{5, 3, 2}, []int{1}},

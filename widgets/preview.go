@@ -1,6 +1,8 @@
 package widgets
 
 import (
+	"cmp"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
@@ -17,7 +19,9 @@ type Preview struct {
 	// Suggestions are changes that make the plan fit, each offered as a
 	// one-click fix.
 	Suggestions []string
-	Error       string // the plan could not be made at all
+	// FixesTitle heads the suggestions; "" is "Each of these fits:".
+	FixesTitle string
+	Error      string // the plan could not be made at all
 	// Remote, when set, offers a remote engine in words (no local layout
 	// fits), with a button that calls OnRemote.
 	Remote string
@@ -106,7 +110,7 @@ func (m *MemoryPreview) Set(p Preview) {
 
 	m.fixes.Objects = nil
 	if len(p.Suggestions) > 0 {
-		m.fixes.Add(widget.NewLabelWithStyle("Each of these fits:", fyne.TextAlignLeading, fyne.TextStyle{Italic: true}))
+		m.fixes.Add(widget.NewLabelWithStyle(cmp.Or(p.FixesTitle, "Each of these fits:"), fyne.TextAlignLeading, fyne.TextStyle{Italic: true}))
 	}
 	for i, s := range p.Suggestions {
 		apply := widget.NewButtonWithIcon("Apply", theme.ConfirmIcon(), func() {

@@ -41,6 +41,9 @@ type Device struct {
 	// Physical is the CUDA ordinal they live on (-1 for the CPU).
 	Virtual  bool `json:"-"`
 	Physical int  `json:"-"`
+	// Simulated devices are not there: planned for, never loaded onto
+	// (simulated.go).
+	Simulated bool `json:"-"`
 }
 
 // MemoryUsed is what other processes (and the driver) hold now.

@@ -65,15 +65,12 @@ func (t KVTypes) String() string {
 // RunsOn reports whether a backend of kind k writes and attends caches of
 // these types. This is a static table, kept here because a plan is made
 // before any device is opened; engine's TestKVTypesMatchBackends holds it
-// to each backend's Supports. The CPU runs every cache type, K and V
-// independently; the CUDA kernels attend F32 and F16 caches with K and V
-// of one type (Q8_0 and Q4_0 come with the kernels that read them).
+// to each backend's Supports. The CPU and the CUDA kernels run every
+// cache type, K and V independently.
 func (t KVTypes) RunsOn(k device.Kind) bool {
 	switch k {
-	case device.CPU:
+	case device.CPU, device.CUDA:
 		return slices.Contains(kvTypes(), t.K) && slices.Contains(kvTypes(), t.V)
-	case device.CUDA:
-		return t.K == t.V && (t.K == quant.F16 || t.K == quant.F32)
 	}
 	return false
 }

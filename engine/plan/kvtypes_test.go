@@ -41,10 +41,13 @@ func TestKVTypes(t *testing.T) {
 	if got := names(KVChoices([]device.Device{cpu})); !slices.Equal(got, []string{"f16", "q8_0", "q4_0", "f32"}) {
 		t.Errorf("the CPU offers %v", got)
 	}
-	if got := names(KVChoices([]device.Device{cpu, gpu})); !slices.Equal(got, []string{"f16", "f32"}) {
+	if got := names(KVChoices([]device.Device{cpu, gpu})); !slices.Equal(got, []string{"f16", "q8_0", "q4_0", "f32"}) {
 		t.Errorf("a CPU and a GPU offer %v", got)
 	}
-	if (KVTypes{quant.F16, quant.F32}).RunsOn(device.CUDA) || !(KVTypes{quant.F16, quant.F32}).RunsOn(device.CPU) {
-		t.Error("K and V of different types: the CPU runs them, the GPU not yet")
+	if !(KVTypes{quant.Q8_0, quant.F16}).RunsOn(device.CUDA) || !(KVTypes{quant.F16, quant.Q4_0}).RunsOn(device.CPU) {
+		t.Error("K and V of different types: the CPU and the GPU run them")
+	}
+	if (KVTypes{quant.Q4_1, quant.F16}).RunsOn(device.CUDA) || (KVTypes{quant.F16, quant.Q5_0}).RunsOn(device.CPU) {
+		t.Error("a type no cache offers runs")
 	}
 }

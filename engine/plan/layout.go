@@ -188,7 +188,7 @@ func (m *model) assignBlocks() error {
 		m.blockDev = make([]int, n)
 		for i, r := range splitByRatio(int64(n), 1, m.p.Ratios) {
 			if r.Len() == 0 && !slices.Contains(holderDevices(m.headStore), devs[i]) {
-				return fmt.Errorf("plan: %s: device %d gets none of the %d blocks at ratio %.3f; drop it or raise its ratio", m.role, devs[i], n, m.p.Ratios[i])
+				return &IdleDeviceError{Role: m.role, Device: devs[i], Blocks: n, Share: m.p.Ratios[i]}
 			}
 			for b := r.Lo; b < r.Hi; b++ {
 				m.blockDev[b] = devs[i]

@@ -59,10 +59,8 @@ type Input struct {
 func (in Input) Resolve() Input {
 	if in.Ctx <= 0 {
 		in.Ctx = DefaultCtx
-		if in.Target != nil {
-			if n, ok := in.Target.ArchUint("context_length"); ok && n > 0 && n < DefaultCtx {
-				in.Ctx = int(n)
-			}
+		if n := TrainedCtx(in.Target); n > 0 && n < DefaultCtx {
+			in.Ctx = n
 		}
 	}
 	if in.Batch <= 0 {
@@ -79,6 +77,19 @@ func (in Input) Resolve() Input {
 		in.DraftPlacement.Devices = tp.Devices[len(tp.Devices)-1:]
 	}
 	return in
+}
+
+// TrainedCtx is the context length f's model was trained on (its header's
+// context_length); 0 when f is nil or its header does not say. Past it a
+// model has seen no positions, and its answers usually fall apart.
+func TrainedCtx(f *gguf.File) int {
+	if f == nil {
+		return 0
+	}
+	if n, ok := f.ArchUint("context_length"); ok && n > 0 && n <= maxCtx {
+		return int(n)
+	}
+	return 0
 }
 
 // Plan is where everything goes and what each device holds.

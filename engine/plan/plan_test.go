@@ -320,10 +320,11 @@ func TestBadInput(t *testing.T) {
 		{"head device elsewhere", func(in *Input) { in.TargetPlacement.Head, in.TargetPlacement.HeadDevice = HeadSingle, 2 }, "head device 2"},
 		{"huge ctx", func(in *Input) { in.Ctx = 1 << 25 }, "context size"},
 		{"kv type", func(in *Input) { in.KV = SameKV(quant.Q4_K) }, "KV cache"},
-		{"kv type a GPU cannot run", func(in *Input) {
-			in.Devices = inventory(t, "2x12GB.json")
+		{"kv type a device cannot run", func(in *Input) {
+			in.Devices = slices.Clone(devs)
+			in.Devices[1].Kind = "rocm" // a backend with no cache table
 			in.KV = KVTypes{K: quant.Q8_0, V: quant.F16}
-		}, "cannot run on GPU 0"},
+		}, "KV cache cannot run on"},
 		{"empty device", func(in *Input) {
 			in.TargetPlacement.Devices, in.TargetPlacement.Ratios = []int{0, 1, 2}, []float64{1000, 1, 1}
 		}, "gets none of the 36 blocks"},

@@ -22,19 +22,25 @@ type Suggestion struct {
 // left at their zero value stay as they were. The window applies it to its
 // layout and the command line names the flags that make it.
 type Change struct {
-	Ratios       []float64 `json:"ratios,omitempty"` // the target's device weights
-	KV           *KVTypes  `json:"kv_type,omitempty"`
-	Head         HeadMode  `json:"head,omitempty"`
-	Split        Split     `json:"split,omitempty"`
-	Borrow       Borrow    `json:"borrow,omitempty"`
-	Ctx          int       `json:"ctx,omitempty"`
-	DraftDevices []int     `json:"draft_devices,omitempty"` // the draft alone on these
+	Ratios []float64 `json:"ratios,omitempty"` // the target's device weights
+	// TargetDevices puts the target on these devices, with Ratios as its
+	// ratios (nil: by free memory).
+	TargetDevices []int    `json:"target_devices,omitempty"`
+	KV            *KVTypes `json:"kv_type,omitempty"`
+	Head          HeadMode `json:"head,omitempty"`
+	Split         Split    `json:"split,omitempty"`
+	Borrow        Borrow   `json:"borrow,omitempty"`
+	Ctx           int      `json:"ctx,omitempty"`
+	DraftDevices  []int    `json:"draft_devices,omitempty"` // the draft alone on these
 }
 
 // Apply is in with the change made; a suggestion's plan is Make of it.
 func (c Change) Apply(in Input) Input {
-	if c.Ratios != nil {
+	if c.Ratios != nil || c.TargetDevices != nil {
 		in.TargetPlacement.Ratios = slices.Clone(c.Ratios)
+	}
+	if c.TargetDevices != nil {
+		in.TargetPlacement.Devices = slices.Clone(c.TargetDevices)
 	}
 	if c.KV != nil {
 		in.KV = *c.KV
@@ -111,10 +117,13 @@ func suggest(in Input, p *Plan) []Suggestion {
 	return out
 }
 
-// smallerContext suggests the largest halved context that fits, with kv
-// as the cache type when not nil.
+// smallerContext suggests the largest smaller context that fits, with kv
+// as the cache type when not nil. It tries the target's trained length
+// when the context is past it, then powers of two below both: never a
+// context the model was not trained for, nor an odd one such as half of
+// a number typed by hand.
 func smallerContext(in Input, kv *KVTypes, try func(string, Change) bool) bool {
-	for ctx := in.Ctx / 2; ctx >= max(minSuggestedCtx, in.Batch); ctx /= 2 {
+	for _, ctx := range contextSteps(in.Ctx, TrainedCtx(in.Target), max(minSuggestedCtx, in.Batch)) {
 		text := fmt.Sprintf("use a context of %d tokens", ctx)
 		if kv != nil {
 			text += fmt.Sprintf(" with a %v KV cache", *kv)
@@ -124,6 +133,28 @@ func smallerContext(in Input, kv *KVTypes, try func(string, Change) bool) bool {
 		}
 	}
 	return false
+}
+
+// contextSteps are the contexts below ctx worth suggesting, largest
+// first: trained (when known and below ctx), then the powers of two below
+// both, down to least.
+func contextSteps(ctx, trained, least int) []int {
+	top := ctx
+	var out []int
+	if trained > 0 && trained < ctx {
+		top = trained
+		if trained >= least {
+			out = append(out, trained)
+		}
+	}
+	p := 1
+	for p*2 < top {
+		p *= 2
+	}
+	for ; p >= least && p < top; p /= 2 {
+		out = append(out, p)
+	}
+	return out
 }
 
 // fittingRatios weighs the target's devices by the room each has for the

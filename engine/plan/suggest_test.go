@@ -67,10 +67,9 @@ func TestSuggestionsFit(t *testing.T) {
 		want []string
 	}{
 		// 16 GB of weights and 9 GB of KV on two 12 GB cards: only a
-		// smaller cache or context helps; GPUs do not run a q8_0 cache
-		// (yet), so only the context is offered there.
+		// smaller cache or context helps.
 		{"big context", Input{Target: f16, Devices: two12, Ctx: 65536, Batch: 512, KV: SameKV(quant.F16),
-			TargetPlacement: Placement{Devices: []int{0, 1}}}, []string{"ctx"}},
+			TargetPlacement: Placement{Devices: []int{0, 1}}}, []string{"kv-type", "ctx"}},
 		{"big context on CPUs", Input{Target: f16, Devices: cpus(2, 12e9), Ctx: 65536, Batch: 512, KV: SameKV(quant.F16),
 			TargetPlacement: Placement{Devices: []int{0, 1}}}, []string{"kv-type", "ctx"}},
 		{"lopsided ratios", Input{Target: f16, Devices: two12, Ctx: 4096, Batch: 512, KV: SameKV(quant.F16),

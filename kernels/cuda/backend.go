@@ -125,7 +125,7 @@ type Backend struct {
 	ctx     cuContext
 	stream  cuStream
 	modules []cuModule
-	funcs   map[string]cuFunction
+	kernels kernelIndex
 	args    *launchArgs // touched only on the device thread
 	depend  bool        // kernels launch with programmatic dependent launch
 	vecRows int         // Options.MatVecRows, resolved

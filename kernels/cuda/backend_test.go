@@ -80,6 +80,14 @@ func checkKernels(t *testing.T, dir string) {
 	}
 	want = append(want, "attention_rows_f32", "attention_rows_f32_t16", "attention_rows_f16")
 	want = append(want, "mmt_f16", "mmt_q4_k", "attention_fa_f16_64", "attention_fa_f16_128")
+	want = append(want, "set_rows_kv", "attn_prep_kv")
+	for kt, k := range kvCaches {
+		for vt, v := range kvCaches {
+			if !floatPair(kt, vt) {
+				want = append(want, "attention_kv_"+k.name+"_"+v.name, "attention_rows_kv_"+k.name+"_"+v.name)
+			}
+		}
+	}
 	for _, sh := range mmaShapes {
 		if sh[0] == 0 {
 			continue // the prefill tiles, mmt

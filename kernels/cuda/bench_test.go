@@ -382,3 +382,54 @@ func BenchmarkAttentionRows(b *testing.B) {
 		})
 	}
 }
+
+// Decode attention at a short context in caches of two capacities
+// (Qwen3-1.7B heads, F16, random contents): 28 launches a run, one a
+// layer, as a decode step's graph holds them. The grid is cut for the
+// capacity and only the slices the keys fill take part, so the two
+// capacities should cost the same; bytes = the K/V rows read.
+func BenchmarkAttentionCapacity(b *testing.B) {
+	gpu := openGPU(b)
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
+	const nHead, nKV, hd, layers = 16, 8, 128, 28
+	for _, keys := range []int{140, 500, 2000} {
+		for _, capacity := range []int{512, 4096} {
+			if keys > capacity {
+				continue
+			}
+			b.Run(fmt.Sprintf("keys%d/cap%d", keys, capacity), func(b *testing.B) {
+				alloc := func(size int64) kernels.Buffer {
+					buf, err := gpu.Alloc(lbl, size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { gpu.Free(buf) })
+					return buf
+				}
+				k := kernels.NewTensor(alloc(int64(2*capacity*nKV*hd)), quant.F16, capacity, nKV*hd, 0)
+				v := kernels.NewTensor(alloc(int64(2*capacity*nKV*hd)), quant.F16, capacity, nKV*hd, 0)
+				q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
+				y := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
+				pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
+				rng := rand.New(rand.NewPCG(3, 3))
+				for _, t := range []kernels.Tensor{k, v, q} {
+					data := make([]byte, t.Bytes())
+					if err := synth.Fill(rng, t.Type, data, 1); err != nil {
+						b.Fatal(err)
+					}
+					if err := gpu.Write(t, data); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(keys - 1)})); err != nil {
+					b.Fatal(err)
+				}
+				ops := make([]kernels.Op, layers)
+				for i := range ops {
+					ops[i] = kernels.Attention{Dst: y, Q: q, K: k, V: v, Pos: pos, NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.088}
+				}
+				benchProgram(b, gpu, ops, layers*2*2*int64(keys*nKV*hd))
+			})
+		}
+	}
+}

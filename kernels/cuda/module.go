@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:generate sh gen.sh
@@ -25,15 +26,35 @@ func hasDir(fsys fs.FS, dir string) bool {
 	return err == nil && st.IsDir()
 }
 
+// lazyModules are the PTX files loaded on the first use of one of their
+// kernels rather than at Open: the attention over quantized or mixed KV
+// caches (attention_kv.ptx, 28 kernels) takes the driver seconds to
+// JIT-compile, which a model with an F16 cache should not pay.
+var lazyModules = map[string]bool{"attention_kv.ptx": true}
+
+// kernelIndex is the backend's kernels by name: those of loaded modules,
+// and for the lazy ones not loaded yet, the module's file.
+type kernelIndex struct {
+	mu    sync.Mutex
+	funcs map[string]cuFunction
+	lazy  map[string]lazyModule
+}
+
+type lazyModule struct {
+	file string
+	src  []byte
+}
+
 // loadModules JIT-compiles every PTX file in the directory dir of fsys
-// (ptx or ptx/sm90) and indexes its kernels by name. Runs on the device
-// thread.
+// (ptx or ptx/sm90) but the lazy ones, and indexes the kernels of all by
+// name. Runs on the device thread.
 func (be *Backend) loadModules(fsys fs.FS, dir string) error {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("cuda: embedded kernels: %w", err)
 	}
-	be.funcs = make(map[string]cuFunction)
+	be.kernels.funcs = make(map[string]cuFunction)
+	be.kernels.lazy = make(map[string]lazyModule)
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".ptx") {
 			continue
@@ -42,18 +63,34 @@ func (be *Backend) loadModules(fsys fs.FS, dir string) error {
 		if err != nil {
 			return fmt.Errorf("cuda: embedded kernels: %w", err)
 		}
-		m, err := be.drv.moduleLoad(src)
-		if err != nil {
-			return fmt.Errorf("cuda: %s: %w", e.Name(), err)
-		}
-		be.modules = append(be.modules, m)
-		for _, name := range ptxEntries(src) {
-			f, err := be.drv.moduleFunction(m, name)
-			if err != nil {
-				return err
+		if lazyModules[e.Name()] {
+			for _, name := range ptxEntries(src) {
+				be.kernels.lazy[name] = lazyModule{e.Name(), src}
 			}
-			be.funcs[name] = f
+			continue
 		}
+		if err := be.loadModule(e.Name(), src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadModule JIT-compiles one PTX file and indexes its kernels; device
+// thread only.
+func (be *Backend) loadModule(file string, src []byte) error {
+	m, err := be.drv.moduleLoad(src)
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", file, err)
+	}
+	be.modules = append(be.modules, m)
+	for _, name := range ptxEntries(src) {
+		f, err := be.drv.moduleFunction(m, name)
+		if err != nil {
+			return err
+		}
+		be.kernels.funcs[name] = f
+		delete(be.kernels.lazy, name)
 	}
 	return nil
 }
@@ -78,12 +115,23 @@ func ptxEntries(src []byte) []string {
 	return names
 }
 
-// function is a kernel by name; a name missing from the PTX is a build
-// error of this package, reported rather than crashed on.
+// function is a kernel by name, its module loaded first if it is a lazy
+// one; a name missing from the PTX is a build error of this package,
+// reported rather than crashed on. Not for the device thread (a lazy load
+// runs there).
 func (be *Backend) function(name string) (cuFunction, error) {
-	f, ok := be.funcs[name]
+	k := &be.kernels
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f, ok := k.funcs[name]; ok {
+		return f, nil
+	}
+	lm, ok := k.lazy[name]
 	if !ok {
 		return 0, fmt.Errorf("cuda: kernel %s not in the embedded PTX (run go generate)", name)
 	}
-	return f, nil
+	if err := be.do(func() error { return be.loadModule(lm.file, lm.src) }); err != nil {
+		return 0, err
+	}
+	return k.funcs[name], nil
 }

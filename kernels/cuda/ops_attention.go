@@ -39,6 +39,7 @@ type rowAttention struct {
 	shared       uint32
 	kernel       string
 	splits, elem int
+	qbytes       int // attention_rows_kv: shared bytes of the queries (0 for the others)
 }
 
 // attnRowUnits is ATR_UNITS_MAX of attention.cu; faUnits is FA_UNITS.
@@ -50,6 +51,9 @@ const (
 func planRowAttention(o kernels.Attention, multiprocessors int) rowAttention {
 	nb, hd := o.Q.Rows, o.HeadDim
 	g := o.NHead / o.NKVHead
+	if !floatPair(o.K.Type, o.V.Type) {
+		return planRowAttentionKV(o, multiprocessors)
+	}
 	qAligned := o.Q.Off%16 == 0 && (o.Q.Rows == 1 || o.Q.Stride%16 == 0) // 16-byte query loads
 	if o.K.Type == quant.F16 && o.V.Type == quant.F16 && (hd == 64 || hd == 128) && qAligned {
 		r := rowAttention{t: 32, elem: 2, kernel: fmt.Sprintf("attention_fa_f16_%d", hd), threads: 128}
@@ -99,6 +103,9 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 	if b > 1 {
 		return c.rowAttention(o, quantize, q, k, v, pos, y)
 	}
+	if !floatPair(o.K.Type, o.V.Type) {
+		return c.attentionKV(o, quantize, q, k, v, pos, y)
+	}
 	// Each (head, query) is cut over slices of the cache so that decode,
 	// one query, still fills the GPU.
 	splits := workspace.AttentionSplits(nh*b, o.K.Rows, c.be.info.Multiprocessors)
@@ -133,12 +140,141 @@ func (c *compiler) rowAttention(o kernels.Attention, quantize bool, q, k, v, pos
 	if quantize {
 		xq, xd = c.q8Region(o.Dst)
 	}
-	err := c.add(o.Name(), r.kernel, r.grid, [3]uint32{r.threads, 1, 1}, r.shared,
-		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(part),
+	// attention_rows_kv takes strides in bytes, the tile and the queries' bytes
+	kvKernel := r.qbytes > 0
+	ks, vs := o.K.Stride, o.V.Stride
+	if !kvKernel {
+		ks, vs = stride(o.K), stride(o.V)
+	}
+	args := []uint64{argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(ks), argPtr(v), argI64(vs), argPtr(pos), argPtr(part),
 		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
-		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows), argInt(nb), argInt(r.gh), argInt(r.qr))
+		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows), argInt(nb), argInt(r.gh), argInt(r.qr)}
+	if kvKernel {
+		args = append(args, argInt(r.t), argInt(r.qbytes))
+	}
+	err := c.add(o.Name(), r.kernel, r.grid, [3]uint32{r.threads, 1, 1}, r.shared, args...)
 	if quantize {
 		c.holdQ8(o.Dst, 0, err)
 	}
 	return err
+}
+
+// floatPair reports whether K and V are both F32 or both F16, the caches
+// attention.cu's kernels take; every other pair runs attention_kv.cu's.
+func floatPair(k, v quant.Type) bool { return k == v && (k == quant.F32 || k == quant.F16) }
+
+// kvCache mirrors kvt of attention_kv.cu: bytes per 32 elements, rows
+// 16-byte aligned (F32, F16: supported checks), a query quantized for it,
+// and the most 16-byte loads a thread makes per tile in the decode (ld1)
+// and the several-row (ldr) kernels.
+type kvCache struct {
+	groupBytes int
+	aligned    bool
+	quantized  bool
+	ld1, ldr   int
+	name       string
+}
+
+var kvCaches = map[quant.Type]kvCache{
+	quant.F32:  {128, true, false, 8, 4, "f32"},
+	quant.F16:  {64, true, false, 8, 4, "f16"},
+	quant.Q8_0: {34, false, true, 5, 3, "q8_0"},
+	quant.Q4_0: {18, false, true, 5, 2, "q4_0"},
+}
+
+// kvChunks is kv_chunks of attention_kv.cu: the 16-byte chunks of a
+// shared row holding one head of hd elements of type t, misalignment
+// included.
+func kvChunks(t quant.Type, hd int) int {
+	c := kvCaches[t]
+	hb := c.groupBytes * (hd / 32)
+	if c.aligned {
+		return hb / 16
+	}
+	return (hb + 14 + 15) / 16
+}
+
+// kvRow is kv_srow: the bytes of a shared row of nc chunks.
+func kvRow(nc int) int { return 16*nc + 4 }
+
+// kvTile is the keys of a tile: the most of 64 (decode only), 32 and 16
+// whose K and V chunks take at most loads(type) 16-byte loads for each of
+// threads threads.
+func kvTile(k, v quant.Type, hd, threads int, most int, loads func(kvCache) int) int {
+	nck, ncv := kvChunks(k, hd), kvChunks(v, hd)
+	for t := most; t > 16; t /= 2 {
+		if t*nck <= threads*loads(kvCaches[k]) && t*ncv <= threads*loads(kvCaches[v]) {
+			return t
+		}
+	}
+	return 16
+}
+
+// kvDecodeShared is the dynamic shared memory of attention_kv_<k>_<v>
+// with tiles of t keys: the query area (AKV_Q), the K and V tiles, and
+// t scores and t weights.
+func kvDecodeShared(k, v quant.Type, hd, t int) uint32 {
+	return uint32(1088 + t*(kvRow(kvChunks(k, hd))+kvRow(kvChunks(v, hd))) + 8*t)
+}
+
+// attentionKV launches attention_kv_<k>_<v> for one query row: the
+// layout of attention_f16's launch, strides in bytes, and the tile.
+func (c *compiler) attentionKV(o kernels.Attention, quantize bool, q, k, v, pos, y devicePtr) error {
+	nh, hd := o.NHead, o.HeadDim
+	t := kvTile(o.K.Type, o.V.Type, hd, 128, 64, func(c kvCache) int { return c.ld1 })
+	splits := workspace.AttentionSplits(nh, o.K.Rows, c.be.info.Multiprocessors)
+	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh, splits, hd))
+	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh))
+	var xq, xd devicePtr
+	if quantize {
+		xq, xd = c.q8Region(o.Dst)
+	}
+	kernel := "attention_kv_" + kvCaches[o.K.Type].name + "_" + kvCaches[o.V.Type].name
+	err := c.add(o.Name(), kernel, [3]uint32{uint32(nh), 1, uint32(splits)}, [3]uint32{128, 1, 1}, kvDecodeShared(o.K.Type, o.V.Type, hd, t),
+		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(o.K.Stride), argPtr(v), argI64(o.V.Stride), argPtr(pos), argPtr(part),
+		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
+		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows), argInt(t))
+	if quantize {
+		c.holdQ8(o.Dst, 0, err)
+	}
+	return err
+}
+
+// kvRowUnits is ARK_UNITS_MAX of attention_kv.cu; kvMaxShared the
+// shared memory a block may take without opting in.
+const (
+	kvRowUnits  = 16
+	kvMaxShared = 48 << 10
+)
+
+// planRowAttentionKV is planRowAttention for attention_rows_kv_<k>_<v>:
+// up to 16 units a block (8 for heads over 128), tiles of 32 keys, or 16
+// where 32 would not fit the loads or the shared memory.
+func planRowAttentionKV(o kernels.Attention, multiprocessors int) rowAttention {
+	nb, hd := o.Q.Rows, o.HeadDim
+	g := o.NHead / o.NKVHead
+	units := kvRowUnits
+	if hd > 128 {
+		units /= 2
+	}
+	r := rowAttention{kernel: "attention_rows_kv_" + kvCaches[o.K.Type].name + "_" + kvCaches[o.V.Type].name, threads: 256}
+	r.gh = min(g, units)
+	r.qr = max(1, units/r.gh)
+	ucap := r.gh * r.qr
+	r.qbytes = ucap * hd * 4
+	if kvCaches[o.K.Type].quantized {
+		r.qbytes = ucap*hd + ucap*(hd/32)*8
+	}
+	r.qbytes = (r.qbytes + 15) &^ 15
+	tiles := kvRow(kvChunks(o.K.Type, hd)) + kvRow(kvChunks(o.V.Type, hd))
+	r.t = kvTile(o.K.Type, o.V.Type, hd, 256, 32, func(c kvCache) int { return c.ldr })
+	if r.qbytes+r.t*tiles > kvMaxShared {
+		r.t = 16
+	}
+	r.shared = uint32(r.qbytes + r.t*tiles)
+	chunks := (g + r.gh - 1) / r.gh
+	blocks := o.NKVHead * chunks * ((nb + r.qr - 1) / r.qr)
+	r.splits = workspace.AttentionRowSplits(blocks, o.K.Rows, multiprocessors)
+	r.grid = [3]uint32{uint32(o.NKVHead * chunks), ceilDiv(nb, r.qr), uint32(r.splits)}
+	return r
 }

@@ -58,8 +58,11 @@ func (p attnPrep) fusable() bool {
 	q, k, v := rq.X, rk.X, sv.Src
 	hd, b := rq.HeadDim, q.Rows
 	if rq.Dst != q || rk.Dst != k || !sameRope(rq, rk) || hd > attnPrepMaxHead ||
-		k.Rows != b || sk.Src != k || v.Rows != b || v.Cols%hd != 0 ||
-		sk.Idx != sv.Idx || sk.Dst.Type != sv.Dst.Type {
+		k.Rows != b || sk.Src != k || v.Rows != b || v.Cols%hd != 0 || sk.Idx != sv.Idx {
+		return false
+	}
+	// attn_prep_kv writes whole groups of 32 of a head
+	if !floatPair(sk.Dst.Type, sv.Dst.Type) && hd%32 != 0 {
 		return false
 	}
 	if p.qNorm.W.Valid() {
@@ -99,20 +102,41 @@ func (c *compiler) attnPrep(p attnPrep) error {
 			return err
 		}
 	}
-	kernel := "attn_prep_f32"
-	if sk.Dst.Type == quant.F16 {
-		kernel = "attn_prep_f16"
-	}
 	hd := rq.HeadDim
 	hq, hk, hv := q.Cols/hd, k.Cols/hd, v.Cols/hd
 	neox := 0
 	if rq.Neox {
 		neox = 1
 	}
-	return c.add("attn_prep", kernel, [3]uint32{ceilDiv(hq+hk+hv, 4), uint32(q.Rows), 1}, [3]uint32{128, 1, 1}, 0,
-		argPtr(ptrs[0]), argI64(stride(q)), argPtr(ptrs[1]), argI64(stride(k)), argPtr(ptrs[2]), argI64(stride(v)),
-		argPtr(ptrs[3]), argI64(stride(sk.Dst)), argInt(sk.Dst.Rows), argPtr(ptrs[4]), argI64(stride(sv.Dst)), argInt(sv.Dst.Rows),
+	// attn_prep_<f32|f16> for F32 or F16 caches alike, strides in
+	// elements; attn_prep_kv for the rest, strides in bytes
+	kernel := "attn_prep_f32"
+	kcs, vcs := sk.Dst.Stride, sv.Dst.Stride
+	kv := !floatPair(sk.Dst.Type, sv.Dst.Type)
+	switch {
+	case kv:
+		kernel = "attn_prep_kv"
+	case sk.Dst.Type == quant.F16:
+		kernel = "attn_prep_f16"
+	}
+	if !kv {
+		kcs, vcs = stride(sk.Dst), stride(sv.Dst)
+	}
+	args := []uint64{argPtr(ptrs[0]), argI64(stride(q)), argPtr(ptrs[1]), argI64(stride(k)), argPtr(ptrs[2]), argI64(stride(v)),
+		argPtr(ptrs[3]), argI64(kcs), argInt(sk.Dst.Rows), argPtr(ptrs[4]), argI64(vcs), argInt(sv.Dst.Rows),
 		argPtr(ptrs[5]), argPtr(ptrs[6]), argF32(p.qNorm.Eps), argF32(p.kNorm.Eps),
 		argPtr(ptrs[7]), argPtr(ptrs[8]), argPtr(ptrs[9]),
-		argInt(hq), argInt(hk), argInt(hv), argInt(hd), argInt(rq.Dims), argF32(rq.Base), argF32(rq.Scale), argInt(neox))
+		argInt(hq), argInt(hk), argInt(hv), argInt(hd), argInt(rq.Dims), argF32(rq.Base), argF32(rq.Scale), argInt(neox)}
+	if kv {
+		khb, err := sk.Dst.Type.RowBytes(int64(hd))
+		if err != nil {
+			return err
+		}
+		vhb, err := sv.Dst.Type.RowBytes(int64(hd))
+		if err != nil {
+			return err
+		}
+		args = append(args, argInt(int(sk.Dst.Type)), argInt(int(sv.Dst.Type)), argI64(khb), argI64(vhb))
+	}
+	return c.add("attn_prep", kernel, [3]uint32{ceilDiv(hq+hk+hv, 4), uint32(q.Rows), 1}, [3]uint32{128, 1, 1}, 0, args...)
 }

@@ -92,6 +92,9 @@ func (c *compiler) getRows(o kernels.GetRows) error {
 // and V of a block) in one launch.
 func (c *compiler) setRows(jobs ...kernels.SetRows) error {
 	o := jobs[0]
+	if !floatPair(o.Dst.Type, jobs[len(jobs)-1].Dst.Type) {
+		return c.setRowsKV(jobs...)
+	}
 	kernel := "set_rows_f32"
 	if o.Dst.Type == quant.F16 {
 		kernel = "set_rows_f16"
@@ -116,6 +119,31 @@ func (c *compiler) setRows(jobs ...kernels.SetRows) error {
 	return c.add(o.Name(), kernel, [3]uint32{ceilDiv(maxCols, 256), uint32(o.Src.Rows), uint32(len(jobs))}, [3]uint32{256, 1, 1}, 0, args...)
 }
 
+// setRowsKV launches set_rows_kv: rows of any cache type (Q8_0 and Q4_0
+// quantized as kernels/quant does), the two jobs' types apart, one warp a
+// group of 32 values.
+func (c *compiler) setRowsKV(jobs ...kernels.SetRows) error {
+	o := jobs[0]
+	var args []uint64
+	maxGroups := 0
+	for j := 0; j < 2; j++ {
+		job := jobs[min(j, len(jobs)-1)]
+		x, dst, _, err := c.addr3(job.Src, job.Dst, kernels.Tensor{})
+		if err != nil {
+			return err
+		}
+		args = append(args, argPtr(x), argI64(stride(job.Src)), argPtr(dst), argI64(job.Dst.Stride),
+			argInt(job.Src.Cols), argInt(job.Dst.Rows), argInt(int(job.Dst.Type)))
+		maxGroups = max(maxGroups, int(ceilDiv(job.Src.Cols, 32)))
+	}
+	idx, err := c.be.addr(o.Idx)
+	if err != nil {
+		return err
+	}
+	args = append(args, argPtr(idx))
+	return c.add(o.Name(), "set_rows_kv", [3]uint32{ceilDiv(maxGroups, 4), uint32(o.Src.Rows), uint32(len(jobs))}, [3]uint32{128, 1, 1}, 0, args...)
+}
+
 // independent reports whether b neither reads nor writes what a writes,
 // nor writes what a reads, so the two may run in one launch.
 func independent(a, b kernels.Op) bool {
@@ -136,14 +164,15 @@ func independent(a, b kernels.Op) bool {
 	return true
 }
 
-// pairSetRows reports whether ops[i+1] is a SetRows that can share ops[i]'s launch.
+// pairSetRows reports whether ops[i+1] is a SetRows that can share ops[i]'s
+// launch (set_rows_kv takes two jobs of different types).
 func pairSetRows(ops []kernels.Op, i int) (kernels.SetRows, bool) {
 	a := ops[i].(kernels.SetRows)
 	if i+1 >= len(ops) {
 		return a, false
 	}
 	b, ok := ops[i+1].(kernels.SetRows)
-	return b, ok && b.Idx == a.Idx && b.Dst.Type == a.Dst.Type && b.Src.Rows == a.Src.Rows &&
+	return b, ok && b.Idx == a.Idx && b.Src.Rows == a.Src.Rows &&
 		kernels.Check(b) == nil && independent(a, b)
 }
 

@@ -75,9 +75,10 @@ func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }
 func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
 
 // Supports reports whether the backend runs op with its operand types
-// (the weight type of MatMul and GetRows; every other op is supported).
-// Shape limits (widths in whole 32-element groups, head sizes up to 256)
-// are Compile's to report.
+// (the weight type of MatMul and GetRows, the cache types of SetRows and
+// Attention: F32, F16, Q8_0 and Q4_0, K and V of any two; every other op
+// is supported). Shape limits (widths in whole 32-element groups, head
+// sizes up to 256) are Compile's to report.
 func (be *Backend) Supports(op kernels.Op) bool {
 	switch o := op.(type) {
 	case kernels.MatMul:
@@ -87,18 +88,15 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		_, ok := weightKernels[o.Src.Type]
 		return ok
 	case kernels.SetRows:
-		return floatCache(o.Dst.Type)
+		_, ok := kvCaches[o.Dst.Type]
+		return ok
 	case kernels.Attention:
-		return floatCache(o.K.Type) && o.V.Type == o.K.Type
+		_, kOK := kvCaches[o.K.Type]
+		_, vOK := kvCaches[o.V.Type]
+		return kOK && vOK
 	}
 	return true
 }
-
-// floatCache reports whether t is a KV cache type the kernels here write
-// and attend: F32 or F16, K and V alike. Q8_0 and Q4_0 caches, and K and V
-// of different types (kernels.SetRows, kernels.Attention), have no CUDA
-// kernels yet.
-func floatCache(t quant.Type) bool { return t == quant.F32 || t == quant.F16 }
 
 // Compile validates ops and builds a program of kernel launches.
 func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
@@ -295,25 +293,46 @@ func supported(op kernels.Op) error {
 			return fmt.Errorf("%w: %d columns, not a multiple of 32", kernels.ErrUnsupported, o.Src.Cols)
 		}
 	case kernels.SetRows:
-		if !floatCache(o.Dst.Type) {
+		if _, ok := kvCaches[o.Dst.Type]; !ok {
 			return fmt.Errorf("%w: a %v cache", kernels.ErrUnsupported, o.Dst.Type)
 		}
+		if kvCaches[o.Dst.Type].quantized { // F32 and F16 rows are written by element
+			if err := cacheAligned(o.Dst); err != nil {
+				return err
+			}
+		}
 	case kernels.Attention:
-		if !floatCache(o.K.Type) || o.V.Type != o.K.Type {
+		_, kOK := kvCaches[o.K.Type]
+		_, vOK := kvCaches[o.V.Type]
+		if !kOK || !vOK {
 			return fmt.Errorf("%w: K %v, V %v caches", kernels.ErrUnsupported, o.K.Type, o.V.Type)
 		}
 		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
 			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
 		}
 		for _, t := range []kernels.Tensor{o.K, o.V} {
-			if t.Off%16 != 0 || t.Stride%16 != 0 {
-				return fmt.Errorf("%w: cache rows of %v not 16-byte aligned", kernels.ErrUnsupported, t)
+			if err := cacheAligned(t); err != nil {
+				return err
 			}
 		}
 	case kernels.TopK:
 		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
 			return fmt.Errorf("%w: top %d of %d", kernels.ErrUnsupported, o.Ids.Cols, o.X.Cols)
 		}
+	}
+	return nil
+}
+
+// cacheAligned checks the alignment the cache kernels read and write
+// with: F32 and F16 rows in 16-byte vectors, Q8_0 and Q4_0 blocks by
+// halves (attention_kv.cu).
+func cacheAligned(t kernels.Tensor) error {
+	align := int64(2)
+	if !kvCaches[t.Type].quantized {
+		align = 16
+	}
+	if t.Off%align != 0 || (t.Rows > 1 && t.Stride%align != 0) {
+		return fmt.Errorf("%w: cache rows of %v not %d-byte aligned", kernels.ErrUnsupported, t, align)
 	}
 	return nil
 }

@@ -2,8 +2,9 @@
 // keys: each (head, query, split) block takes a slice of keys 0..pos and
 // leaves an unnormalised partial (max, sum, acc[head_dim]); the last block
 // of a (head, query) to finish merges the splits, so one launch does it
-// all. The number of splits is fixed when the program is compiled and each
-// block sizes its slice from the position it reads at run time, so a
+// all. The grid's splits are fixed when the program is compiled, for the
+// cache's capacity; each block reads the position at run time, and from it
+// how many splits take keys (active_splits) and its own slice, so a
 // captured graph stays valid as the context grows.
 #include "common.cuh"
 
@@ -90,11 +91,13 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     float* pe = es + 64;                   // T weights
     __shared__ int last;
 
-    int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, nsplit = gridDim.z;
+    int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     int kvh = h / (n_head / n_kv_head);
     int p = pos[b];
     int nkeys = min(p + 1, n_ctx);
+    int nsplit = active_splits(nkeys);
+    if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
     const uint4* kb = (const uint4*)(k + kvh * head_dim);
@@ -171,7 +174,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     }
 
     if (nsplit > 1) {
-        float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (head_dim + 2);
+        float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (head_dim + 2);
         if (tid == 0) { out[0] = m; out[1] = l; }
         for (int i = tid; i < head_dim; i += ATT_THREADS) out[2 + i] = qs[i];
         __threadfence();
@@ -185,19 +188,16 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
         if (!last) return;
         __threadfence();
         // Merge the splits; other blocks' partials are read from L2.
-        const float* pp = part + ((size_t)b * n_head + h) * nsplit * (head_dim + 2);
-        float M = -INFINITY;
-        for (int s = 0; s < nsplit; s++)
-            if (__ldcg(pp + s * (head_dim + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + s * (head_dim + 2)));
+        const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (head_dim + 2);
         for (int i = tid; i < head_dim; i += ATT_THREADS) {
-            float L = 0.f, o = 0.f;
+            float M = -INFINITY, L = 0.f, o = 0.f;
+#pragma unroll 2
             for (int s = 0; s < nsplit; s++) {
                 const float* ps = pp + s * (head_dim + 2);
-                float ls = __ldcg(ps + 1);
-                if (ls == 0.f) continue;
-                float f = __expf(__ldcg(ps) - M);
-                L += ls * f;
-                o += __ldcg(ps + 2 + i) * f;
+                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a = __ldcg(ps + 2 + i), c, f;
+                merge_step(M, ms, c, f);
+                L = L * c + ls * f;
+                o = o * c + a * f;
             }
             qs[i] = L > 0.f ? o / L : 0.f;
         }
@@ -296,13 +296,15 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh;
     int hend = kvh * G + G;
-    int b0 = blockIdx.y * qr, split = blockIdx.z, nsplit = gridDim.z;
+    int b0 = blockIdx.y * qr, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
     // the block's key range: up to its last row's position
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
+    int nsplit = active_splits(nkeys);
+    if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
 
@@ -401,7 +403,7 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
         for (int i = 0; i < UPW; i++) {
             if (upos[i] < 0) continue;
             int u = warp + ATR_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-            float* out = part + (((size_t)b * n_head + h) * nsplit + split) * (D + 2);
+            float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
             if (lane == 0) { out[0] = m[i]; out[1] = l[i]; }
 #pragma unroll
             for (int d = 0; d < 8; d++)
@@ -430,22 +432,21 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
             for (int d = 0; d < 8; d++) o[d] = acc[i][d];
         } else {
             // merge the slices (other blocks' partials are read from L2)
-            const float* pp = part + ((size_t)b * n_head + h) * nsplit * (D + 2);
+            const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
             float M = -INFINITY;
-            for (int sp = 0; sp < nsplit; sp++)
-                if (__ldcg(pp + sp * (D + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
             L = 0.f;
 #pragma unroll
             for (int d = 0; d < 8; d++) o[d] = 0.f;
+#pragma unroll 2
             for (int sp = 0; sp < nsplit; sp++) {
                 const float* ps = pp + sp * (D + 2);
-                float ls = __ldcg(ps + 1);
-                if (ls == 0.f) continue;
-                float f = __expf(__ldcg(ps) - M);
-                L += ls * f;
+                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a[8], c, f;
 #pragma unroll
-                for (int d = 0; d < 8; d++)
-                    if (d < DP) o[d] += __ldcg(ps + 2 + lane + 32 * d) * f;
+                for (int d = 0; d < 8; d++) a[d] = d < DP ? __ldcg(ps + 2 + lane + 32 * d) : 0.f;
+                merge_step(M, ms, c, f);
+                L = L * c + ls * f;
+#pragma unroll
+                for (int d = 0; d < 8; d++) o[d] = o[d] * c + a[d] * f;
             }
         }
 #pragma unroll
@@ -508,13 +509,15 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
 
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh, hend = kvh * G + G;
-    int b0 = blockIdx.y * qr, split = blockIdx.z, nsplit = gridDim.z;
+    int b0 = blockIdx.y * qr, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     int ucap = gh * qr;
 
     int maxp = 0;
     for (int i = 0; i < qr && b0 + i < nb; i++) maxp = max(maxp, pos[b0 + i]);
     int nkeys = min(maxp + 1, n_ctx);
+    int nsplit = active_splits(nkeys);
+    if (split >= nsplit) return;
     int chunk = (nkeys + nsplit - 1) / nsplit;
     int t0 = split * chunk, t1 = min(nkeys, t0 + chunk);
 
@@ -660,7 +663,7 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (upos[r] < 0) continue;
-            float* out = part + (((size_t)ub[r] * n_head + uh[r]) * nsplit + split) * (D + 2);
+            float* out = part + (((size_t)ub[r] * n_head + uh[r]) * gridDim.z + split) * (D + 2);
             if (t == 0) {
                 out[0] = m[r];
                 out[1] = l[r];
@@ -684,24 +687,23 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (upos[r] < 0) continue;
-            const float* pp = part + ((size_t)ub[r] * n_head + uh[r]) * nsplit * (D + 2);
+            const float* pp = part + ((size_t)ub[r] * n_head + uh[r]) * gridDim.z * (D + 2);
             float M = -INFINITY, L = 0.f;
-#pragma unroll 4
-            for (int sp = 0; sp < nsplit; sp++)
-                if (__ldcg(pp + sp * (D + 2) + 1) > 0.f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
 #pragma unroll
             for (int n = 0; n < D / 8; n++) o[n][2 * r] = o[n][2 * r + 1] = 0.f;
 #pragma unroll 2
             for (int sp = 0; sp < nsplit; sp++) {
                 const float* ps = pp + sp * (D + 2);
-                float ls = __ldcg(ps + 1);
-                if (ls == 0.f) continue;
-                float f = __expf(__ldcg(ps) - M);
-                L += ls * f;
+                float ms = __ldcg(ps), ls = __ldcg(ps + 1), c, f;
+                float2 a[D / 8];
+#pragma unroll
+                for (int n = 0; n < D / 8; n++) a[n] = __ldcg((const float2*)(ps + 2 + 8 * n + 2 * t));
+                merge_step(M, ms, c, f);
+                L = L * c + ls * f;
 #pragma unroll
                 for (int n = 0; n < D / 8; n++) {
-                    o[n][2 * r] += __ldcg(ps + 2 + 8 * n + 2 * t) * f;
-                    o[n][2 * r + 1] += __ldcg(ps + 3 + 8 * n + 2 * t) * f;
+                    o[n][2 * r] = o[n][2 * r] * c + a[n].x * f;
+                    o[n][2 * r + 1] = o[n][2 * r + 1] * c + a[n].y * f;
                 }
             }
             l[r] = L;

@@ -67,6 +67,40 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
+// A grid of attention is cut in gridDim.z key slices, as many as the
+// cache's capacity may want (workspace.AttentionSplits and
+// AttentionRowSplits); at run time only the first active_splits of them
+// take keys, slices of at least SLICE_KEYS (one tile of 64 keys of an F16
+// head of 128), and the others exit at once. A short context in a large
+// cache is then not spread thin over slices that each pay a partial write
+// and a share of the merge: at a capacity of 4096, decode of the 1.7B
+// Q4_K_M shape ran at 0.925x of its tok/s at 512, and now at 0.98-1.0x
+// (kernels/cuda/NOTES.md, hcuda2's call). The count depends only on the
+// block's key count, which every block of a (head, query), or of a
+// several-row block's units, computes alike, so the blocks that count
+// themselves done and the merge agree on it; and a captured graph stays
+// valid as the context grows. A unit's partials keep a stride of gridDim.z
+// slices: units of other blocks may have other counts.
+#define SLICE_KEYS 64
+__device__ __forceinline__ int active_splits(int nkeys) {
+    return max(1, min((int)gridDim.z, (nkeys + SLICE_KEYS - 1) / SLICE_KEYS));
+}
+
+// Attention over several key slices leaves per slice s a running maximum
+// m_s, a weight total l_s and unnormalised sums acc_s (-inf, 0 and zeros
+// for a slice that saw no key); the last block of a (head, query) to finish
+// merges them. merge_step folds one slice into the running (M, L): it
+// returns in c the factor of what was summed so far and in f the slice's.
+// Taking values already loaded, it lets the merge issue every slice's loads
+// at once: read slice by slice, behind a test of l_s, the merge cost one
+// round trip to L2 a slice (kernels/cuda/NOTES.md, calls 22-23).
+__device__ __forceinline__ void merge_step(float& M, float ms, float& c, float& f) {
+    float mn = fmaxf(M, ms);
+    c = M == mn ? 1.f : __expf(M - mn);
+    f = ms == mn ? 1.f : __expf(ms - mn);
+    M = mn;
+}
+
 // Activations quantized to 8 bits (the integer products' input) are laid
 // out group-major: for each group g of 32 columns, the rows' 32-byte groups
 // one after another, P (q8_pitch) of them, then the scales likewise: row b's

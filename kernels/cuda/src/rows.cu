@@ -267,6 +267,90 @@ extern "C" __global__ void set_rows_f16(const float* x0, long long xs0, u16* d0,
     set_rows_t<u16>(x0, xs0, d0, ds0, n0, nr0, x1, xs1, d1, ds1, n1, nr1, idx);
 }
 
+// Quantized cache rows, bit-exact with kernels/quant's quantizers: one
+// warp a block of 32 values, lane i holding value i. __fmul_rn and
+// friends keep each product and sum a rounding of its own, as in the Go
+// code (no fused multiply-add), and the divisions are IEEE ones.
+//
+// store_q8_0: d = amax/127 stored as f16; q = round-to-even(x*(127/amax)).
+__device__ __forceinline__ void store_q8_0(u8* blk, float x) {
+    int lane = threadIdx.x & 31;
+    float amax = warp_max(fabsf(x));
+    float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+    int q = __float2int_rn(__fmul_rn(x, id));
+    if (lane == 0) *(u16*)blk = f2h(__fdiv_rn(amax, 127.f));
+    blk[2 + lane] = (u8)q;
+}
+
+// store_q4_0: d = peak/-8, peak the first value of largest magnitude
+// (+0 for a block of zeros), stored as f16; q = min(15, trunc(x*(1/d) +
+// 8.5)); value j in the low nibble of byte j, value j+16 in its high one.
+__device__ __forceinline__ void store_q4_0(u8* blk, float x) {
+    int lane = threadIdx.x & 31;
+    float a = fabsf(x);
+    int at = lane;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float oa = __shfl_xor_sync(0xffffffffu, a, o);
+        int oat = __shfl_xor_sync(0xffffffffu, at, o);
+        if (oa > a || (oa == a && oat < at)) {
+            a = oa;
+            at = oat;
+        }
+    }
+    float peak = __shfl_sync(0xffffffffu, x, at);
+    if (a == 0.f) peak = 0.f;
+    float d = __fdiv_rn(peak, -8.f);
+    float id = d != 0.f ? __fdiv_rn(1.f, d) : 0.f;
+    int q = min(15, __float2int_rz(__fadd_rn(__fmul_rn(x, id), 8.5f)));
+    int hi = __shfl_down_sync(0xffffffffu, q, 16);
+    if (lane == 0) *(u16*)blk = f2h(d);
+    if (lane < 16) blk[2 + lane] = (u8)(q | (hi << 4));
+}
+
+// store_group writes group g (32 values, one a lane; lanes past n hold
+// none) of a cache row of type t starting at row: F32, F16, Q8_0 or
+// Q4_0 (whose rows are whole groups). Every lane of the warp must call it.
+__device__ __forceinline__ void store_group(u8* row, int t, int g, float x, bool in) {
+    int lane = threadIdx.x & 31;
+    switch (t) {
+    case T_F32:
+        if (in) ((float*)row)[32 * g + lane] = x;
+        break;
+    case T_F16:
+        if (in) ((u16*)row)[32 * g + lane] = f2h(x);
+        break;
+    case T_Q8_0:
+        store_q8_0(row + 34 * g, x);
+        break;
+    case T_Q4_0:
+        store_q4_0(row + 18 * g, x);
+        break;
+    }
+}
+
+// set_rows_kv: dst[idx[b]] = x[b] to rows of any cache type, one warp a
+// group of 32 values (grid (groups/4 rounded up, rows, jobs), 128
+// threads). Two jobs with the same indices (K and V, whose types may
+// differ) share a launch, blockIdx.z choosing. Source strides are in
+// floats, destination strides in bytes.
+extern "C" __global__ void set_rows_kv(const float* x0, long long xs0, u8* d0, long long ds0, int n0, int nr0, int t0,
+                                       const float* x1, long long xs1, u8* d1, long long ds1, int n1, int nr1, int t1,
+                                       const int* __restrict__ idx) {
+    grid_dep_begin();
+    bool j1 = blockIdx.z == 1;
+    const float* x = j1 ? x1 : x0;
+    u8* dst = j1 ? d1 : d0;
+    long long xstride = j1 ? xs1 : xs0, dstride = j1 ? ds1 : ds0;
+    int n = j1 ? n1 : n0, nrows = j1 ? nr1 : nr0, t = j1 ? t1 : t0;
+    int g = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int b = blockIdx.y, r = idx[b];
+    if (r < 0 || r >= nrows || 32 * g >= n) return; // warp-uniform
+    int e = 32 * g + lane;
+    bool in = e < n;
+    store_group(dst + r * dstride, t, g, in ? x[b * xstride + e] : 0.f, in);
+}
+
 // attn_prep is what lies between the Q/K/V products and attention, in one
 // launch: each warp takes one head of one row (grid (ceil(heads/4), rows)).
 // A Q or K head is RMS-normalised (when its weight is given), rotated, and
@@ -344,3 +428,63 @@ __device__ void attn_prep_t(float* q, long long qs, float* k, long long ks, cons
     }
 ATTN_PREP(float, f32)
 ATTN_PREP(u16, f16)
+
+// attn_prep_kv is attn_prep for caches of any types, K and V apart (kt,
+// vt: ggml type numbers; heads whole groups of 32), cache strides in
+// bytes: the cache writes go through store_group.
+extern "C" __global__ void attn_prep_kv(float* q, long long qs, float* k, long long ks, const float* __restrict__ v,
+                                        long long vs, u8* kc, long long kcs, int kcrows, u8* vc, long long vcs,
+                                        int vcrows, const float* __restrict__ qw, const float* __restrict__ kw,
+                                        float qeps, float keps, const int* __restrict__ pos,
+                                        const int* __restrict__ idx, const float* __restrict__ factors, int hq,
+                                        int hk, int hv, int head_dim, int dims, float base, float scale, int neox,
+                                        int kt, int vt, long long khb, long long vhb) {
+    grid_dep_begin();
+    __shared__ float buf[PREP_WARPS][PREP_MAX_HEAD];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int h = blockIdx.x * PREP_WARPS + warp, r = blockIdx.y;
+    if (h >= hq + hk + hv) return;
+    int dst_row = idx[r];
+    int ng = head_dim >> 5;
+    if (h >= hq + hk) { // a V head: to the cache
+        h -= hq + hk;
+        if (dst_row < 0 || dst_row >= vcrows) return;
+        const float* src = v + r * vs + h * head_dim;
+        u8* dst = vc + dst_row * vcs + h * vhb;
+        for (int g = 0; g < ng; g++) store_group(dst, vt, g, src[32 * g + lane], true);
+        return;
+    }
+    bool is_k = h >= hq;
+    if (is_k) h -= hq;
+    float* x = (is_k ? k + r * ks : q + r * qs) + h * head_dim;
+    const float* w = is_k ? kw : qw;
+    float* hb = buf[warp];
+    float ss = 0.f;
+    for (int e = lane; e < head_dim; e += 32) {
+        float t = x[e];
+        hb[e] = t;
+        ss += t * t;
+    }
+    if (w) {
+        float rs = rsqrtf(warp_sum(ss) / head_dim + (is_k ? keps : qeps));
+        for (int e = lane; e < head_dim; e += 32) hb[e] = hb[e] * rs * w[e];
+    }
+    __syncwarp();
+    int half = dims >> 1;
+    for (int j = lane; j < half; j += 32) {
+        float theta = (float)pos[r] * scale * powf(base, -2.f * j / dims);
+        if (factors) theta /= factors[j];
+        float c, s;
+        sincosf(theta, &s, &c);
+        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+        float a = hb[i0], b = hb[i1];
+        hb[i0] = a * c - b * s;
+        hb[i1] = a * s + b * c;
+    }
+    __syncwarp();
+    for (int e = lane; e < head_dim; e += 32) x[e] = hb[e];
+    if (is_k && dst_row >= 0 && dst_row < kcrows) { // warp-uniform
+        u8* kr = kc + dst_row * kcs + h * khb;
+        for (int g = 0; g < ng; g++) store_group(kr, kt, g, hb[32 * g + lane], true);
+    }
+}

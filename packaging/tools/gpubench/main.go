@@ -82,7 +82,8 @@ func run(args []string) error {
 	fs.BoolVar(&c.profile, "profile", false, "after the row, print GPU time per kernel of a decode step (cuda)")
 	fs.IntVar(&c.profRows, "profile-rows", 1, "with -profile: the rows of the profiled pass (1: a decode step; 512: a prefill chunk)")
 	fs.BoolVar(&c.serial, "serial-launch", false, "launch kernels without programmatic dependent launch (cuda, sm_90+)")
-	kv := fs.String("kv", "F16", "KV cache type: F16 or F32")
+	kv := fs.String("kv", "F16", "KV cache type: F16, F32, Q8_0 or Q4_0")
+	capacity := fs.Int("ctx", 0, "KV cache capacity in tokens (0: -pp + -tg + 16); the window's default is 4096")
 	rows := fs.String("rows", "", "comma-separated row counts: time a verification pass of each (e.g. 1,2,4,8,16)")
 	fs.IntVar(&c.vecRows, "matvec-rows", 0, "products of up to this many rows on the matrix-vector kernels (cuda; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +107,12 @@ func run(args []string) error {
 		c.rows = append(c.rows, r)
 	}
 	c.contextSz = c.pp + c.tg + 16
+	if *capacity != 0 {
+		if *capacity < c.contextSz {
+			return fmt.Errorf("-ctx %d: the run needs %d tokens", *capacity, c.contextSz)
+		}
+		c.contextSz = *capacity
+	}
 	if c.header {
 		fmt.Println("| model | size GiB | prefill tok/s | llama.cpp | decode tok/s | llama.cpp | ratio | weights GB/s | of roofline | device MiB after load / after decode | accounted MiB |")
 		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
