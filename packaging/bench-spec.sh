@@ -16,9 +16,10 @@
 # build copies this script into DIR, and ROOT=$PWD sh DIR/bench-spec.sh
 # run DIR runs that copy from the repository's root):
 #   packaging/bench-spec.sh build [DIR]   here: specbench, synthmodel, the
-#                                         demo EAGLE-3 draft (xz) and the
-#                                         Q8_0 demo target into DIR
-#                                         (default .carry/spec, ~28 MB)
+#                                         demo EAGLE-3 draft (xz), this
+#                                         script (and with SRC=Q8_0 the Q8_0
+#                                         demo target) into DIR
+#                                         (default .carry/spec, ~8 MB)
 #   packaging/bench-spec.sh run [DIR [TARGETS]]
 #                                         there: inflate the targets and their
 #                                         EAGLE-3 drafts, print the table;
@@ -37,14 +38,14 @@
 # N sets the tokens a prompt (64); SPECBENCH_FLAGS adds specbench flags
 # (-modes, -sets, -temps: see packaging/tools/specbench).
 #
-# The GPU targets are inflated from the Q8_0 demo target, which build puts
-# in the carry (20 MB: the carry is ~28 MB, beside a ~37 MB tree under
-# the 64 MiB that travels); the F16 demo target does not fit beside the
-# rest. Q8_0 is the F16's function within its rounding, which the demo
-# drafts were made to follow; the bundled Q4_K_M (assets/, used when the
-# carry has no Q8_0, e.g. built with NOSRC=1) is further from it: its
-# inflation accepted 52% of the Q8_0 draft's tokens on known prompts
-# where the F16 accepts ~85%.
+# The GPU targets are inflated from the bundled Q4_K_M demo target
+# (assets/, in the tree), or from the Q8_0 demo target when the carry has
+# it (SRC=Q8_0 build: 20 MB more, a 28 MB carry, which fits the 64 MiB
+# that travels only beside a tree under ~36 MiB; the F16 target does not
+# fit at all). Q8_0 is the F16's function within its rounding, which the
+# demo drafts were made to follow: on the H200 the 8B Q4_K_M inflated
+# from the Q4_K_M accepted 52% of the Q8_0 draft's tokens on known
+# prompts at k=4, inflated from the F16 60%.
 #
 # Inflation exactness at the 8B shape on the GPU (greedy and teacher-forced
 # top-1 against the oracle on CUDA, and the Q4_K_M inflation's tolerance)
@@ -73,7 +74,7 @@ build)
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
-	if [ -z "${NOSRC:-}" ]; then
+	if [ "${SRC:-}" = Q8_0 ]; then
 		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
 		chmod u+w "$dir/factory-target-Q8_0.gguf"
 	fi
