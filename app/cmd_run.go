@@ -38,8 +38,8 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&e.lookup, "lookup", false, "draft by prompt lookup (n-grams of the context); alone when no --draft")
 	def := engine.DefaultDrafting()
 	fs.IntVar(&e.draftKnobs.Max, "draft-max", def.Max, "most tokens drafted per step")
-	fs.IntVar(&e.draftKnobs.Min, "draft-min", def.Min, "fewest tokens the adaptive draft length goes down to")
-	fs.Float64Var(&e.draftKnobs.PMin, "draft-p-min", def.PMin, "stop drafting when the draft's top probability is below this")
+	fs.IntVar(&e.draftKnobs.Min, "draft-min", def.Min, "fewest tokens drafted per step while drafting is on (--draft-max too: a fixed length)")
+	fs.Float64Var(&e.draftKnobs.PMin, "draft-p-min", def.PMin, "stop drafting when the draft's top probability is below this (sampled drafting, fixed length)")
 }
 
 // registerTarget adds the flags of a command that measures the target alone
@@ -151,6 +151,15 @@ type runResult struct {
 	Accepted        int     `json:"accepted"`
 	Acceptance      float64 `json:"acceptance"`
 	AcceptedAt      []int   `json:"accepted_at,omitempty"`
+	// The draft length after the last step (engine.Stats): DraftK tokens
+	// a step (0: the target alone), whether drafting is on and why not,
+	// the speedup measured on the steps over the target alone's measured
+	// pass, and the one expected of the next step.
+	DraftK          int     `json:"draft_k"`
+	Drafting        bool    `json:"drafting"`
+	DraftOff        string  `json:"draft_off,omitempty"`
+	Speedup         float64 `json:"speedup,omitempty"`
+	ExpectedSpeedup float64 `json:"expected_speedup,omitempty"`
 	// SpeedupVsTargetOnly is decode tokens/s with drafting over the target
 	// alone on the same request (--compare).
 	SpeedupVsTargetOnly float64 `json:"speedup_vs_target_only,omitempty"`
@@ -239,11 +248,16 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if st.Drafted > 0 {
 			fmt.Fprintf(errOut, "; drafted %d, accepted %d (%.0f%%)", st.Drafted, st.Accepted, 100*st.Acceptance())
 		}
+		if note := draftNoteOf(st); note != "" {
+			fmt.Fprintf(errOut, "; %s", note)
+		}
 		fmt.Fprintln(errOut)
 	}
 	res.PromptTokens, res.GeneratedTokens = st.PromptTokens, st.GeneratedTokens
 	res.PrefillTokS, res.DecodeTokS, res.FinishReason = st.PrefillTokS(), st.DecodeTokS(), st.FinishReason
 	res.Drafted, res.Accepted, res.Acceptance, res.AcceptedAt = st.Drafted, st.Accepted, st.Acceptance(), st.AcceptedAt
+	res.DraftK, res.Drafting, res.DraftOff = st.DraftK, st.Drafting, st.DraftOff
+	res.Speedup, res.ExpectedSpeedup = st.Speedup, st.ExpectedSpeedup
 	usage := r.Info().Usage
 	for l, b := range usage {
 		switch l.Cat.String() {

@@ -74,6 +74,10 @@ type MessageStats struct {
 	TokS         float64 `json:"tok_s"`
 	Drafted      int     `json:"drafted"`
 	Accepted     int     `json:"accepted"`
+	DraftK       int     `json:"draft_k,omitempty"` // these four: engine.Stats' at the answer's end
+	Drafting     bool    `json:"drafting,omitempty"`
+	DraftOff     string  `json:"draft_off,omitempty"`
+	Speedup      float64 `json:"speedup,omitempty"`
 	FinishReason string  `json:"finish_reason,omitempty"`
 	Model        string  `json:"model,omitempty"`
 	// TTFTSeconds is the time from sending to the first text; PrefillTokS
@@ -377,6 +381,9 @@ func (m MessageStats) summary() string {
 	}
 	if m.FinishReason == "cancelled" {
 		s += ", stopped"
+	}
+	if note := draftNote(m.DraftK, m.Drafting, m.DraftOff, m.Speedup); note != "" {
+		s += " · " + note
 	}
 	return s
 }

@@ -198,6 +198,9 @@ func (c *chatPage) showMeter(s engine.Stats, ttft time.Duration, rate float64) {
 	if ttft > 0 {
 		parts = append(parts, fmt.Sprintf("first token after %.2f s", ttft.Seconds()))
 	}
+	if note := draftNoteOf(s); note != "" {
+		parts = append(parts, note)
+	}
 	if len(parts) == 0 {
 		parts = append(parts, "Waiting for the first token…")
 	}
@@ -220,6 +223,7 @@ func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.St
 		if err != nil && msg.Content == "" {
 			conv.Messages = conv.Messages[:i] // nothing came: no empty answer
 		}
+		msg.Stats.setDraft(s)
 	}
 	if err != nil {
 		c.notice.Set(widgets.NoticeError, "The answer failed: "+sentence(err), err.Error())

@@ -6,6 +6,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/tandem-run/tandem/engine/chat"
 	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/plan"
@@ -39,6 +41,9 @@ type Config struct {
 	// says, and Context, Batch, the KV types and Placement are not read.
 	// It must be a plan of Target and Draft.
 	Plan *plan.Plan
+	// Clock times prefill, decode and the draft and target passes the
+	// draft length is chosen by (nil: time.Now).
+	Clock func() time.Time
 }
 
 // Sampling are the settings that turn logits into a token; the zero value
@@ -88,11 +93,26 @@ type Request struct {
 // Drafting are the per-request settings of speculative drafting, changeable
 // between requests without reloading the models. Zero fields take
 // DefaultDrafting's.
+//
+// Below Max, the Runner chooses each round's draft length from the costs
+// and acceptance it measures on the loaded pair (spec.Chooser), down to 0,
+// the target alone, where drafting does not pay; Min is the fewest it
+// drafts while drafting is on. Min == Max fixes the length: every round
+// drafts exactly Max tokens (or fewer where PMin cuts them short), whatever
+// it costs.
 type Drafting struct {
-	Max  int     // most tokens drafted per step
-	Min  int     // fewest the adaptive length goes down to (at most Max)
-	PMin float64 // stop drafting when the draft's top probability is below this; negative: never
+	Max int // most tokens drafted per step
+	Min int // fewest drafted per step while drafting is on (at most Max)
+	// PMin stops a round's drafting where the draft's top probability is
+	// below it (negative: never), for sampled, penalised or constrained
+	// drafting and a fixed length; unconstrained greedy drafting of a
+	// chosen length runs every pass on the device, where the cut would
+	// save no draft time (generate.go).
+	PMin float64
 }
+
+// Fixed reports whether every round drafts Max tokens.
+func (d Drafting) Fixed() bool { return d.Min == d.Max }
 
 // DefaultDrafting is what a zero Drafting field means.
 func DefaultDrafting() Drafting { return Drafting{Max: 8, Min: 1, PMin: 0.5} }
@@ -144,7 +164,24 @@ type Stats struct {
 	// AcceptedAt[i] counts steps whose i-th drafted token was accepted.
 	AcceptedAt   []int  `json:"accepted_at,omitempty"`
 	FinishReason string `json:"finish_reason"` // "stop" (EOS or a stop string), "length", "cancelled"
+
+	// The draft length after the last step, when a drafter is loaded:
+	// DraftK tokens the next step drafts (0: the target alone), Drafting
+	// whether it drafts, DraftOff why not (spec.ReasonCosts: it does not
+	// pay on this pair; ReasonNoDraft: the request said so).
+	DraftK   int    `json:"draft_k"`
+	Drafting bool   `json:"drafting"`
+	DraftOff string `json:"draft_off,omitempty"`
+	// Speedup is the steps' measured tokens per second over the target
+	// alone's, one token per its measured one-row pass (0: not measured
+	// yet). ExpectedSpeedup is what the chooser expects of the next step
+	// (of the best length when drafting is off).
+	Speedup         float64 `json:"speedup,omitempty"`
+	ExpectedSpeedup float64 `json:"expected_speedup,omitempty"`
 }
+
+// ReasonNoDraft is why drafting is off when the request turned it off.
+const ReasonNoDraft = "drafting is off for this request"
 
 // Acceptance is the fraction of drafted tokens that were accepted.
 func (s Stats) Acceptance() float64 {

@@ -10,17 +10,51 @@ import (
 	"github.com/tandem-run/tandem/engine/spec"
 )
 
-// drafter proposes up to n tokens to follow a history, stopping early where
-// its own top probability falls below pMin. dists[i] is the distribution
-// tokens[i] was drawn from under the request's sampling settings; a nil
-// dists means each proposal is certain (a one-hot distribution), as for
-// greedy drafting and prompt lookup. m, when not nil, is the grammar the
-// output must follow, at the history's end: a drafter that picks from
-// logits masks them with it and advances it by each proposal (it is the
-// drafter's own copy); one that does not may propose anything, and the
-// generation cuts its proposals where the grammar refuses one.
+// drafter proposes tokens to follow a history.
 type drafter interface {
-	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (tokens []int32, dists [][]float32, err error)
+	// prefill runs the draft on all but the last token of a prompt the
+	// target has just prefilled, so that the first round, like every
+	// other, catches up on one token and the prompt counts as prefill.
+	prefill(ctx context.Context, history []int32) error
+	// draft proposes up to n tokens to follow history, stopping early
+	// where its own top probability falls below pMin. m, when not nil, is
+	// the grammar the output must follow, at the history's end: a drafter
+	// that picks from logits masks them with it and advances it by each
+	// proposal (it is the drafter's own copy); one that does not may
+	// propose anything, and the generation cuts its proposals where the
+	// grammar refuses one.
+	draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error)
+}
+
+// proposal is what a drafter proposes in a round, and what it cost.
+type proposal struct {
+	tokens []int32
+	// dists[i] is the distribution tokens[i] was drawn from under the
+	// request's sampling settings; nil means each proposal is certain (a
+	// one-hot distribution), as for greedy drafting and prompt lookup.
+	dists [][]float32
+	// passes are the draft's forward passes; behind, the tokens the first
+	// of them caught up on (one, or a round's accepted tokens and one,
+	// when the draft kept pace; more after rounds it sat out).
+	passes, behind int
+}
+
+// greedyOnDevice reports whether s drafts by argmax alone, which runs on
+// the device (Model.Chain): greedy and unpenalised.
+func greedyOnDevice(s *sample.Sampler) bool {
+	p := s.Params()
+	return p.Greedy() && !p.Penalised()
+}
+
+// confident is how many of ids to propose: those before the first whose
+// probability is below pMin (all without probabilities).
+func confident(ids []int32, probs []float32, pMin float64) []int32 {
+	for i, p := range probs {
+		if float64(p) < pMin {
+			return ids[:i]
+		}
+	}
+	return ids
 }
 
 // modelDrafter drafts with a small model of the same vocabulary.
@@ -30,7 +64,25 @@ type modelDrafter struct {
 	dists [][]float32
 }
 
-func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
+func (d *modelDrafter) prefill(ctx context.Context, history []int32) error {
+	if len(history) < 2 {
+		return nil
+	}
+	_, err := d.seq.runArgmax(ctx, history[:len(history)-1], 1)
+	return err
+}
+
+func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
+	behind := len(history) - commonPrefix(d.seq.cached, history)
+	if m == nil && greedyOnDevice(s) {
+		ids, probs, err := d.seq.chain(ctx, history, n, pMin)
+		if err != nil {
+			return proposal{}, err
+		}
+		return proposal{tokens: confident(ids, probs, pMin), passes: len(ids), behind: behind}, nil
+	}
+	// Sampled, penalised or constrained drafting takes each pass's logits
+	// to the host.
 	d.toks = append(d.toks[:0], history...)
 	proposed := d.toks[len(history):]
 	greedy := s.Params().Greedy()
@@ -41,14 +93,16 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		}
 		dists = d.dists[:n]
 	}
+	passes := 0
 	for i := range n {
 		logits, err := d.seq.run(ctx, d.toks, 1)
 		if err != nil {
-			return nil, nil, err
+			return proposal{}, err
 		}
+		passes++
 		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
 		if err != nil {
-			return nil, nil, err
+			return proposal{}, err
 		}
 		// A draft unsure of its own next token is likely wrong: stop here
 		// rather than spend the target's time verifying a guess.
@@ -59,16 +113,17 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		proposed = d.toks[len(history):]
 		stop, err := draftedUnder(m, t)
 		if err != nil {
-			return nil, nil, err
+			return proposal{}, err
 		}
 		if stop {
 			break
 		}
 	}
-	if greedy {
-		return proposed, nil, nil
+	p := proposal{tokens: proposed, passes: passes, behind: behind}
+	if !greedy {
+		p.dists = dists[:len(proposed)]
 	}
-	return proposed, dists[:len(proposed)], nil
+	return p, nil
 }
 
 // pick chooses a drafted token from logits under s's settings and returns
@@ -99,6 +154,8 @@ func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float3
 // lookupDrafter drafts by prompt lookup: no model, certain proposals.
 type lookupDrafter struct{ l spec.Lookup }
 
-func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler, _ *grammar.Matcher) ([]int32, [][]float32, error) {
-	return d.l.Draft(history, n), nil, nil
+func (lookupDrafter) prefill(context.Context, []int32) error { return nil }
+
+func (d lookupDrafter) draft(_ context.Context, history []int32, n int, _ float64, _ *sample.Sampler, _ *grammar.Matcher) (proposal, error) {
+	return proposal{tokens: d.l.Draft(history, n)}, nil
 }

@@ -26,7 +26,22 @@ type dflashDrafter struct {
 	dists  [][]float32
 }
 
-func (d *dflashDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
+// prefill has nothing to do: the draft's keys and values at the prompt's
+// positions come from the target's states, written when a block is drafted.
+func (d *dflashDrafter) prefill(context.Context, []int32) error { return nil }
+
+// draft proposes the block in one pass (passes 1; behind 1, the anchor:
+// the positions the pass writes from the target's states are not draft
+// passes).
+func (d *dflashDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
+	tokens, dists, err := d.block(ctx, history, n, pMin, s, m)
+	if err != nil || len(tokens) == 0 {
+		return proposal{}, err
+	}
+	return proposal{tokens: tokens, dists: dists, passes: 1, behind: 1}, nil
+}
+
+func (d *dflashDrafter) block(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
 	last := len(history) - 1
 	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
 	n = min(n, d.m.MaxDraft())

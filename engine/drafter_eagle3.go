@@ -25,32 +25,55 @@ type eagle3Drafter struct {
 	dists  [][]float32
 }
 
-func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
+// behind is where the draft's catch-up on history starts, c, and the
+// positions with current target states, ran: it reruns c..ran-1. ok is
+// false while the target has not run every token but the last.
+func (d *eagle3Drafter) behind(history []int32) (c, ran int, ok bool) {
 	last := len(history) - 1
-	ran := commonPrefix(d.target.cached, history[:last]) // positions with current target states
-	if ran < last || ran == 0 || n <= 0 {
-		return nil, nil, nil
+	ran = commonPrefix(d.target.cached, history[:last])
+	if ran < last || ran == 0 {
+		return 0, 0, false
 	}
-	// Catch up from the first position whose token or state changed; rerun
-	// at least the last one, whose logits give the first draft.
-	c := min(d.m.Len(), commonPrefix(d.fed, history[1:]), ran-1)
-	// Unpenalised greedy drafting needs only the top token: with the
-	// target's head split by vocabulary, its shards' tops merge and no
-	// logits are gathered. A grammar needs the logits to mask.
-	topOnly := s.Params().Greedy() && !s.Params().Penalised() && m == nil
-	var logits []float32
-	var top model.Top
-	var err error
-	if topOnly {
-		top, err = d.m.ForwardTop(ctx, history[c+1:ran+1], c)
-	} else {
-		logits, err = d.m.Forward(ctx, history[c+1:ran+1], c)
+	// From the first position whose token or state changed; at least the
+	// last one, whose output gives the first draft.
+	return min(d.m.Len(), commonPrefix(d.fed, history[1:]), ran-1), ran, true
+}
+
+func (d *eagle3Drafter) prefill(ctx context.Context, history []int32) error {
+	c, ran, ok := d.behind(history)
+	if !ok || c >= ran-1 {
+		return nil
 	}
+	// Every position the first round would catch up on but the last.
+	if _, err := d.m.ForwardTop(ctx, history[c+1:ran], c); err != nil {
+		return err
+	}
+	d.fed = append(d.fed[:c], history[c+1:ran]...)
+	return nil
+}
+
+func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
+	c, ran, ok := d.behind(history)
+	if !ok || n <= 0 {
+		return proposal{}, nil
+	}
+	p := proposal{behind: ran - c}
+	if m == nil && greedyOnDevice(s) {
+		ids, probs, err := d.m.Chain(ctx, history[c+1:ran+1], c, n, pMin)
+		if err != nil {
+			return proposal{}, err
+		}
+		d.fed = append(d.fed[:c], history[c+1:ran+1]...)
+		p.tokens, p.passes = confident(ids, probs, pMin), len(ids)
+		return p, d.forget(ran)
+	}
+	// Sampled, penalised or constrained drafting takes each pass's logits
+	// to the host (a grammar masks them there).
+	logits, err := d.m.Forward(ctx, history[c+1:ran+1], c)
 	if err != nil {
-		return nil, nil, err
+		return proposal{}, err
 	}
 	d.fed = append(d.fed[:c], history[c+1:ran+1]...)
-
 	d.toks = append(d.toks[:0], history...)
 	greedy := s.Params().Greedy()
 	var dists [][]float32 // the distributions sampled drafts came from
@@ -61,42 +84,37 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 		dists = d.dists[:n]
 	}
 	for i := 0; ; i++ {
-		t, p := top.ID, top.P
-		if !topOnly {
-			if t, p, err = pickUnder(m, s, logits, d.toks, dists, i); err != nil {
-				return nil, nil, err
-			}
+		p.passes++
+		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
+		if err != nil {
+			return proposal{}, err
 		}
-		if p < pMin {
+		if top < pMin {
 			break
 		}
 		d.toks = append(d.toks, t)
 		stop, err := draftedUnder(m, t)
 		if err != nil {
-			return nil, nil, err
+			return proposal{}, err
 		}
 		if i == n-1 || stop {
 			break
 		}
 		// Position ran+i reads the token just drafted and the output the
 		// previous call left.
-		if topOnly {
-			top, err = d.m.StepTop(ctx, t, ran+i)
-		} else {
-			logits, err = d.m.Step(ctx, t, ran+i)
-		}
-		if err != nil {
-			return nil, nil, err
+		if logits, err = d.m.Step(ctx, t, ran+i); err != nil {
+			return proposal{}, err
 		}
 	}
-	// Positions run on the draft's own outputs are not kept: the target
-	// will provide its states for them.
-	if err := d.m.Truncate(min(ran, d.m.Len())); err != nil {
-		return nil, nil, err
+	p.tokens = d.toks[len(history):]
+	if !greedy {
+		p.dists = dists[:len(p.tokens)]
 	}
-	proposed := d.toks[len(history):]
-	if greedy {
-		return proposed, nil, nil
-	}
-	return proposed, dists[:len(proposed)], nil
+	return p, d.forget(ran)
+}
+
+// forget drops the positions the draft ran on its own outputs: the target
+// will provide its states for them.
+func (d *eagle3Drafter) forget(ran int) error {
+	return d.m.Truncate(min(ran, d.m.Len()))
 }

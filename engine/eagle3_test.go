@@ -115,7 +115,7 @@ func TestEagle3AfterCancel(t *testing.T) {
 	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf")})
 	ctx, cancel := context.WithCancel(context.Background())
 	events := 0
-	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 4}}, func(Event) {
+	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 4, Min: 4}}, func(Event) {
 		events++
 		if events == 3 {
 			cancel()
@@ -126,7 +126,7 @@ func TestEagle3AfterCancel(t *testing.T) {
 	}
 	p := loadOracle(t)[3]
 	var ids []int32
-	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 4}},
+	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 4, Min: 4}},
 		func(e Event) { ids = append(ids, e.IDs...) })
 	if err != nil {
 		t.Fatal(err)

@@ -38,14 +38,29 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	if err := r.checkConstraint(req.Constraint); err != nil {
 		return Stats{}, err
 	}
-	drafting := req.Drafting.Resolve()
-	g := &generation{r: r, req: req, drafting: drafting, emit: emit, sampler: sample.NewSeeded(req.Sampling),
-		history: prompt, stream: r.tok.NewStreamDecoder(),
-		length: spec.NewLength(drafting.Min, drafting.Max)}
+	g := &generation{r: r, req: req, drafting: req.Drafting.Resolve(), emit: emit, sampler: sample.NewSeeded(req.Sampling),
+		history: prompt, stream: r.tok.NewStreamDecoder()}
 	if req.Constraint != nil {
 		g.m = req.Constraint.NewMatcher()
 	}
 	g.stats.PromptTokens = len(prompt)
+	switch {
+	case r.draft != nil && req.NoDraft:
+		g.stats.DraftOff = ReasonNoDraft
+	case r.draft != nil:
+		g.chooser = r.chooser(req)
+		g.report()
+	}
+	// Greedy drafting runs every pass of a round on the device, so cutting
+	// it short where the draft is unsure saves no draft time, only rows
+	// of the verification, which the chooser already weighs against the
+	// tokens they bring when it picks the length (and unsure tokens are
+	// still accepted often enough to be worth a row on a GPU). The cut
+	// stays for a fixed length and where drafting runs through the host.
+	g.pMin = g.drafting.PMin
+	if onDevice(req) && !g.drafting.Fixed() {
+		g.pMin = -1
+	}
 	if emit == nil {
 		g.emit = func(Event) {}
 	}
@@ -118,30 +133,47 @@ type generation struct {
 	r        *Runner
 	req      Request
 	drafting Drafting // req.Drafting resolved
+	pMin     float64  // the draft's confidence cut (see Generate)
 	emit     func(Event)
 	sampler  *sample.Sampler
 	history  []int32 // prompt and every accepted token
 	stream   *tokenizer.StreamDecoder
-	length   *spec.Length
 	stats    Stats
 	text     strings.Builder // everything emitted, for stop strings
 	held     string          // decoded text held back: it may begin a stop string
 	probs    []float32
-	m        *grammar.Matcher // the output so far under req.Constraint; nil without one
+	certain  []float32 // a one-hot draft distribution (oneHot)
+
+	// chooser chooses the draft length (nil: the target alone). drafted
+	// is the last step's drafted tokens, proposed or cut; took and made
+	// are the steps' measured time and the tokens they made.
+	chooser *spec.Chooser
+	drafted int
+	took    time.Duration
+	made    int
+	m       *grammar.Matcher // the output so far under req.Constraint; nil without one
 }
 
 func (g *generation) run(ctx context.Context) error {
 	// Prefill all but the last prompt token; the last one starts the first
 	// speculative step, so even the first generated token is drafted.
-	start := time.Now()
+	now := g.r.now
+	start := now()
 	if n := len(g.history); n > 1 {
 		if _, err := g.r.target.run(ctx, g.history[:n-1], 1); err != nil {
 			return err
 		}
 	}
-	g.stats.PrefillSeconds = time.Since(start).Seconds()
-	start = time.Now()
-	defer func() { g.stats.DecodeSeconds = time.Since(start).Seconds() }()
+	// The draft reads the prompt too, unless drafting is off on this pair:
+	// a probe then catches up when it comes.
+	if g.chooser != nil && (g.drafting.Fixed() || g.chooser.Decision().Reason == "") {
+		if err := g.r.draft.prefill(ctx, g.history); err != nil {
+			return err
+		}
+	}
+	g.stats.PrefillSeconds = now().Sub(start).Seconds()
+	start = now()
+	defer func() { g.stats.DecodeSeconds = now().Sub(start).Seconds() }()
 	if g.grammarComplete() { // a grammar of the empty text: nothing to ask
 		g.stats.FinishReason = "stop"
 		return nil
@@ -160,25 +192,27 @@ func (g *generation) run(ctx context.Context) error {
 // step drafts, verifies the drafts in one target pass and accepts the
 // result. It reports whether generation is finished.
 func (g *generation) step(ctx context.Context) (bool, error) {
-	room := g.r.target.m.Context() - len(g.history) // positions left after the pending token
 	var drafted []int32
 	var dists [][]float32
-	if g.r.draft != nil && !g.req.NoDraft && room > 0 {
-		n := min(g.length.Next(), room, g.remaining()-1)
-		if n > 0 {
-			var err error
-			if drafted, dists, err = g.r.draft.draft(ctx, g.history, n, g.drafting.PMin, g.sampler, g.forkMatcher()); err != nil {
-				return false, err
-			}
+	var took time.Duration // the draft's and the target's passes, as the chooser timed them
+	tried := 0             // drafted tokens proposed or cut short (the chooser's evidence)
+	if n := g.draftLength(); n > 0 {
+		start := g.chooser.Now()
+		p, err := g.r.draft.draft(ctx, g.history, n, g.pMin, g.sampler, g.forkMatcher())
+		if err != nil {
+			return false, err
 		}
+		drafted, dists = p.tokens, p.dists
+		took, tried = g.chooser.Drafted(start, g.passes(p)), max(p.passes, len(p.tokens))
 	}
 	drafted, dists, masks, err := g.speculate(drafted, dists)
 	if err != nil {
 		return false, err
 	}
+	start := g.now()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
-	if p := g.req.Sampling; p.Greedy() && !p.Penalised() && g.m == nil {
+	if onDevice(g.req) {
 		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
 		if err != nil {
 			return false, err
@@ -195,11 +229,11 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	took += g.verified(start, len(drafted)+1)
 	g.stats.Steps++
 	if len(drafted) > 0 {
 		g.stats.Drafted += len(drafted)
 		g.stats.Accepted += len(out) - 1
-		g.length.Observe(len(drafted), len(out)-1)
 		for len(g.stats.AcceptedAt) < len(drafted) {
 			g.stats.AcceptedAt = append(g.stats.AcceptedAt, 0)
 		}
@@ -207,10 +241,84 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			g.stats.AcceptedAt[i]++
 		}
 	}
+	g.learn(tried, len(out), took)
 	if out, err = g.advanceGrammar(out); err != nil {
 		return false, err
 	}
 	return g.accept(out), nil
+}
+
+// now reads the chooser's clock; the zero time without a chooser.
+func (g *generation) now() time.Time {
+	if g.chooser == nil {
+		return time.Time{}
+	}
+	return g.chooser.Now()
+}
+
+// verified times the target's pass of rows rows from start, for the
+// chooser.
+func (g *generation) verified(start time.Time, rows int) time.Duration {
+	if g.chooser == nil {
+		return 0
+	}
+	return g.chooser.Verified(start, rows)
+}
+
+// learn tells the chooser how the step went, tried drafted tokens and out
+// made in took, and reports its next choice. A drafted token the draft's
+// confidence cut counts as a rejected one: the chooser's acceptance is
+// the chance that a drafted position brings a token.
+func (g *generation) learn(tried, out int, took time.Duration) {
+	if g.chooser == nil {
+		return
+	}
+	g.chooser.Accepted(tried, out-1)
+	g.drafted, g.took, g.made = tried, g.took+took, g.made+out
+	g.report()
+}
+
+// draftLength is how many tokens this step drafts: the request's fixed
+// length, or the chooser's (at least the request's Min while drafting is
+// on), within the tokens the request has left.
+func (g *generation) draftLength() int {
+	if g.chooser == nil {
+		return 0
+	}
+	k := g.drafting.Max
+	if !g.drafting.Fixed() {
+		if k = g.chooser.Next(k); k > 0 {
+			k = max(k, g.drafting.Min)
+		}
+	}
+	return max(0, min(k, g.remaining()-1))
+}
+
+// passes are the draft passes a proposal's time is the cost of, for the
+// chooser: none when the draft caught up on more than the last step left
+// it behind (the first step after steps it sat out), which is not a
+// step's cost.
+func (g *generation) passes(p proposal) int {
+	if p.behind > g.drafted+1 {
+		return 0
+	}
+	return p.passes
+}
+
+// report puts the draft length's state into the statistics.
+func (g *generation) report() {
+	d := g.chooser.Decision()
+	s := &g.stats
+	s.DraftK, s.Drafting, s.DraftOff, s.ExpectedSpeedup = d.K, d.Reason == "", d.Reason, d.ExpectedSpeedup
+	switch {
+	case g.drafting.Fixed():
+		s.DraftK, s.Drafting, s.DraftOff = g.drafting.Max, true, ""
+	case d.K > 0:
+		s.DraftK = max(g.drafting.Min, min(d.K, g.drafting.Max))
+	}
+	if d.Verify1 > 0 && g.took > 0 {
+		s.Speedup = float64(g.made) * float64(d.Verify1) / float64(g.took)
+	}
 }
 
 // verify returns the accepted drafted tokens followed by the target's own
@@ -238,7 +346,7 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 			return nil, err
 		}
 		g.probs = p
-		q := oneHot(dists, i, d, len(p))
+		q := g.oneHot(dists, i, d)
 		if spec.Accept(p, q, d, g.sampler.Uniform()) {
 			out = append(out, d)
 			continue
@@ -249,14 +357,20 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 	return append(out, t), err
 }
 
-// oneHot is dists[i], or a certain distribution on d when the drafter gave none.
-func oneHot(dists [][]float32, i int, d int32, n int) []float32 {
+// oneHot is dists[i], or a certain distribution on d when the drafter gave
+// none: zeros up to d and 1 at d (spec.Accept and spec.Residual take the
+// tokens past it as 0), valid until the next call.
+func (g *generation) oneHot(dists [][]float32, i int, d int32) []float32 {
 	if dists != nil {
 		return dists[i]
 	}
-	q := make([]float32, n)
-	q[d] = 1
-	return q
+	if cap(g.certain) <= int(d) {
+		g.certain = make([]float32, d+1)
+	}
+	clear(g.certain)
+	g.certain = g.certain[:d+1]
+	g.certain[d] = 1
+	return g.certain
 }
 
 // remaining is how many more tokens the request allows.

@@ -24,7 +24,7 @@ func TestPlacedEagle3IsTheTargets(t *testing.T) {
 	target, draft := placedTargetPath(t), modelPath(t, "factory-eagle3-F16.gguf")
 	one := load(t, Config{Target: target, Context: 256})
 	pair := load(t, Config{Target: target, Draft: draft, Context: 256})
-	drafting := Drafting{Max: 4, PMin: -1}
+	drafting := Drafting{Max: 4, Min: 4, PMin: -1}
 	want := make([][]int32, len(prompts))
 	wantAccepted := 0
 	for i, p := range prompts {

@@ -98,7 +98,7 @@ func TestPlacedPairIsTheTargets(t *testing.T) {
 			for i, p := range prompts[:3] {
 				var got, want []int32
 				st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true,
-					Drafting: Drafting{Max: 4, PMin: -1}}, func(e Event) { got = append(got, e.IDs...) })
+					Drafting: Drafting{Max: 4, Min: 4, PMin: -1}}, func(e Event) { got = append(got, e.IDs...) })
 				if err != nil {
 					t.Fatal(err)
 				}

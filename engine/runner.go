@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -29,9 +30,38 @@ type Runner struct {
 	draft     drafter // nil without drafting
 	draftKind spec.DraftKind
 	placed    *placed // the plan and the backends of its devices (placement.go)
-	grammars  grammars
+	now       func() time.Time
+	// choosers choose the draft length of the pair as loaded, learning
+	// its costs and acceptance across requests: one for greedy drafting
+	// (on the device, accepted by equality) and one for sampled,
+	// penalised or constrained drafting (logits to the host, masked or
+	// accepted by chance), which differ in both.
+	choosers map[bool]*spec.Chooser
+	grammars grammars
 
 	mu sync.Mutex
+}
+
+// maxDraft is the longest draft the choosers consider; a request's Max
+// above it drafts that many only when fixed.
+const maxDraft = 16
+
+// chooser is the draft length's state for requests like req.
+func (r *Runner) chooser(req Request) *spec.Chooser {
+	greedy := onDevice(req)
+	ch := r.choosers[greedy]
+	if ch == nil {
+		ch = spec.NewChooser(spec.CostOptions{MaxK: maxDraft, Now: r.now})
+		r.choosers[greedy] = ch
+	}
+	return ch
+}
+
+// onDevice reports whether req's drafts and verification pick by argmax on
+// the device (Model.Chain, runArgmax): greedy, unpenalised, unconstrained.
+func onDevice(req Request) bool {
+	p := req.Sampling
+	return p.Greedy() && !p.Penalised() && req.Constraint == nil
 }
 
 // Load opens the target (and the draft, after checking that it can serve
@@ -40,7 +70,10 @@ type Runner struct {
 // the weights and allocates the caches as the plan says. One device is a
 // one-device plan. progress, if set, is called as tensors are placed.
 func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, now: cfg.Clock, choosers: map[bool]*spec.Chooser{}}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	defer func() {
 		if err != nil {
 			r.Close()

@@ -31,6 +31,21 @@ func (s *sequence) runArgmax(ctx context.Context, tokens []int32, rows int) ([]i
 	})
 }
 
+// chain drafts greedily after tokens (Model.Chain): it runs what the cache
+// lacks of them, at least the last, and n steps on, each on the argmax
+// before, returning the argmaxes (and, with pMin > 0, their
+// probabilities; valid until the next call).
+func (s *sequence) chain(ctx context.Context, tokens []int32, n int, pMin float64) ([]int32, []float32, error) {
+	c := min(commonPrefix(s.cached, tokens), len(tokens)-1)
+	s.cached = s.cached[:c]
+	ids, probs, err := s.m.Chain(ctx, tokens[c:], c, n, pMin)
+	if err != nil {
+		return nil, nil, err // the cache keeps tokens[:c]
+	}
+	s.cached = append(append(s.cached, tokens[c:]...), ids[:len(ids)-1]...)
+	return ids, probs, nil
+}
+
 // runOn makes s's cache hold tokens, computing only what differs from what
 // it held, with forward (a Forward of the model) run on the rest; out are
 // the indices of the last rows tokens in what forward runs.

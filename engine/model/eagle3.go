@@ -50,6 +50,7 @@ type Eagle3 struct {
 	next   int
 
 	progs programs // Encode's, Forward's and Step's
+	chain chainBuffers
 
 	// host staging
 	tokens, positions []int32
@@ -72,6 +73,8 @@ type eagle3Scratch struct {
 	gate, up    kernels.Tensor // [batch, n_ff]
 	sel         kernels.Tensor // [1, n_embd] the last row, normed for the head
 	logits      kernels.Tensor // [1, draft vocab]
+	topIDs      kernels.Tensor // I32: a greedy chain's ids, one a slot (chain.go), where the head runs here
+	topP        kernels.Tensor // their probabilities
 }
 
 // eagle3Far is what an EAGLE-3 draft runs beyond its own device: the
@@ -337,6 +340,10 @@ func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 			s.hidden, s.g = t, packed(t, m.batch, p.Embd)
 		case plan.RoleLogits:
 			s.logits = t.Row(0)
+		case plan.RoleTopIDs:
+			s.topIDs = t
+		case plan.RoleTopLogits:
+			s.topP = t
 		}
 	}
 	for _, t := range []kernels.Tensor{m.kvK, m.kvV, m.fused, m.own, s.tokens, s.x, s.in, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
@@ -445,7 +452,7 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 	if err := m.checkForward(tokens, pos); err != nil {
 		return nil, err
 	}
-	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
+	if err := m.run(ctx, tokens, pos, progKey{kind: progDraft}, m.bodyOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -459,7 +466,7 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 	if pos != m.next || pos > m.n || pos >= m.context {
 		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
+	if err := m.run(ctx, []int32{token}, pos, progKey{kind: progStep}, m.stepOps); err != nil {
 		return nil, err
 	}
 	return m.readLogits()
@@ -467,8 +474,9 @@ func (m *Eagle3) Step(ctx context.Context, token int32, pos int) ([]float32, err
 
 // run runs the tokens at pos through the programs ops compiles, in chunks,
 // keeps the last row's pre-norm output and computes its logits, which stay
-// where the head runs until read.
-func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, kind progKind, ops func(int) []kernels.Op) error {
+// where the head runs until read. key names the programs, but for their
+// rows.
+func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, key progKey, ops func(int) []kernels.Op) error {
 	n := len(tokens)
 	if pos+n > m.context {
 		return fmt.Errorf("model: %d tokens at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
@@ -490,7 +498,8 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, kind progKind
 				return err
 			}
 		}
-		if err := m.progs.run(ctx, progKey{kind: kind, n: b}, func() []kernels.Op { return ops(b) }); err != nil {
+		key.n = b
+		if err := m.progs.run(ctx, key, func() []kernels.Op { return ops(b) }); err != nil {
 			return err
 		}
 		m.n = pos + c + b
@@ -571,13 +580,13 @@ func (m *Eagle3) fuseOps(b int) []kernels.Op {
 func (m *Eagle3) bodyOps(b int) []kernels.Op {
 	g := m.s.g.RowSlice(0, b)
 	ops := append(m.embedOps(b), kernels.GetRows{Dst: g, Src: m.fused, Idx: m.s.pos.ColSlice(0, b)})
-	ops = append(ops, m.layerOps(b, g)...)
+	ops = append(ops, m.layerOpsAt(b, g, m.s.pos.ColSlice(0, b))...)
 	return append(ops, m.headOps(b)...)
 }
 
 // stepOps is the draft for one row on its own previous output.
 func (m *Eagle3) stepOps(int) []kernels.Op {
-	ops := append(m.embedOps(1), m.layerOps(1, m.own)...)
+	ops := append(m.embedOps(1), m.layerOpsAt(1, m.own, m.s.pos.ColSlice(0, 1))...)
 	return append(ops, m.headOps(1)...)
 }
 
@@ -590,10 +599,11 @@ func (m *Eagle3) embedOps(b int) []kernels.Op {
 	return []kernels.Op{kernels.GetRows{Dst: m.s.emb.RowSlice(0, b), Src: m.w.tokEmbd, Idx: m.s.tokens.ColSlice(0, b)}}
 }
 
-// layerOps is the decoder layer on states g [b, n_embd]: attention over
-// the normalised embedding and state side by side, the state as residual,
-// then a pre-norm SwiGLU FFN. It leaves the pre-norm output in s.x.
-func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
+// layerOpsAt is the decoder layer on states g [b, n_embd] at the
+// positions in pos: attention over the normalised embedding and state side
+// by side, the state as residual, then a pre-norm SwiGLU FFN. It leaves
+// the pre-norm output in s.x.
+func (m *Eagle3) layerOpsAt(b int, g, pos kernels.Tensor) []kernels.Op {
 	p, s, w := m.params, m.s, m.w
 	emb, in := s.emb.RowSlice(0, b), s.in.RowSlice(0, b)
 	embNormed, gNormed := in.ColSlice(0, p.Embd), in.ColSlice(p.Embd, p.Embd)
@@ -609,7 +619,7 @@ func (m *Eagle3) layerOps(b int, g kernels.Tensor) []kernels.Op {
 	}
 	ops = append(ops, p.attention(attnArgs{w: layer, factors: w.rope, in: in, out: tmp,
 		q: s.q.RowSlice(0, b), k: s.k.RowSlice(0, b), v: s.v.RowSlice(0, b), attn: s.attn.RowSlice(0, b),
-		keys: m.kvK, values: m.kvV, pos: s.pos.ColSlice(0, b), heads: p.Heads, kvHeads: p.KVHeads, base: p.RopeBase})...)
+		keys: m.kvK, values: m.kvV, pos: pos, heads: p.Heads, kvHeads: p.KVHeads, base: p.RopeBase})...)
 	ops = append(ops,
 		kernels.Add{Dst: x, A: tmp, B: residual},
 		kernels.RMSNorm{Dst: h, X: x, W: w.ffnNorm, Eps: p.NormEps})
@@ -645,7 +655,7 @@ func (m *Eagle3) ForwardTop(ctx context.Context, tokens []int32, pos int) (Top, 
 	if err := m.checkForward(tokens, pos); err != nil {
 		return Top{}, err
 	}
-	if err := m.run(ctx, tokens, pos, progDraft, m.bodyOps); err != nil {
+	if err := m.run(ctx, tokens, pos, progKey{kind: progDraft}, m.bodyOps); err != nil {
 		return Top{}, err
 	}
 	return m.top()
@@ -656,7 +666,7 @@ func (m *Eagle3) StepTop(ctx context.Context, token int32, pos int) (Top, error)
 	if pos != m.next || pos > m.n || pos >= m.context {
 		return Top{}, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	if err := m.run(ctx, []int32{token}, pos, progStep, m.stepOps); err != nil {
+	if err := m.run(ctx, []int32{token}, pos, progKey{kind: progStep}, m.stepOps); err != nil {
 		return Top{}, err
 	}
 	return m.top()

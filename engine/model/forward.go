@@ -18,6 +18,8 @@ const (
 	headLogits headKind = iota // nothing: Forward gathers the logits
 	headArgmax                 // each row's argmax (and its logit, where the head is split)
 	headTop                    // each row's best ids and logits
+	headPick                   // one row's argmax into a greedy chain's first slot (chain.go)
+	headPickP                  // headPick, and the argmax's softmax probability beside it
 )
 
 // Candidate is one of a row's best tokens and its logit.
@@ -474,6 +476,8 @@ func (m *Model) runHead(ctx context.Context, k int, kind headKind, n int) error 
 			case kind == headTop:
 				c := min(n, w)
 				ops = append(ops, kernels.TopK{Ids: packed(pt.s.topIDs, k, c), Vals: packed(pt.s.topLogits, k, c), X: logits})
+			case kind == headPick || kind == headPickP:
+				ops = append(ops, pickOps(logits, pt.s.topIDs, pt.s.topLogits, 0, kind == headPickP)...)
 			}
 			return ops
 		})
@@ -604,6 +608,11 @@ func (pt *part) hasBlocks() bool {
 // attnOps is block l's attention on pt's heads for b tokens: the output
 // (pt's share of it, under a tensor split) ends in xn.
 func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
+	return m.attnOpsAt(pt, l, b, pt.s.pos.ColSlice(0, b))
+}
+
+// attnOpsAt is attnOps with the rows' positions read from pos.
+func (m *Model) attnOpsAt(pt *part, l, b int, pos kernels.Tensor) []kernels.Op {
 	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
 	base, window := p.blockRope(l)
@@ -611,7 +620,7 @@ func (m *Model) attnOps(pt *part, l, b int) []kernels.Op {
 		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
 			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
 			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
-			keys: pt.kvK[l], values: pt.kvV[l], pos: s.pos.ColSlice(0, b), heads: lb.heads, kvHeads: lb.kvHeads,
+			keys: pt.kvK[l], values: pt.kvV[l], pos: pos, heads: lb.heads, kvHeads: lb.kvHeads,
 			base: base, window: window})...)
 	if p.arch.postNorms {
 		ops = append(ops, kernels.RMSNorm{Dst: h, X: h, W: w.attnPost, Eps: p.NormEps})

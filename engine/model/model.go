@@ -48,6 +48,7 @@ type Model struct {
 	shardIDs                  []int32   // [batch, plan.TopK] one head shard's
 	shardLogits               []float32 // [batch, plan.TopK]
 	last                      [1]int    // Forward's default output row
+	chain                     chainBuffers
 }
 
 // part is what one device holds and runs of a model.

@@ -30,6 +30,7 @@ const (
 	progDraft                   // EAGLE-3: the layer on fused states, and the head
 	progStep                    // EAGLE-3: the layer on its own last output, and the head
 	progFarHead                 // EAGLE-3: its rows of the target's head, where the target keeps them
+	progChain                   // greedy drafting: steps 2..k, each on the last one's argmax (chain.go)
 )
 
 // maxPrograms bounds each backend's program cache by batch sizes; prompts

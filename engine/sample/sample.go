@@ -21,6 +21,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 )
 
 // ErrNonFinite is logits that hold NaN or +Inf, or no finite value at all:
@@ -120,8 +121,10 @@ type Sampler struct {
 	p      Params
 	rng    *rand.Rand
 	work   []float32
+	probs  []float32 // Sample's distribution
 	order  []int32
 	counts map[int32]int
+	sums   []float64 // softmax's partial sums, one per chunk
 }
 
 // New returns a sampler drawing its randomness from rng (nil for greedy use).
@@ -147,10 +150,11 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	if s.p.Greedy() && !s.p.Penalised() {
 		return argmaxFinite(logits)
 	}
-	probs, err := s.Probs(nil, logits, history)
+	probs, err := s.Probs(s.probs, logits, history)
 	if err != nil {
 		return 0, err
 	}
+	s.probs = probs
 	if s.p.Greedy() {
 		return Argmax(probs), nil
 	}
@@ -181,6 +185,10 @@ func (s *Sampler) Probs(dst, logits []float32, history []int32) ([]float32, erro
 		dst[Argmax(x)] = 1
 		return dst, nil
 	}
+	if s.p.TopK <= 0 && s.p.TopP <= 0 && s.p.MinP <= 0 {
+		s.softmaxAll(dst, x)
+		return dst, nil
+	}
 	keep := s.candidates(x)
 	// Temperature scales the surviving logits' differences from their
 	// maximum, in float64: each is <= 0 whatever the temperature, so the
@@ -200,6 +208,51 @@ func (s *Sampler) Probs(dst, logits []float32, history []int32) ([]float32, erro
 		dst[i] = float32(float64(dst[i]) * scale)
 	}
 	return dst, nil
+}
+
+// softmaxChunk is how many tokens one goroutine of softmaxAll takes.
+const softmaxChunk = 1 << 15
+
+// softmaxAll is Probs' softmax when every token is a candidate (no top-k,
+// top-p or min-p), the same arithmetic as the general path without its
+// index list. A vocabulary of 150k costs about a millisecond of
+// exponentials on one core, once per sampled token and per verified row:
+// chunks past the first run on goroutines of their own. The chunks are
+// fixed by the vocabulary, not the cores, and their sums are added in
+// order, so the result does not depend on the machine.
+func (s *Sampler) softmaxAll(dst, x []float32) {
+	maxv := float64(x[Argmax(x)])
+	n := len(x)
+	chunks := (n + softmaxChunk - 1) / softmaxChunk
+	if cap(s.sums) < chunks {
+		s.sums = make([]float64, chunks)
+	}
+	sums := s.sums[:chunks]
+	t := s.p.Temperature
+	exp := func(c int) {
+		lo, hi := c*softmaxChunk, min(n, (c+1)*softmaxChunk)
+		var sum float64
+		for i, v := range x[lo:hi] {
+			e := math.Exp((float64(v) - maxv) / t)
+			dst[lo+i] = float32(e)
+			sum += e
+		}
+		sums[c] = sum
+	}
+	var wg sync.WaitGroup
+	for c := 1; c < chunks; c++ {
+		wg.Go(func() { exp(c) })
+	}
+	exp(0)
+	wg.Wait()
+	var sum float64
+	for _, v := range sums {
+		sum += v
+	}
+	scale := 1 / sum
+	for i, v := range dst {
+		dst[i] = float32(float64(v) * scale)
+	}
 }
 
 // argmaxFinite is Argmax for logits that must hold no NaN or +Inf and at

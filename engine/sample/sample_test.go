@@ -75,19 +75,27 @@ func TestProbs(t *testing.T) {
 	}
 }
 
+// Temperature alone is a plain softmax, on a small vocabulary and on one
+// of several chunks (softmaxAll) with tokens that cannot be drawn (-Inf,
+// as a grammar's mask leaves them).
 func TestTemperatureMatchesSoftmax(t *testing.T) {
-	logits := randomLogits(3, 50)
-	p, err := NewSeeded(Params{Temperature: 0.7}).Probs(nil, logits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var z float64
-	for _, l := range logits {
-		z += math.Exp(float64(l) / 0.7)
-	}
-	for i, l := range logits {
-		if want := math.Exp(float64(l)/0.7) / z; math.Abs(float64(p[i])-want) > 1e-5 {
-			t.Fatalf("p[%d] = %v, want %v", i, p[i], want)
+	for _, n := range []int{50, 3*softmaxChunk + 17} {
+		logits := randomLogits(3, n)
+		for i := 5; i < n; i += n / 7 {
+			logits[i] = float32(math.Inf(-1))
+		}
+		p, err := NewSeeded(Params{Temperature: 0.7}).Probs(nil, logits, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var z float64
+		for _, l := range logits {
+			z += math.Exp(float64(l) / 0.7)
+		}
+		for i, l := range logits {
+			if want := math.Exp(float64(l)/0.7) / z; math.Abs(float64(p[i])-want) > 1e-5*want {
+				t.Fatalf("%d tokens: p[%d] = %v, want %v", n, i, p[i], want)
+			}
 		}
 	}
 }
@@ -149,6 +157,19 @@ func BenchmarkProbsQwenVocab(b *testing.B) {
 	b.SetBytes(int64(4 * len(logits)))
 	for b.Loop() {
 		if _, err := s.Probs(dst, logits, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A token at temperature alone over a Qwen vocabulary: the target-alone
+// step of a sampled request (every token a candidate, softmaxAll).
+func BenchmarkSampleQwenVocabTemperature(b *testing.B) {
+	logits := randomLogits(1, 151936)
+	s := NewSeeded(Params{Temperature: 0.7})
+	b.SetBytes(int64(4 * len(logits)))
+	for b.Loop() {
+		if _, err := s.Sample(logits, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -17,10 +18,25 @@ import (
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
+// fixedDraft drafts every request k tokens a round. A length the engine
+// chooses follows the time its passes take, and a seed draws the same
+// sample only under the same draft lengths: a request repeated must draft
+// alike to be answered alike.
+type fixedDraft struct {
+	*engine.Runner
+	k int
+}
+
+func (f fixedDraft) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	req.Drafting = engine.Drafting{Max: f.k, Min: f.k}
+	return f.Runner.Generate(ctx, req, emit)
+}
+
 // TestDemoPairOverHTTP serves the demo target with its draft and checks
 // that what a client gets over HTTP, through the official client and
 // through Remote, is exactly what the engine generates for the same
-// request called directly: greedy, and sampled with a seed.
+// request called directly: greedy, and sampled with a seed (both drafting
+// a fixed length).
 func TestDemoPairOverHTTP(t *testing.T) {
 	r, err := engine.Load(t.Context(), engine.Config{
 		Target:  sharedtest.Path(t, "models", "factory-target-Q8_0.gguf"),
@@ -31,7 +47,8 @@ func TestDemoPairOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	srv := httptest.NewServer(New(r, Options{Model: "factory-target"}))
+	gen := fixedDraft{Runner: r, k: 4}
+	srv := httptest.NewServer(New(gen, Options{Model: "factory-target"}))
 	defer srv.Close()
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"),
 		option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
@@ -40,7 +57,7 @@ func TestDemoPairOverHTTP(t *testing.T) {
 	messages := []chat.Message{{Role: "user", Content: "Write a short story about a robot."}}
 	for _, s := range []engine.Sampling{{Seed: 7}, {Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 42}} {
 		direct := engine.Request{Messages: messages, ChatMLFallback: true, MaxTokens: 32, Sampling: s}
-		want, wantStats, err := collect(t.Context(), r, direct)
+		want, wantStats, err := collect(t.Context(), gen, direct)
 		if err != nil || want == "" {
 			t.Fatalf("direct: %q, %v", want, err)
 		}

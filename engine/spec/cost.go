@@ -43,30 +43,32 @@ package spec
 // never pays spends about 1% of its rounds probing, and one that starts to
 // pay (the conversation turns to text the draft knows) is noticed.
 //
-// How the engine feeds it (the wiring after the executor's merge). One
-// Chooser per loaded draft pair and device layout (costs belong to the
-// layout; acceptance evidence carries over between requests and decays).
-// Per round, in the generation loop:
+// How the engine feeds it (engine/generate.go). A Runner keeps one
+// Chooser per kind of drafting, greedy (on the device) and through the
+// host (sampled, penalised, or masked by a grammar), for the pair and
+// device layout it loaded:
+// costs belong to the layout, and acceptance evidence carries over between
+// requests and decays. Per round:
 //
-//	k := ch.Next(limit)            // limit: the request's draft max, the room left
+//	k := ch.Next(limit)            // limit: the request's draft max
 //	if k > 0 {
 //		t0 := ch.Now()
-//		drafted := draft(k)        // model, EAGLE-3 or lookup drafter
-//		ch.Drafted(t0, steps)      // steps: the draft's forward calls this round,
-//		                           // a call whose token p-min dropped included
+//		p := draft(k)              // model, EAGLE-3 or lookup drafter
+//		ch.Drafted(t0, steps)      // steps: the draft's forward passes, 0
+//		                           // when it caught up on rounds it sat out
 //	}
 //	t1 := ch.Now()
-//	out := verify(drafted)         // the target pass of len(drafted)+1 rows
-//	                               // (run or runArgmax) and the host-side check
-//	ch.Verified(t1, len(drafted)+1)
-//	ch.Accepted(len(drafted), len(out)-1)
+//	out := verify(p)               // the target pass of len(p)+1 rows
+//	ch.Verified(t1, len(p)+1)
+//	ch.Accepted(tried, len(out)-1) // tried: drafts proposed or cut by p-min
 //
 // The draft's timing is the whole draft call (an EAGLE-3 draft's catch-up
 // on the target's new states included); the verification's is the whole
 // target call with the accept/reject on the host (an EAGLE-3 target pass
-// includes capturing and fusing its states). Decision goes into the step
-// statistics: the chat's stats line and `tandem run --json` show K,
-// Drafting, Reason and ExpectedSpeedup.
+// includes capturing and fusing its states). A drafted token the draft's
+// confidence cut counts as rejected. The decision goes into the step
+// statistics: the chat's stats line and `tandem run --json` show k,
+// whether drafting is on, why not, and the measured speedup.
 
 import (
 	"math"
@@ -125,7 +127,9 @@ type Decision struct {
 	// Acceptance is the estimated chance that a drafted token is accepted.
 	Acceptance float64 `json:"acceptance"`
 	// DraftStep and Verify1 are the measured cost of one draft step and of
-	// a one-row target pass (the target alone).
+	// a one-row target pass (the target alone); Verify1 is 0 until
+	// one-row passes were timed past their first runs (which on a GPU
+	// compile and capture the pass).
 	DraftStep time.Duration `json:"draft_step_ns"`
 	Verify1   time.Duration `json:"verify_1_ns"`
 	// ExpectedSpeedup is tokens per second drafting K (or, when off, the
@@ -153,12 +157,15 @@ type Chooser struct {
 	wait     int  // rounds off before the next probe
 	lastOne  int  // round of the last one-row pass
 	decision Decision
+	// remeasured counts the rounds drafting k only to measure k's
+	// unsettled costs (decide).
+	remeasured []int
 }
 
 // NewChooser returns a Chooser that starts by drafting o.StartK tokens.
 func NewChooser(o CostOptions) *Chooser {
 	o.defaults()
-	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1}
+	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1, remeasured: make([]int, o.MaxK+1)}
 	c.draft.init(o.MaxK+1, o.Alpha)
 	c.verify.init(o.MaxK+2, o.Alpha)
 	c.decide()
@@ -169,21 +176,29 @@ func NewChooser(o CostOptions) *Chooser {
 func (c *Chooser) Now() time.Time { return c.o.Now() }
 
 // Drafted records a draft call that began at start and ran steps draft
-// steps (forward calls).
-func (c *Chooser) Drafted(start time.Time, steps int) {
+// steps (forward calls), and returns how long it took. A call of no steps
+// is timed but not recorded: one that did more than a round's work
+// (catching up after rounds without drafting) says nothing of a round's
+// cost.
+func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
+	d := c.o.Now().Sub(start)
 	if steps > 0 && steps < len(c.draft.avg) {
-		c.draft.add(steps, c.o.Now().Sub(start))
+		c.draft.add(steps, d)
 	}
+	return d
 }
 
-// Verified records a target pass of rows rows that began at start.
-func (c *Chooser) Verified(start time.Time, rows int) {
+// Verified records a target pass of rows rows that began at start, and
+// returns how long it took.
+func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
+	d := c.o.Now().Sub(start)
 	if rows > 0 && rows < len(c.verify.avg) {
-		c.verify.add(rows, c.o.Now().Sub(start))
+		c.verify.add(rows, d)
 		if rows == 1 {
 			c.lastOne = c.round
 		}
 	}
+	return d
 }
 
 // Accepted ends a round in which drafted tokens were proposed and accepted
@@ -237,14 +252,17 @@ func (c *Chooser) best(a float64) (int, float64) {
 // decide sets the next round's k after the round that just ended.
 func (c *Chooser) decide() {
 	a := c.acceptance()
-	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1)), Verify1: time.Duration(c.verify.at(1))}
+	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1))}
+	if c.verify.settled(1) {
+		d.Verify1 = time.Duration(c.verify.at(1))
+	}
 	probed := c.probe
 	c.probe = false
 	switch {
 	case c.round == 0:
 		c.k = c.o.StartK // nothing measured yet: draft, to measure
-	case !c.verify.has(1):
-		c.k = 0 // the target alone has not been timed: time it
+	case !c.verify.settled(1) && !c.on:
+		c.k = 0 // the target alone is not timed past its first runs: time it
 	case c.on && c.round-c.lastOne >= c.o.Recalibrate:
 		c.k = 0 // time the target alone again; drafting stays on
 	default:
@@ -258,6 +276,15 @@ func (c *Chooser) decide() {
 			}
 			c.streak++
 			c.k = k
+		case k > 0 && !(c.draft.settled(k) && c.verify.settled(k+1)) && c.remeasured[k] < settle:
+			// The costs that say no include first runs of their sizes (a
+			// GPU compiles and captures each new pass size): draft k
+			// again to measure it before believing them. A round may
+			// draft fewer than k (a cut, the end of a grammar), so each k
+			// gets settle such rounds in the Chooser's life at most.
+			c.remeasured[k]++
+			c.k = k
+			c.probe = probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
 			// A spell on that did not last (one probe's evidence is thin)
@@ -277,7 +304,7 @@ func (c *Chooser) decide() {
 		}
 	}
 	d.K, d.Drafting, d.Probe = c.k, c.k > 0, c.probe
-	if !c.on && c.round > 0 && c.verify.has(1) {
+	if !c.on && c.round > 0 && c.verify.settled(1) {
 		d.Reason = ReasonCosts
 	}
 	if c.k > 0 && c.verify.has(1) {
@@ -289,11 +316,22 @@ func (c *Chooser) decide() {
 
 // curve is a running average of durations by size (steps or rows), in
 // nanoseconds, with estimates for sizes not measured.
+//
+// The first runs of a size are often slow for reasons that do not recur:
+// a GPU backend compiles a program on its first run and captures it as a
+// graph on its second, and every new row count or draft length is a new
+// program. So the first settle measurements of a size keep the smallest,
+// and later ones count at most twice the average (an OS hiccup is not a
+// cost); a real change of cost is still followed, by a quarter at most
+// per measurement.
 type curve struct {
 	avg   []float64
 	n     []int
 	alpha float64
 }
+
+// settle is how many first measurements of a size keep their minimum.
+const settle = 3
 
 func (c *curve) init(sizes int, alpha float64) {
 	c.avg, c.n, c.alpha = make([]float64, sizes), make([]int, sizes), alpha
@@ -301,15 +339,21 @@ func (c *curve) init(sizes int, alpha float64) {
 
 func (c *curve) add(size int, d time.Duration) {
 	v := float64(d)
-	if c.n[size] == 0 {
+	switch n := c.n[size]; {
+	case n == 0:
 		c.avg[size] = v
-	} else {
-		c.avg[size] += c.alpha * (v - c.avg[size])
+	case n < settle:
+		c.avg[size] = min(c.avg[size], v)
+	default:
+		c.avg[size] += c.alpha * (min(v, 2*c.avg[size]) - c.avg[size])
 	}
 	c.n[size]++
 }
 
 func (c *curve) has(size int) bool { return size < len(c.n) && c.n[size] > 0 }
+
+// settled reports whether size has been measured past its first runs.
+func (c *curve) settled(size int) bool { return size < len(c.n) && c.n[size] >= settle }
 
 // measured lists the sizes with measurements, ascending.
 func (c *curve) measured() []int {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ func (f *fakeClock) now() time.Time { return f.t }
 type pair struct {
 	step   time.Duration                // one draft step
 	verify func(rows int) time.Duration // one target pass
+	stepAt func(k int) time.Duration    // a draft call of k steps, when not k*step
 	accept float64
 }
 
@@ -47,7 +49,11 @@ func (s *sim) run(p pair, rounds int) float64 {
 		s.ks = append(s.ks, k)
 		if k > 0 {
 			t0 := s.c.Now()
-			s.clk.t = s.clk.t.Add(time.Duration(k) * p.step)
+			d := time.Duration(k) * p.step
+			if p.stepAt != nil {
+				d = p.stepAt(k)
+			}
+			s.clk.t = s.clk.t.Add(d)
 			s.c.Drafted(t0, k)
 		}
 		t1 := s.c.Now()
@@ -125,7 +131,9 @@ func TestChooserPaysAtK3(t *testing.T) {
 	if speed < 0.97*1.575 {
 		t.Errorf("%.3fx the target alone, ideal 1.575x", speed)
 	}
-	if d := s.c.Decision(); !d.Drafting || d.Reason != "" || d.ExpectedSpeedup < 1.4 {
+	// The decision's expectation rests on the running acceptance
+	// estimate, which wanders round to round.
+	if d := s.c.Decision(); !d.Drafting || d.Reason != "" || d.ExpectedSpeedup < 1.3 {
 		t.Errorf("decision %+v", d)
 	}
 }
@@ -135,14 +143,16 @@ func TestChooserBest(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(0, 0)}
 	c := NewChooser(CostOptions{Now: clk.now})
 	verify := linear(10*time.Millisecond, 2*time.Millisecond)
-	for rows := 1; rows <= 9; rows++ {
+	for range settle {
+		for rows := 1; rows <= 9; rows++ {
+			t0 := clk.t
+			clk.t = clk.t.Add(verify(rows))
+			c.Verified(t0, rows)
+		}
 		t0 := clk.t
-		clk.t = clk.t.Add(verify(rows))
-		c.Verified(t0, rows)
+		clk.t = clk.t.Add(1500 * time.Microsecond)
+		c.Drafted(t0, 1)
 	}
-	t0 := clk.t
-	clk.t = clk.t.Add(1500 * time.Microsecond)
-	c.Drafted(t0, 1)
 	for _, tc := range []struct {
 		a float64
 		k int
@@ -213,14 +223,14 @@ func TestChooserAcceptanceCollapses(t *testing.T) {
 	}
 }
 
-// The first rounds measure: one drafting round, then one of the target
-// alone, then a choice.
+// The first rounds measure: one drafting round, then the target alone
+// until its pass is timed past its first runs, then a choice.
 func TestChooserWarmUp(t *testing.T) {
 	s := newSim(4)
 	p := pair{step: time.Millisecond, verify: linear(10*time.Millisecond, time.Millisecond), accept: 0.9}
-	s.run(p, 3)
-	if s.ks[0] != 4 || s.ks[1] != 0 || s.ks[2] == 0 {
-		t.Errorf("first rounds drafted %v, want 4, 0, then some", s.ks)
+	s.run(p, 2+settle)
+	if want := []int{4, 0, 0, 0}; !slices.Equal(s.ks[:4], want) || s.ks[4] == 0 {
+		t.Errorf("first rounds drafted %v, want %v, then some", s.ks, want)
 	}
 	if got := s.c.Next(2); got > 2 {
 		t.Errorf("Next(2) = %d", got)
@@ -246,8 +256,80 @@ func TestCurve(t *testing.T) {
 	if got := c.proportional(3); got != 30 { // from 2 steps: 20 * 3/2
 		t.Errorf("proportional(3) = %g", got)
 	}
-	c.add(6, 20) // alpha 1: the latest measurement replaces
+	c.add(6, 20) // the first measurements keep their smallest
 	if got := c.at(8); got != 20 {
 		t.Errorf("a falling curve extends flat: at(8) = %g", got)
+	}
+}
+
+// A size's first runs keep their fastest (a GPU compiles and captures a
+// program on them); after those, an outlier counts twice the average at
+// most, and a lasting change of cost is followed.
+func TestCurveSettles(t *testing.T) {
+	var c curve
+	c.init(4, 0.25)
+	for _, v := range []time.Duration{900, 400, 500} { // compile, capture, run
+		c.add(1, v)
+	}
+	if got := c.at(1); got != 400 {
+		t.Fatalf("after the first runs: %g, want 400", got)
+	}
+	c.add(1, 40000) // a hiccup
+	if got := c.at(1); got != 500 {
+		t.Errorf("after an outlier: %g, want 400 + (800 - 400)/4 = 500", got)
+	}
+	for range 40 {
+		c.add(1, 100)
+	}
+	if got := c.at(1); got < 100 || got > 101 {
+		t.Errorf("after a lasting change to 100: %g", got)
+	}
+}
+
+// compiling is a pair whose every new pass size runs three times slower
+// its first two times (a GPU runs a new program eagerly, then captures it
+// as a graph), draft calls by their steps and target passes of more than
+// one row by their rows: the one-row pass is warm already (an earlier
+// request ran the target alone).
+func compiling(p pair) pair {
+	seenV, seenD := map[int]int{}, map[int]int{}
+	verify := p.verify
+	p.verify = func(rows int) time.Duration {
+		seenV[rows]++
+		if seenV[rows] <= 2 && rows > 1 {
+			return 3 * verify(rows)
+		}
+		return verify(rows)
+	}
+	step := p.step
+	p.stepAt = func(k int) time.Duration {
+		seenD[k]++
+		if seenD[k] <= 2 {
+			return 3 * time.Duration(k) * step
+		}
+		return time.Duration(k) * step
+	}
+	return p
+}
+
+// First runs three times slower than the rest do not turn off a draft
+// that pays, nor keep on one that does not: the Chooser measures a size
+// past its first runs before it believes it.
+func TestChooserFirstRunsSlow(t *testing.T) {
+	s := newSim(5)
+	pays := compiling(pair{step: 1500 * time.Microsecond, verify: linear(10*time.Millisecond, 2*time.Millisecond), accept: 0.8})
+	s.run(pays, 100)
+	speed := s.run(pays, 1000)
+	t.Logf("paying pair: %.3fx the target alone after 100 rounds; %d of the first 100 drafted", speed, countDrafting(s.ks[:100]))
+	if speed < 0.97*1.575 || countDrafting(s.ks[:100]) < 80 {
+		t.Errorf("paying pair: %.3fx (ideal 1.575x), %d of the first 100 rounds drafted", speed, countDrafting(s.ks[:100]))
+	}
+
+	s = newSim(6)
+	loses := compiling(pair{step: 15 * time.Millisecond, verify: linear(10*time.Millisecond, time.Millisecond), accept: 0.9})
+	speed = s.run(loses, 1000)
+	t.Logf("losing pair: %.3fx the target alone; %d of 1000 rounds drafted", speed, countDrafting(s.ks))
+	if d := s.c.Decision(); d.Drafting || d.Reason != ReasonCosts || speed < 0.95 {
+		t.Errorf("losing pair: %.3fx, decision %+v", speed, d)
 	}
 }

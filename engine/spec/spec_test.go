@@ -143,7 +143,8 @@ func TestCompatibleUnusedPadding(t *testing.T) {
 }
 
 // The residual-sampling rule, on small hand-made distributions: drafting
-// from q then accepting or resampling must give exactly p.
+// from q then accepting or resampling must give exactly p, also where q
+// is shorter than p (its tokens past the end have no draft mass).
 func TestRejectionSamplingKeepsTarget(t *testing.T) {
 	cases := []struct{ p, q []float32 }{
 		{[]float32{0.5, 0.3, 0.2}, []float32{0.2, 0.3, 0.5}},
@@ -151,23 +152,32 @@ func TestRejectionSamplingKeepsTarget(t *testing.T) {
 		{[]float32{0.25, 0.25, 0.25, 0.25}, []float32{0.7, 0.1, 0.1, 0.1}},
 		{[]float32{0.1, 0.0, 0.9}, []float32{0.0, 0.5, 0.5}}, // the draft cannot draw token 0
 		{[]float32{0.4, 0.6}, []float32{0.4, 0.6}},
+		// A draft vocabulary that ends before the target's.
+		{[]float32{0.3, 0.2, 0.1, 0.4}, []float32{0.5, 0.5}},
+		{[]float32{0.5, 0.5, 0, 0}, []float32{0.9, 0.1}},
 	}
 	for ci, c := range cases {
 		// Exact: P(emit y) = q(y) min(1, p/q) + P(reject) * residual(y).
+		q := func(i int) float64 { // the draft's mass, 0 past its vocabulary
+			if i < len(c.q) {
+				return float64(c.q[i])
+			}
+			return 0
+		}
 		var reject float64
 		for x := range c.q {
 			if c.q[x] > 0 {
-				reject += float64(c.q[x]) * (1 - math.Min(1, float64(c.p[x])/float64(c.q[x])))
+				reject += q(x) * (1 - math.Min(1, float64(c.p[x])/q(x)))
 			}
 		}
 		var mass float64
 		for i := range c.p {
-			mass += math.Max(0, float64(c.p[i]-c.q[i]))
+			mass += math.Max(0, float64(c.p[i])-q(i))
 		}
 		for y := range c.p {
-			got := math.Min(float64(c.q[y]), float64(c.p[y]))
+			got := math.Min(q(y), float64(c.p[y]))
 			if mass > 0 {
-				got += reject * math.Max(0, float64(c.p[y]-c.q[y])) / mass
+				got += reject * math.Max(0, float64(c.p[y])-q(y)) / mass
 			}
 			if math.Abs(got-float64(c.p[y])) > 1e-6 {
 				t.Errorf("case %d: P(%d) = %v, want %v", ci, y, got, c.p[y])
@@ -225,24 +235,5 @@ func TestLookup(t *testing.T) {
 	h = []int32{1, 2, 10, 1, 2, 20, 1, 2}
 	if got := l.Draft(h, 1); len(got) != 1 || got[0] != 20 {
 		t.Errorf("Draft = %v, want [20]", got)
-	}
-}
-
-func TestLength(t *testing.T) {
-	l := NewLength(1, 8)
-	if l.Next() != 8 {
-		t.Fatalf("starts at %d", l.Next())
-	}
-	for range 20 {
-		l.Observe(l.Next(), 0)
-	}
-	if l.Next() != 1 {
-		t.Errorf("after rejections: %d", l.Next())
-	}
-	for range 20 {
-		l.Observe(l.Next(), l.Next())
-	}
-	if l.Next() != 8 {
-		t.Errorf("after acceptances: %d", l.Next())
 	}
 }

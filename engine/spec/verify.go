@@ -6,8 +6,12 @@ import "github.com/tandem-run/tandem/engine/sample"
 // target distribution p, given u uniform in [0, 1): it is kept with
 // probability min(1, p[x]/q[x]). A token the draft could not have drawn
 // (q[x] = 0) is kept only when the target would have chosen it for sure.
+//
+// q may be shorter than p: a draft's vocabulary can end where the target's
+// goes on in padding (Compatible allows it), and the draft gives those
+// tokens no mass.
 func Accept(p, q []float32, x int32, u float64) bool {
-	px, qx := float64(p[x]), float64(q[x])
+	px, qx := float64(p[x]), at(q, int(x))
 	if qx <= 0 {
 		return px >= 1
 	}
@@ -17,11 +21,12 @@ func Accept(p, q []float32, x int32, u float64) bool {
 // Residual draws from normalize(max(0, p - q)) with u uniform in [0, 1): the
 // distribution of the target's token given that the draft's was rejected.
 // When p - q has no positive mass (p == q, so a rejection cannot happen in
-// exact arithmetic) it draws from p.
+// exact arithmetic) it draws from p. q may be shorter than p, as for
+// Accept.
 func Residual(p, q []float32, u float64) int32 {
 	var mass float64
 	for i := range p {
-		if d := float64(p[i]) - float64(q[i]); d > 0 {
+		if d := float64(p[i]) - at(q, i); d > 0 {
 			mass += d
 		}
 	}
@@ -32,7 +37,7 @@ func Residual(p, q []float32, u float64) int32 {
 	last := int32(-1)
 	var acc float64
 	for i := range p {
-		d := float64(p[i]) - float64(q[i])
+		d := float64(p[i]) - at(q, i)
 		if d <= 0 {
 			continue
 		}
@@ -43,6 +48,14 @@ func Residual(p, q []float32, u float64) int32 {
 		}
 	}
 	return last // rounding left target at the very top
+}
+
+// at is q[i], or 0 past q's end.
+func at(q []float32, i int) float64 {
+	if i >= len(q) {
+		return 0
+	}
+	return float64(q[i])
 }
 
 // GreedyAccepted is the number of drafted tokens greedy verification keeps:

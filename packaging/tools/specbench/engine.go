@@ -25,9 +25,10 @@ type mode struct {
 	alone  bool // the target alone
 }
 
-// loadMode loads the target with what m drafts with.
-func loadMode(ctx context.Context, target, backend string, m mode) (*engine.Runner, error) {
-	cfg := engine.Config{Target: target, Backend: backend, Context: 1024}
+// loadMode loads the target with what m drafts with, on o's backend,
+// threads and clock.
+func loadMode(ctx context.Context, o options, target string, m mode) (*engine.Runner, error) {
+	cfg := engine.Config{Target: target, Backend: o.backend, Context: 1024, Threads: o.threads, Clock: o.clock}
 	if !m.alone {
 		cfg.Draft, cfg.Lookup = m.draft, m.lookup
 	}
@@ -51,7 +52,7 @@ type round struct {
 
 // generate runs one chat message for n tokens (past any end-of-text) and
 // returns its statistics and rounds.
-func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message string, n int, temp float64, seed uint64) (engine.Stats, []round, error) {
+func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message string, n int, temp float64, seed uint64, clock func() time.Time) (engine.Stats, []round, error) {
 	var rounds []round
 	var last time.Time
 	var prev engine.Stats
@@ -65,7 +66,7 @@ func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message 
 		if ev.Kind != engine.EventToken {
 			return
 		}
-		now := time.Now()
+		now := clock()
 		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted}
 		if !last.IsZero() {
 			rd.took = now.Sub(last)
@@ -81,7 +82,7 @@ func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message 
 
 // passCosts times target passes of 1..maxRows rows after a prompt (the
 // verification of maxRows-1 drafted tokens): the median of reps each.
-func passCosts(ctx context.Context, r *engine.Runner, message string, maxRows, reps int) ([]time.Duration, error) {
+func passCosts(ctx context.Context, r *engine.Runner, message string, maxRows, reps int, clock func() time.Time) ([]time.Duration, error) {
 	text, err := r.RenderChat(ctx, []chat.Message{{Role: "user", Content: message}}, true)
 	if err != nil {
 		return nil, err
@@ -102,12 +103,12 @@ func passCosts(ctx context.Context, r *engine.Runner, message string, maxRows, r
 		}
 		times := make([]time.Duration, 0, reps)
 		for i := 0; i <= reps; i++ {
-			start := time.Now()
+			start := clock()
 			if _, err := r.Forward(ctx, tokens, len(prompt), out); err != nil {
 				return nil, err
 			}
 			if i > 0 { // the first run compiles the pass
-				times = append(times, time.Since(start))
+				times = append(times, clock().Sub(start))
 			}
 		}
 		costs[rows] = median(times)

@@ -6,10 +6,15 @@
 //	specbench -target t.gguf -draft d.gguf -eagle e.gguf -backend cuda -label H200 -header
 //
 // Modes: the target alone, a model draft drafting exactly 4 tokens a
-// round, the same draft adaptive (the engine's own choice of length),
-// prompt lookup, and an EAGLE-3 draft adaptive. Each runs chat prompts the
-// demo drafts know (scripture, fortunes) and prompts they do not
-// (technical jargon), greedy and at temperature 0.7, for -n tokens each.
+// round, the same draft adaptive (the engine's own choice of length: the
+// Runner's spec.Chooser, from the costs and acceptance it measures, down
+// to the target alone where drafting does not pay), prompt lookup and an
+// EAGLE-3 draft, both adaptive. Each runs chat prompts the demo drafts
+// know (scripture, fortunes) and prompts they do not (technical jargon),
+// greedy and at temperature 0.7, for -n tokens each. Beside the speedups,
+// a row gives the engine's own measured speedup (engine.Stats.Speedup),
+// the share of rounds that drafted and how many rounds drafted each
+// length ("k:rounds").
 //
 // The ideal speedup of a row: with a the acceptance rate (the geometric
 // model's estimate, accepted / (accepted + rounds that rejected one)), a
@@ -28,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -58,7 +64,8 @@ func main() {
 
 type options struct {
 	target, draft, eagle, backend, label string
-	n, reps                              int
+	n, reps, threads                     int
+	clock                                func() time.Time // what every time is read on
 	modes, sets                          []string
 	temps                                []float64
 	seed                                 uint64
@@ -80,6 +87,8 @@ func parse(args []string) (options, error) {
 	sets := fs.String("sets", "known,jargon", "prompt sets")
 	temps := fs.String("temps", "0,0.7", "sampling temperatures (0: greedy)")
 	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
+	fs.IntVar(&o.threads, "threads", 0, "CPU worker threads (0: all cores)")
+	clock := fs.String("clock", "wall", "wall, or cpu: the process's CPU time (a CPU run on a machine others load, with -threads 1)")
 	fs.BoolVar(&o.header, "header", false, "print the table header first")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the rows as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +99,16 @@ func parse(args []string) (options, error) {
 	}
 	if o.label == "" {
 		o.label = o.backend
+	}
+	switch *clock {
+	case "wall":
+		o.clock = time.Now
+	case "cpu":
+		if o.clock = cpuClock(); o.clock == nil {
+			return o, errors.New("-clock cpu: no process CPU time on this system")
+		}
+	default:
+		return o, fmt.Errorf("clock %q (wall, cpu)", *clock)
 	}
 	o.modes, o.sets = strings.Split(*modes, ","), strings.Split(*sets, ",")
 	for _, s := range o.sets {
@@ -121,6 +140,15 @@ type row struct {
 	Ideal      float64 `json:"ideal_speedup"`
 	DraftCost  string  `json:"draft_cost"` // "measured" or "derived"
 	DraftStep  float64 `json:"draft_step_ms"`
+	// KDrafted counts the rounds by the tokens they drafted (the engine's
+	// chosen length, or the fixed one, where the request had room); On is
+	// the share of rounds that drafted.
+	KDrafted map[int]int `json:"k_drafted"`
+	On       float64     `json:"drafting_share"`
+	// Engine is the speedup the engine measured on its own steps against
+	// its measured one-row pass (engine.Stats.Speedup), over the row's
+	// generations that report one, weighted by their tokens.
+	Engine float64 `json:"engine_speedup"`
 }
 
 func run(ctx context.Context, args []string) error {
@@ -129,15 +157,15 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if o.header {
-		fmt.Println("| device | target | mode | prompts | sampling | tok/s | x alone | accept | mean k | ideal x | measured/ideal | draft step |")
-		fmt.Println("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+		fmt.Println("| device | target | mode | prompts | sampling | tok/s | x alone | accept | mean k | ideal x | measured/ideal | draft step | engine x | drafting | k drafted (rounds) |")
+		fmt.Println("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	}
 	// The target alone: its pass costs and the baseline of every row.
-	alone, err := loadMode(ctx, o.target, o.backend, mode{name: "alone", alone: true})
+	alone, err := loadMode(ctx, o, o.target, mode{name: "alone", alone: true})
 	if err != nil {
 		return err
 	}
-	verify, err := passCosts(ctx, alone, promptSets["known"][0], 16, o.reps)
+	verify, err := passCosts(ctx, alone, promptSets["known"][0], 16, o.reps, o.clock)
 	if err != nil {
 		alone.Close()
 		return err
@@ -168,11 +196,11 @@ func run(ctx context.Context, args []string) error {
 	// A model draft's step, timed alone.
 	var draftStep time.Duration
 	if o.draft != "" {
-		d, err := loadMode(ctx, o.draft, o.backend, mode{alone: true})
+		d, err := loadMode(ctx, o, o.draft, mode{alone: true})
 		if err != nil {
 			return err
 		}
-		c, err := passCosts(ctx, d, promptSets["known"][0], 1, o.reps)
+		c, err := passCosts(ctx, d, promptSets["known"][0], 1, o.reps, o.clock)
 		d.Close()
 		if err != nil {
 			return err
@@ -187,7 +215,7 @@ func run(ctx context.Context, args []string) error {
 		if step == 0 && m.draft == o.draft && !m.lookup {
 			step = draftStep
 		}
-		r, err := loadMode(ctx, o.target, o.backend, m)
+		r, err := loadMode(ctx, o, o.target, m)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
@@ -237,11 +265,11 @@ func key(set string, temp float64) string { return fmt.Sprintf("%s@%g", set, tem
 // measure generates every prompt of set at temp and totals them.
 func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options, set string, temp float64) (row, []round, error) {
 	out := row{Device: o.label, Target: strings.TrimSuffix(filepath.Base(o.target), ".gguf"), Prompts: set, Temp: temp}
-	var tokens, drafted, accepted, steps int
-	var secs float64
+	var tokens, drafted, accepted, steps, measured int
+	var secs, engine float64
 	var all []round
 	for i, p := range promptSets[set] {
-		st, rounds, err := generate(ctx, r, d, p, o.n, temp, o.seed+uint64(i))
+		st, rounds, err := generate(ctx, r, d, p, o.n, temp, o.seed+uint64(i), o.clock)
 		if err != nil {
 			return out, nil, err
 		}
@@ -250,6 +278,10 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 		drafted += st.Drafted
 		accepted += st.Accepted
 		steps += st.Steps
+		if st.Speedup > 0 { // 0 until the target alone was timed past its first runs
+			engine += st.Speedup * float64(st.GeneratedTokens)
+			measured += st.GeneratedTokens
+		}
 		all = append(all, rounds...)
 	}
 	if secs > 0 {
@@ -258,8 +290,39 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 	if steps > 0 {
 		out.MeanK = float64(drafted) / float64(steps)
 	}
+	if measured > 0 {
+		out.Engine = engine / float64(measured)
+	}
 	out.Acceptance = acceptance(all)
+	out.KDrafted, out.On = lengths(all)
 	return out, all, nil
+}
+
+// lengths counts rounds by the tokens they drafted, and the share that
+// drafted any.
+func lengths(rounds []round) (map[int]int, float64) {
+	ks := map[int]int{}
+	on := 0
+	for _, r := range rounds {
+		ks[r.drafted]++
+		if r.drafted > 0 {
+			on++
+		}
+	}
+	if len(rounds) == 0 {
+		return ks, 0
+	}
+	return ks, float64(on) / float64(len(rounds))
+}
+
+// histogram writes a length count as "k:rounds" pairs, k ascending.
+func histogram(ks map[int]int) string {
+	keys := slices.Sorted(maps.Keys(ks))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d:%d", k, ks[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // acceptance is the geometric model's estimate over rounds that drafted:
@@ -322,16 +385,17 @@ func emit(o options, r row) row {
 	if r.Temp > 0 {
 		sampling = fmt.Sprintf("T=%g", r.Temp)
 	}
-	accept, meanK, ideal, ratio, step := "-", "-", "-", "-", "-"
+	accept, meanK, ideal, ratio, step, engine, on, ks := "-", "-", "-", "-", "-", "-", "-", "-"
 	if r.Mode != "target alone" {
 		accept, meanK = fmt.Sprintf("%.0f%%", 100*r.Acceptance), fmt.Sprintf("%.2f", r.MeanK)
 		ideal, step = fmt.Sprintf("%.2f", r.Ideal), fmt.Sprintf("%.3f ms (%s)", r.DraftStep, r.DraftCost)
 		if r.Ideal > 0 {
 			ratio = fmt.Sprintf("%.2f", r.Speedup/r.Ideal)
 		}
+		engine, on, ks = fmt.Sprintf("%.2f", r.Engine), fmt.Sprintf("%.0f%%", 100*r.On), histogram(r.KDrafted)
 	}
-	fmt.Printf("| %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s |\n",
-		r.Device, r.Target, r.Mode, r.Prompts, sampling, r.TokS, r.Speedup, accept, meanK, ideal, ratio, step)
+	fmt.Printf("| %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		r.Device, r.Target, r.Mode, r.Prompts, sampling, r.TokS, r.Speedup, accept, meanK, ideal, ratio, step, engine, on, ks)
 	return r
 }
 

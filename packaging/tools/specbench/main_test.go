@@ -49,9 +49,31 @@ func TestParse(t *testing.T) {
 	if err != nil || len(o.temps) != 2 || o.temps[1] != 0.7 || len(o.sets) != 1 || o.label != "cpu" {
 		t.Errorf("parse: %+v %v", o, err)
 	}
-	for _, bad := range [][]string{{}, {"-target", "t", "-sets", "poetry"}, {"-target", "t", "-temps", "-1"}, {"-target", "t", "-n", "0"}} {
+	o, err = parse([]string{"-target", "t.gguf", "-clock", "cpu", "-threads", "1"})
+	if err != nil || o.threads != 1 || o.clock == nil {
+		t.Fatalf("parse -clock cpu: %+v %v", o, err)
+	}
+	// The process's CPU time moves with work done.
+	t0, moved := o.clock(), false
+	for i := 0; i < 1<<28 && !moved; i++ {
+		moved = o.clock().After(t0)
+	}
+	if !moved {
+		t.Error("the CPU clock did not move")
+	}
+	for _, bad := range [][]string{{}, {"-target", "t", "-sets", "poetry"}, {"-target", "t", "-temps", "-1"}, {"-target", "t", "-n", "0"}, {"-target", "t", "-clock", "sundial"}} {
 		if _, err := parse(bad); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
 		}
+	}
+}
+
+func TestLengths(t *testing.T) {
+	ks, on := lengths([]round{{drafted: 4}, {drafted: 0}, {drafted: 4}, {drafted: 2}})
+	if got := histogram(ks); got != "0:1 2:1 4:2" || on != 0.75 {
+		t.Errorf("histogram %q, drafting share %g", got, on)
+	}
+	if ks, on := lengths(nil); len(ks) != 0 || on != 0 {
+		t.Errorf("no rounds: %v %g", ks, on)
 	}
 }
