@@ -37,7 +37,7 @@ unpack() {
 # the models in $keep, the demo pair bundled with the repository.
 layout() {
 	mkdir -p ../shared/models ../shared/oracle
-	for f in "$1"/*.json; do ln -sf "$f" ../shared/oracle/; done
+	for f in "$1"/*.json "$1"/heldout.txt; do ln -sf "$f" ../shared/oracle/; done
 	ln -sf "$keep"/*.gguf ../shared/models/
 	ln -sf "$root/assets/factory-target-Q4_K_M.gguf" "$root/assets/factory-draft-Q8_0.gguf" ../shared/models/
 }
@@ -55,7 +55,7 @@ build)
 	tail -c +"$((half + 1))" "$dir/target.xz" >"$dir/2/target.xz.2"
 	rm "$dir/target.xz"
 	xz -T2 -9e -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/2/factory-eagle3-F16.gguf.xz"
-	cp -f "$shared/oracle/oracle.json" "$shared/oracle/eagle3-llamacpp.json" "$dir/2/"
+	cp -f "$shared/oracle/oracle.json" "$shared/oracle/eagle3-llamacpp.json" "$shared/oracle/heldout.txt" "$dir/2/"
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/3/synthmodel" ./packaging/tools/synthmodel
 	xz -9e -T2 -c "$shared/testdata/vocab/vocab-qwen3.gguf" >"$dir/3/vocab-qwen3.gguf.xz"
 	du -sh "$dir/1" "$dir/2" "$dir/3"
