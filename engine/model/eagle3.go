@@ -200,53 +200,14 @@ func (m *Eagle3) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 	if far.target.params.Embd != m.params.Embd {
 		return fmt.Errorf("model: the EAGLE-3 draft of width %d borrows the target's embedding or head of width %d: %w", m.params.Embd, far.target.params.Embd, ErrShape)
 	}
-	if !mp.BorrowInPlace {
-		copies := &loader{ctx: l.ctx, f: tf, be: l.be, owner: l.owner, progress: l.progress}
-		var want []tensorSpec
-		for _, s := range specs {
-			if (s.dst == &m.w.tokEmbd && !m.w.ownEmbd) || (s.dst == &m.w.output && !m.w.ownHead) {
-				s.optional = false
-				want = append(want, s)
-			}
-		}
-		err := copies.placeAll(want)
-		l.bufs = append(l.bufs, copies.bufs...)
+	embed, heads, err := borrow(l, tf, mp, far.target, specs, &m.w.tokEmbd, &m.w.output, m.w.ownEmbd, m.w.ownHead)
+	if err != nil {
 		return err
 	}
-	t, dev := far.target, mp.Placement.Devices[0]
-	// Whole tables on the draft's own device are used in its programs.
-	local := func(run []plan.Holder, vocab int) (*part, bool) {
-		if len(run) != 1 || run[0].Device != dev || run[0].Rows.Len() != int64(vocab) {
-			return nil, false
-		}
-		pt := t.byDev[dev]
-		return pt, pt != nil
-	}
-	if !m.w.ownEmbd {
-		if pt, ok := local(mp.EmbeddingRun, t.params.Vocab); ok && pt.embdRows == mp.EmbeddingRun[0].Rows {
-			m.w.tokEmbd = pt.w.tokEmbd
-		} else {
-			for _, h := range mp.EmbeddingRun {
-				if pt := t.byDev[h.Device]; pt == nil || pt.embdRows != h.Rows {
-					return fmt.Errorf("model: the draft's lookups on device %d rows %v, where the target has none: %w", h.Device, h.Rows, ErrBadParam)
-				}
-			}
-			far.embed = true
-		}
-	}
-	if !m.w.ownHead {
-		if pt, ok := local(mp.HeadRun, t.params.Vocab); ok && pt.headRows == mp.HeadRun[0].Rows && pt.w.output.Valid() {
-			m.w.output = pt.w.output
-			return nil
-		}
-		for _, h := range mp.HeadRun {
-			pt := t.byDev[h.Device]
-			if pt == nil || pt.headRows != h.Rows || !pt.w.output.Valid() {
-				return fmt.Errorf("model: the draft's head on device %d rows %v, where the target has none: %w", h.Device, h.Rows, ErrBadParam)
-			}
-			far.heads = append(far.heads, &farShard{be: pt.be, rows: h.Rows, w: pt.w.output,
-				progs: newPrograms(pt.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.Device, h.Rows))})
-		}
+	far.embed = far.embed || embed
+	for _, h := range heads {
+		far.heads = append(far.heads, &farShard{be: h.be, rows: h.rows, w: h.w,
+			progs: newPrograms(h.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.dev, h.rows))})
 	}
 	return nil
 }
