@@ -22,6 +22,18 @@
 //	feats.f16    [N, L*n_embd] the captured block inputs, layer by layer
 //	embd.f32     [vocab, n_embd]  head.f32 [vocab, n_embd]  norm.f32 [n_embd]
 //	meta.json    shapes, layers, mask token, the target's norm epsilon
+//
+// The demo draft in engine/testdata was made this way on one H200, from
+// the Q8_0 demo target (within its rounding of the F16 one):
+//
+//	python3 dflashtrain.py corpus --out corpus.jsonl --docs 12000 --seed 2
+//	dflashtrain dump -target factory-target-Q8_0.gguf -corpus corpus.jsonl -layers 1,4,6 -out /tmp/dump -max-tokens 600000 -threads 16
+//	python3 dflashtrain.py train --data /tmp/dump --out /tmp/draft --device cuda --minutes 4 --threads 0 --batch 32 --anchors 16 --lr 2e-3
+//	dflashtrain pack -target factory-target-Q8_0.gguf -weights /tmp/draft -out factory-dflash-F16.gguf
+//	dflashtrain pack -target factory-target-Q8_0.gguf -weights /tmp/draft -type q8_0 -out factory-dflash-Q8_0.gguf
+//
+// (4,510 steps in 4 minutes; held-out top-1 by slot 0.49, 0.44, 0.36,
+// 0.31, 0.30, 0.28, 0.25; mean accepted run 1.76 tokens.)
 package main
 
 import (
