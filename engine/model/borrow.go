@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -74,4 +75,30 @@ func borrow(l *loader, tf *gguf.File, mp *plan.ModelPlan, t *Model, specs []tens
 		heads = append(heads, borrowedHead{dev: h.Device, be: pt.be, rows: h.Rows, w: pt.w.output})
 	}
 	return embedFar, heads, nil
+}
+
+// farBuffers are a head-sharing draft's buffers on the target's devices,
+// by backend, freed together.
+type farBuffers map[kernels.Backend][]kernels.Buffer
+
+// alloc allocates on be and remembers the buffer for free.
+func (f farBuffers) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
+	buf, err := be.Alloc(label, size)
+	if err != nil {
+		return nil, err
+	}
+	f[be] = append(f[be], buf)
+	return buf, nil
+}
+
+// free releases every buffer and forgets them.
+func (f farBuffers) free() error {
+	var errs []error
+	for be, bufs := range f {
+		for _, b := range bufs {
+			errs = append(errs, be.Free(b))
+		}
+		delete(f, be)
+	}
+	return errors.Join(errs...)
 }

@@ -84,7 +84,7 @@ type dflashFar struct {
 	heads  []*blockShard
 	emb    []float32 // [batch, n_embd]
 	sel    []float32 // [batch, n_embd] the normalised slots the head reads
-	bufs   map[kernels.Backend][]kernels.Buffer
+	bufs   farBuffers
 }
 
 // blockShard is one device's rows of the borrowed head for a block's slots.
@@ -168,7 +168,7 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if m.maxDraft < 1 {
 		return nil, fmt.Errorf("model: a DFlash block of %d in batches of %d: %w", d.BlockSize, p.Batch, ErrBadParam)
 	}
-	far := &dflashFar{target: target, bufs: map[kernels.Backend][]kernels.Buffer{}}
+	far := &dflashFar{target: target, bufs: farBuffers{}}
 	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
 		if err != nil {
@@ -255,7 +255,7 @@ func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		if b.Device == dev {
 			buf, err = l.alloc(label, b.Bytes)
 		} else {
-			buf, err = far.alloc(be, label, b.Bytes)
+			buf, err = far.bufs.alloc(be, label, b.Bytes)
 		}
 		if err != nil {
 			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
@@ -706,25 +706,10 @@ func (m *DFlash) Close() error {
 	return nil
 }
 
-func (f *dflashFar) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
-	buf, err := be.Alloc(label, size)
-	if err != nil {
-		return nil, err
-	}
-	f.bufs[be] = append(f.bufs[be], buf)
-	return buf, nil
-}
-
 func (f *dflashFar) close() error {
 	var errs []error
 	for _, sh := range f.heads {
 		errs = append(errs, sh.progs.close())
 	}
-	for be, bufs := range f.bufs {
-		for _, b := range bufs {
-			errs = append(errs, be.Free(b))
-		}
-		delete(f.bufs, be)
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, f.bufs.free())...)
 }

@@ -87,7 +87,7 @@ type eagle3Far struct {
 	heads  []*farShard // the head's shards, in vocabulary order
 	emb    []float32   // [batch, n_embd] looked-up rows
 	sel    []float32   // [n_embd] the normalised state the head reads
-	bufs   map[kernels.Backend][]kernels.Buffer
+	bufs   farBuffers
 }
 
 // farShard is one device's rows of the borrowed head, with the draft's
@@ -140,7 +140,7 @@ func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	}
 	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t, next: -1,
 		progs: newPrograms(be, fmt.Sprintf("device %d, EAGLE-3 draft", dev))}
-	far := &eagle3Far{target: target, bufs: map[kernels.Backend][]kernels.Buffer{}}
+	far := &eagle3Far{target: target, bufs: farBuffers{}}
 	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
 		if err != nil {
@@ -235,7 +235,7 @@ func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		if b.Device == dev {
 			buf, err = l.alloc(label, b.Bytes)
 		} else {
-			buf, err = far.alloc(be, label, b.Bytes)
+			buf, err = far.bufs.alloc(be, label, b.Bytes)
 		}
 		if err != nil {
 			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
@@ -788,27 +788,11 @@ func (m *Eagle3) Close() error {
 	return nil
 }
 
-// alloc allocates on another device and remembers the buffer for close.
-func (f *eagle3Far) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
-	buf, err := be.Alloc(label, size)
-	if err != nil {
-		return nil, err
-	}
-	f.bufs[be] = append(f.bufs[be], buf)
-	return buf, nil
-}
-
 // close releases the programs and buffers on the other devices.
 func (f *eagle3Far) close() error {
 	var errs []error
 	for _, sh := range f.heads {
 		errs = append(errs, sh.progs.close())
 	}
-	for be, bufs := range f.bufs {
-		for _, b := range bufs {
-			errs = append(errs, be.Free(b))
-		}
-		delete(f.bufs, be)
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, f.bufs.free())...)
 }
