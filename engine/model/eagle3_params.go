@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tandem-run/tandem/engine/gguf"
-	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // Eagle3Params are the hyper-parameters of an EAGLE-3 draft (llama.cpp's
@@ -42,58 +41,8 @@ func ReadEagle3Params(f *gguf.File) (Eagle3Params, error) {
 	p := &e.Params
 	p.Arch = archEagle3
 	key := func(k string) string { return archEagle3 + "." + k }
-	need := func(k string, dst *int) error { return needArchInt(f, k, dst) }
-	optional := func(k string, dst *int, def int) error {
-		*dst = def
-		if _, ok := f.ArchUint(k); !ok {
-			return nil
-		}
-		return need(k, dst)
-	}
-	for _, kv := range []struct {
-		key string
-		dst *int
-	}{
-		{"embedding_length", &p.Embd},
-		{"block_count", &p.Layers},
-		{"attention.head_count", &p.Heads},
-		{"feed_forward_length", &p.FF},
-		{"target_hidden_size", &e.TargetEmbd},
-	} {
-		if err := need(kv.key, kv.dst); err != nil {
-			return e, err
-		}
-	}
-	if err := optional("context_length", &p.TrainCtx, plan.DefaultCtx); err != nil {
+	if err := readDraftBlocks(f, p, 1e-5, archInt{"target_hidden_size", &e.TargetEmbd}); err != nil {
 		return e, err
-	}
-	if err := optional("attention.head_count_kv", &p.KVHeads, p.Heads); err != nil {
-		return e, err
-	}
-	if err := optional("attention.key_length", &p.HeadDim, p.Embd/p.Heads); err != nil {
-		return e, err
-	}
-	if err := optional("rope.dimension_count", &p.RopeDims, p.HeadDim); err != nil {
-		return e, err
-	}
-	if v, ok := f.ArchUint("attention.value_length"); ok && int(v) != p.HeadDim {
-		return e, fmt.Errorf("model: value heads of %d with key heads of %d: %w", v, p.HeadDim, ErrUnsupported)
-	}
-	p.NormEps = 1e-5
-	if v, ok := f.ArchFloat("attention.layer_norm_rms_epsilon"); ok {
-		p.NormEps = float32(v)
-	}
-	p.RopeBase = 10000
-	if v, ok := f.ArchFloat("rope.freq_base"); ok {
-		p.RopeBase = float32(v)
-	}
-	p.RopeScale = 1
-	if typ, ok := f.String(key("rope.scaling.type")); ok && typ != "none" {
-		factor, _ := f.ArchFloat("rope.scaling.factor")
-		if typ != "linear" || factor <= 0 {
-			return e, fmt.Errorf("model: rope scaling %q (factor %g): %w", typ, factor, ErrUnsupported)
-		}
-		p.RopeScale = float32(1 / factor)
 	}
 
 	layers, ok := f.Int32s(key("target_layers"))

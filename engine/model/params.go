@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/plan"
 )
 
 // Params are a model's hyper-parameters, read from its GGUF metadata.
@@ -241,4 +242,68 @@ func ReadParams(f *gguf.File) (Params, error) {
 		return p, fmt.Errorf("model: eps %g, rope base %g: %w", p.NormEps, p.RopeBase, ErrBadParam)
 	}
 	return p, p.check(f)
+}
+
+// archInt is a required integer key of the file's architecture and where
+// it goes.
+type archInt struct {
+	key string
+	dst *int
+}
+
+// readDraftBlocks reads the block shape a draft model (EAGLE-3, DFlash)
+// shares with a llama-style target: widths, heads, trained context, norm
+// epsilon (defaultEps when absent) and RoPE, with the extra required keys
+// the draft kind adds.
+func readDraftBlocks(f *gguf.File, p *Params, defaultEps float32, extra ...archInt) error {
+	need := func(k string, dst *int) error { return needArchInt(f, k, dst) }
+	optional := func(k string, dst *int, def int) error {
+		*dst = def
+		if _, ok := f.ArchUint(k); !ok {
+			return nil
+		}
+		return need(k, dst)
+	}
+	for _, kv := range append([]archInt{
+		{"embedding_length", &p.Embd},
+		{"block_count", &p.Layers},
+		{"attention.head_count", &p.Heads},
+		{"feed_forward_length", &p.FF},
+	}, extra...) {
+		if err := need(kv.key, kv.dst); err != nil {
+			return err
+		}
+	}
+	if err := optional("context_length", &p.TrainCtx, plan.DefaultCtx); err != nil {
+		return err
+	}
+	if err := optional("attention.head_count_kv", &p.KVHeads, p.Heads); err != nil {
+		return err
+	}
+	if err := optional("attention.key_length", &p.HeadDim, p.Embd/p.Heads); err != nil {
+		return err
+	}
+	if err := optional("rope.dimension_count", &p.RopeDims, p.HeadDim); err != nil {
+		return err
+	}
+	if v, ok := f.ArchUint("attention.value_length"); ok && int(v) != p.HeadDim {
+		return fmt.Errorf("model: value heads of %d with key heads of %d: %w", v, p.HeadDim, ErrUnsupported)
+	}
+	p.NormEps = defaultEps
+	if v, ok := f.ArchFloat("attention.layer_norm_rms_epsilon"); ok {
+		p.NormEps = float32(v)
+	}
+	p.RopeBase = 10000
+	if v, ok := f.ArchFloat("rope.freq_base"); ok {
+		p.RopeBase = float32(v)
+	}
+	p.RopeScale = 1
+	if typ, ok := f.String(f.Arch() + ".rope.scaling.type"); ok && typ != "none" {
+		factor, _ := f.ArchFloat("rope.scaling.factor")
+		if typ != "linear" || factor <= 0 {
+			return fmt.Errorf("model: rope scaling %q (factor %g): %w", typ, factor, ErrUnsupported)
+		}
+		p.RopeScale = float32(1 / factor)
+	}
+	return nil
 }
