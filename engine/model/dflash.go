@@ -13,8 +13,8 @@ import (
 
 // The DFlash draft's programs, past the kinds programs.go names.
 const (
-	progDFlashInject progKind = progFarHead + 1 + iota // the target's states fused into every layer's K and V
-	progDFlashBlock                                    // one block through the layers, and the head
+	progDFlashInject progKind = progChain + 1 + iota // the target's states fused into every layer's K and V
+	progDFlashBlock                                  // one block through the layers, and the head
 )
 
 // DFlash is a DFlash block draft (see dflash_params.go for the format).
@@ -73,7 +73,8 @@ type dflashScratch struct {
 	q, attn             kernels.Tensor // [batch, n_head*head_dim]
 	k, v                kernels.Tensor // [batch, n_kv_head*head_dim]
 	gate, up            kernels.Tensor // [batch, n_ff]
-	logits              kernels.Tensor // [batch, draft vocab]
+	logits              kernels.Tensor // [batch, draft vocab]: slot logits, then their softmax (BlockTop)
+	topIDs, topP        kernels.Tensor // I32 and F32 where the head runs here: each slot's argmax and its probability
 }
 
 // dflashFar is what the draft runs beyond its device: the target's token
@@ -311,6 +312,10 @@ func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 			s.hidden = t
 		case plan.RoleLogits:
 			s.logits = t
+		case plan.RoleTopIDs:
+			s.topIDs = t
+		case plan.RoleTopLogits:
+			s.topP = t
 		}
 	}
 	for _, t := range []kernels.Tensor{s.tokens, s.x, s.h, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
@@ -496,9 +501,11 @@ func (m *DFlash) writeInputs(tokens []int32, pos, b int, causal bool) error {
 }
 
 // run runs the block [anchor, mask x k] at positions pos..pos+k, after
-// the injected positions before pos (pos may not be past Len()). The
-// block's own K and V are forgotten afterwards: Len() becomes pos.
-func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
+// the injected positions before pos (pos may not be past Len()), with
+// each slot's top token and its probability where the head runs on the
+// draft's device when tops is set. The block's own K and V are forgotten
+// afterwards: Len() becomes pos.
+func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int, tops bool) error {
 	switch {
 	case k < 1 || k > m.maxDraft:
 		return fmt.Errorf("model: a DFlash block of %d drafted tokens (1 to %d): %w", k, m.maxDraft, ErrBadParam)
@@ -528,7 +535,12 @@ func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
 			return fmt.Errorf("model: DFlash embedding: %w", err)
 		}
 	}
-	if err := m.progs.run(ctx, progKey{kind: progDFlashBlock, n: b}, func() []kernels.Op { return m.blockOps(b) }); err != nil {
+	key, ops := progKey{kind: progDFlashBlock, n: b}, func() []kernels.Op { return m.blockOps(b) }
+	if tops && m.localTops() {
+		key.top = 1
+		ops = func() []kernels.Op { return append(m.blockOps(b), m.topOps(k)...) }
+	}
+	if err := m.progs.run(ctx, key, ops); err != nil {
 		return err
 	}
 	if m.far != nil && len(m.far.heads) > 0 {
@@ -541,22 +553,27 @@ func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
 // logits of its k slots over the target's vocabulary, row after row (ids
 // outside a d2t map get -Inf). The slice is reused by the next call.
 func (m *DFlash) Block(ctx context.Context, anchor int32, pos, k int) ([]float32, error) {
-	if err := m.run(ctx, anchor, pos, k); err != nil {
+	if err := m.run(ctx, anchor, pos, k, false); err != nil {
 		return nil, err
 	}
 	return m.readLogits(k)
 }
 
 // BlockTop is Block returning only each slot's most likely token and its
-// probability: with the head split by vocabulary the shards' tops merge
-// and no logits are gathered.
+// probability, found where the head runs: only k ids and k probabilities
+// reach the host (a block's logits are k x 151,936 floats at a real
+// vocabulary, and their softmax on the host would cost more than the
+// pass), and with the head split by vocabulary the shards' tops merge.
 func (m *DFlash) BlockTop(ctx context.Context, anchor int32, pos, k int) ([]Top, error) {
-	if err := m.run(ctx, anchor, pos, k); err != nil {
+	if err := m.run(ctx, anchor, pos, k, true); err != nil {
 		return nil, err
 	}
 	tops := make([]Top, k)
 	if m.far != nil && len(m.far.heads) > 0 {
 		return tops, m.far.tops(tops)
+	}
+	if m.localTops() {
+		return tops, m.readTops(tops)
 	}
 	logits, err := m.readLogits(k)
 	if err != nil {
@@ -567,6 +584,50 @@ func (m *DFlash) BlockTop(ctx context.Context, anchor int32, pos, k int) ([]Top,
 		tops[i] = topOf(logits[i*v : (i+1)*v])
 	}
 	return tops, nil
+}
+
+// localTops reports whether the slots' tops are found on the draft's
+// device: its own head or the target's used in place, with the plan's
+// top buffers there.
+func (m *DFlash) localTops() bool {
+	return m.w.output.Valid() && m.s.topIDs.Valid() && m.s.topP.Valid() && m.s.logits.Valid()
+}
+
+// topOps finds each of k slots' argmax (the lowest id on ties, as topOf)
+// and its softmax probability, the largest of the row's softmax, which
+// goes into the logits buffer's rows after the slots'.
+func (m *DFlash) topOps(k int) []kernels.Op {
+	s := m.s
+	logits, probs := s.logits.RowSlice(0, k), s.logits.RowSlice(k, k)
+	ids := packed(s.topIDs, 2*k, 1)
+	return []kernels.Op{
+		kernels.Argmax{Dst: packed(s.topIDs, 1, k), X: logits},
+		kernels.Softmax{Dst: probs, X: logits},
+		kernels.TopK{Ids: ids.RowSlice(k, k), Vals: packed(s.topP, k, 1), X: probs},
+	}
+}
+
+// readTops reads what topOps found: ids of the draft's head rows, mapped
+// through d2t where it has one.
+func (m *DFlash) readTops(out []Top) error {
+	k := len(out)
+	ids, p := make([]int32, k), make([]float32, k)
+	if err := m.be.Read(kernels.I32Bytes(ids), packed(m.s.topIDs, 1, k)); err != nil {
+		return fmt.Errorf("model: DFlash tops: %w", err)
+	}
+	if err := m.be.Read(kernels.F32Bytes(p), packed(m.s.topP, k, 1)); err != nil {
+		return fmt.Errorf("model: DFlash tops: %w", err)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.params.Vocab {
+			return fmt.Errorf("model: DFlash slot %d: argmax %d of %d rows: %w", i, id, m.params.Vocab, ErrShape)
+		}
+		if m.d2t != nil {
+			id = m.d2t[id]
+		}
+		out[i] = Top{ID: id, P: float64(p[i])}
+	}
+	return nil
 }
 
 // readLogits reads k slots' logits, spreading a reduced vocabulary over
