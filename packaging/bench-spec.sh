@@ -1,7 +1,7 @@
 #!/bin/sh
 # Speculative decoding against the target alone (issue 17): one Markdown
 # table of target alone, model draft with k = 4, the same draft adaptive,
-# prompt lookup and EAGLE-3 adaptive, over prompts the demo drafts know
+# prompt lookup, EAGLE-3 adaptive and DFlash adaptive, over prompts the demo drafts know
 # (scripture, fortunes) and prompts they do not (technical jargon), greedy
 # and at temperature 0.7, with the ideal speedup from the measured
 # acceptance and costs beside each measured one (packaging/tools/specbench).
@@ -9,14 +9,19 @@
 # they add the engine's measured speedup, the share of rounds that drafted
 # and the rounds by tokens drafted.
 # Targets: the demo target inflated to Qwen3-1.7B and Qwen3-8B (F16 and
-# Q4_K_M) on the GPU, the demo pair itself on the CPU.
+# Q4_K_M) on the GPU, with its EAGLE-3 and DFlash drafts inflated against
+# each (synthmodel: the DFlash draft at a real DFlash draft's shape), the
+# demo target itself ("demo" in TARGETS: the GPU's launch-bound case), and
+# the demo pair on the CPU. The DFlash rows also log the draft's block time
+# by drafted tokens, and every greedy row says whether its output is the
+# target alone's.
 #
 # The GPU machine has no Go and carries at most 64 MiB beside the
 # repository, so this runs in halves (ROOT, when set, is the repository:
 # build copies this script into DIR, and ROOT=$PWD sh DIR/bench-spec.sh
 # run DIR runs that copy from the repository's root):
 #   packaging/bench-spec.sh build [DIR]   here: specbench, synthmodel, the
-#                                         demo EAGLE-3 draft (xz), this
+#                                         demo EAGLE-3 and DFlash drafts (xz), this
 #                                         script (and with SRC=Q8_0 the Q8_0
 #                                         demo target) into DIR
 #                                         (default .carry/spec, ~8 MB)
@@ -73,6 +78,10 @@ build)
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
+	xz -9e -T2 -c "$root/engine/testdata/factory-dflash-F16.gguf" >"$dir/factory-dflash-F16.gguf.xz"
+	cp "$root/assets/factory-draft-Q8_0.gguf" "$dir/" # assets/ stays behind during a device call
+	[ "${SRC:-}" = Q8_0 ] || cp "$root/assets/factory-target-Q4_K_M.gguf" "$dir/"
+	chmod u+w "$dir"/*.gguf
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
 	if [ "${SRC:-}" = Q8_0 ]; then
 		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
@@ -87,26 +96,33 @@ run)
 	dir=$(cd "${2:-.carry/spec}" && pwd)
 	targets=${3:-"qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16"}
 	cd "$root"
-	for f in specbench synthmodel factory-eagle3-F16.gguf; do
+	for f in specbench synthmodel factory-eagle3-F16.gguf factory-dflash-F16.gguf; do
 		[ -f "$dir/$f" ] || unxz_py "$dir/$f.xz"
 	done
 	chmod +x "$dir/specbench" "$dir/synthmodel"
 	models=${MODELS:-/tmp/tandem-spec}
 	mkdir -p "$models"
 	src=$dir/factory-target-Q8_0.gguf
+	[ -f "$src" ] || src=$dir/factory-target-Q4_K_M.gguf
 	[ -f "$src" ] || src=$root/assets/factory-target-Q4_K_M.gguf
+	draft=$dir/factory-draft-Q8_0.gguf
+	[ -f "$draft" ] || draft=$root/assets/factory-draft-Q8_0.gguf
 	echo "inflating from $(basename "$src")" >&2
 	header=-header
 	for spec in $targets; do
 		shape=${spec%%:*} typ=${spec##*:}
 		from=$(basename "$src" .gguf)
-		t="$models/$shape-$typ-$from.gguf" e="$models/$shape-$typ-$from-eagle3.gguf"
+		t="$models/$shape-$typ-$from.gguf" e="$models/$shape-$typ-$from-eagle3.gguf" d="$models/$shape-$typ-$from-dflash.gguf"
 		start=$(date +%s)
+		if [ "$spec" = demo ]; then
+			t=$src e=$dir/factory-eagle3-F16.gguf d=$dir/factory-dflash-F16.gguf
+		fi
 		[ -f "$t" ] || "$dir/synthmodel" -inflate "$src" -shape "$shape" -type "$typ" -o "$t"
 		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
+		[ -f "$d" ] || "$dir/synthmodel" -inflate "$dir/factory-dflash-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$d"
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
+			-draft "$draft" -eagle "$e" -dflash "$d" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
@@ -116,7 +132,8 @@ cpu)
 	go build -o "$bin" ./packaging/tools/specbench
 	"$bin" -backend cpu -label CPU -header -n "$n" -clock "${CLOCK:-cpu}" -threads "${THREADS:-1}" \
 		-target "$shared/models/factory-target-F16.gguf" \
-		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" ${SPECBENCH_FLAGS:-}
+		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" \
+		-dflash "$root/engine/testdata/factory-dflash-F16.gguf" ${SPECBENCH_FLAGS:-}
 	;;
 build-check)
 	dir=${2:-.carry/speccheck}

@@ -8,8 +8,10 @@
 // Modes: the target alone, a model draft drafting exactly 4 tokens a
 // round, the same draft adaptive (the engine's own choice of length: the
 // Runner's spec.Chooser, from the costs and acceptance it measures, down
-// to the target alone where drafting does not pay), prompt lookup and an
-// EAGLE-3 draft, both adaptive. Each runs chat prompts the demo drafts
+// to the target alone where drafting does not pay), prompt lookup, an
+// EAGLE-3 draft and a DFlash draft (-dflash), all adaptive. A DFlash
+// draft's block is timed alone for every length (dflash.go), and greedy
+// rows say whether their output is the target alone's. Each runs chat prompts the demo drafts
 // know (scripture, fortunes) and prompts they do not (technical jargon),
 // greedy and at temperature 0.7, for -n tokens each. Beside the speedups,
 // a row gives the engine's own measured speedup (engine.Stats.Speedup),
@@ -63,14 +65,14 @@ func main() {
 }
 
 type options struct {
-	target, draft, eagle, backend, label string
-	n, reps, threads                     int
-	clock                                func() time.Time // what every time is read on
-	modes, sets                          []string
-	temps                                []float64
-	seed                                 uint64
-	header                               bool
-	jsonOut                              string
+	target, draft, eagle, dflash, backend, label string
+	n, reps, threads                             int
+	clock                                        func() time.Time // what every time is read on
+	modes, sets                                  []string
+	temps                                        []float64
+	seed                                         uint64
+	header                                       bool
+	jsonOut                                      string
 }
 
 func parse(args []string) (options, error) {
@@ -79,11 +81,12 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.target, "target", "", "target GGUF (required)")
 	fs.StringVar(&o.draft, "draft", "", "model draft GGUF (modes fixed4, adaptive)")
 	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (mode eagle3)")
+	fs.StringVar(&o.dflash, "dflash", "", "DFlash draft GGUF (mode dflash)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
 	fs.StringVar(&o.label, "label", "", "device label in the table (default: the backend)")
 	fs.IntVar(&o.n, "n", 64, "tokens generated per prompt")
 	fs.IntVar(&o.reps, "reps", 5, "timed repetitions of each pass size")
-	modes := fs.String("modes", "alone,fixed4,adaptive,lookup,eagle3", "modes to run")
+	modes := fs.String("modes", "alone,fixed4,adaptive,lookup,eagle3,dflash", "modes to run")
 	sets := fs.String("sets", "known,jargon", "prompt sets")
 	temps := fs.String("temps", "0,0.7", "sampling temperatures (0: greedy)")
 	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
@@ -149,6 +152,10 @@ type row struct {
 	// its measured one-row pass (engine.Stats.Speedup), over the row's
 	// generations that report one, weighted by their tokens.
 	Engine float64 `json:"engine_speedup"`
+	// Identical says, for a greedy row, whether its tokens are the target
+	// alone's; BlockMS is a DFlash row's block time by drafted tokens.
+	Identical *bool           `json:"identical_to_alone,omitempty"`
+	BlockMS   map[int]float64 `json:"block_ms,omitempty"`
 }
 
 func run(ctx context.Context, args []string) error {
@@ -176,15 +183,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "specbench: %s on %s: target pass ms by rows %s\n", filepath.Base(o.target), o.label, strings.Join(curve, ", "))
 	base := map[string]float64{}
+	baseIDs := map[string][]int32{}
 	var rows []row
 	for _, set := range o.sets {
 		for _, temp := range o.temps {
-			r, _, err := measure(ctx, alone, engine.Drafting{}, o, set, temp)
+			r, rounds, err := measure(ctx, alone, engine.Drafting{}, o, set, temp)
 			if err != nil {
 				alone.Close()
 				return err
 			}
 			base[key(set, temp)] = r.TokS
+			baseIDs[key(set, temp)] = tokensOf(rounds)
 			if slices.Contains(o.modes, "alone") {
 				r.Mode, r.Speedup, r.Ideal = "target alone", 1, 1
 				rows = append(rows, emit(o, r))
@@ -219,6 +228,14 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
+		var blocks []time.Duration
+		if m.name == dflashMode {
+			if blocks, err = blockCosts(ctx, r, promptSets["known"][0], 15, o.reps, o.clock); err != nil {
+				r.Close()
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			logBlocks(o, blocks)
+		}
 		for _, set := range o.sets {
 			for _, temp := range o.temps {
 				out, rounds, err := measure(ctx, r, m.drafting(), o, set, temp)
@@ -228,7 +245,16 @@ func run(ctx context.Context, args []string) error {
 				}
 				out.Mode = m.name
 				out.Speedup = out.TokS / base[key(set, temp)]
-				ideal(&out, rounds, verify, step)
+				if temp == 0 {
+					same := slices.Equal(tokensOf(rounds), baseIDs[key(set, temp)])
+					out.Identical = &same
+					fmt.Fprintf(os.Stderr, "specbench: %s, %s, greedy: output identical to the target alone: %v\n", m.name, set, same)
+				}
+				if m.name == dflashMode {
+					idealBlocks(&out, rounds, verify, blocks)
+				} else {
+					ideal(&out, rounds, verify, step)
+				}
 				rows = append(rows, emit(o, out))
 			}
 		}
@@ -256,6 +282,8 @@ func modeFor(name string, o options) (mode, time.Duration, bool) {
 		return mode{name: "lookup", lookup: true}, 0, true
 	case "eagle3":
 		return mode{name: "EAGLE-3 adaptive", draft: o.eagle}, 0, o.eagle != ""
+	case "dflash":
+		return mode{name: dflashMode, draft: o.dflash}, 0, o.dflash != ""
 	}
 	return mode{}, 0, false
 }
