@@ -141,11 +141,9 @@ func (p DFlashParams) specs(w *dflashWeights, targetVocab int) []tensorSpec {
 // it the block inputs it reads. The plan's buffers are what it allocates.
 // f and tf must stay open while the draft lives.
 func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.ModelPlan, target *Model, backends map[int]kernels.Backend, progress func(Progress)) (_ *DFlash, err error) {
-	if !p.Fits {
-		return nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
-	}
-	if len(mp.Placement.Devices) != 1 {
-		return nil, fmt.Errorf("model: a DFlash draft over devices %v: %w (one device)", mp.Placement.Devices, ErrUnsupported)
+	dev, be, err := draftDevice(p, mp, backends, "a DFlash draft")
+	if err != nil {
+		return nil, err
 	}
 	tp := target.params
 	d, d2t, err := readDFlashFor(f, tp)
@@ -155,11 +153,6 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if d.FF < d.Embd {
 		// The sub-layer outputs share ffn_up's buffer (allocBuffers).
 		return nil, fmt.Errorf("model: DFlash draft of width %d, FFN %d: %w", d.Embd, d.FF, ErrUnsupported)
-	}
-	dev := mp.Placement.Devices[0]
-	be, ok := backends[dev]
-	if !ok {
-		return nil, fmt.Errorf("model: draft: no backend for device %d", dev)
 	}
 	m := &DFlash{params: d, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t,
 		progs: newPrograms(be, fmt.Sprintf("device %d, DFlash draft", dev))}
@@ -190,14 +183,8 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if err := m.allocBuffers(l, mp, backends, far); err != nil {
 		return nil, err
 	}
-	if r, ok := be.(reserver); ok {
-		for _, b := range p.Devices {
-			if b.Device.Index == dev {
-				if err := r.Reserve(b.Workspace); err != nil {
-					return nil, fmt.Errorf("model: workspace on device %d: %w", dev, err)
-				}
-			}
-		}
+	if err := reserveWorkspace(be, p, dev); err != nil {
+		return nil, err
 	}
 	m.bufs = l.bufs
 	m.tokens, m.positions, m.bounds = make([]int32, m.batch), make([]int32, m.batch), make([]int32, m.batch)
@@ -239,44 +226,23 @@ func (m *DFlash) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far *dflashFar) error {
 	p, s, dev := m.params, &m.s, mp.Placement.Devices[0]
 	m.kvK, m.kvV = make([]kernels.Tensor, p.Layers), make([]kernels.Tensor, p.Layers)
-	byDev := map[int]*blockShard{}
-	for i, h := range mp.HeadRun {
-		if i < len(far.heads) {
-			byDev[h.Device] = far.heads[i]
+	byDev := shardsByDevice(mp, far.heads)
+	shard := func(b plan.Buffer, t kernels.Tensor) bool {
+		sh := byDev[b.Device]
+		if sh == nil || (b.Device == dev && !headRole(b.Role)) {
+			return false
 		}
+		switch b.Role {
+		case plan.RoleReceive:
+			sh.in, sh.sent = t, true
+		case plan.RoleLogits:
+			sh.logits = t
+		case plan.RoleTopIDs:
+			sh.ids = packed(t, 1, m.batch)
+		}
+		return true
 	}
-	for _, b := range mp.Buffers {
-		be := backends[b.Device]
-		if be == nil {
-			return fmt.Errorf("model: draft buffer %s: no backend for device %d", b.Name(), b.Device)
-		}
-		label := kernels.Label{Owner: string(mp.Role), Cat: category(b)}
-		var buf kernels.Buffer
-		var err error
-		if b.Device == dev {
-			buf, err = l.alloc(label, b.Bytes)
-		} else {
-			buf, err = far.bufs.alloc(be, label, b.Bytes)
-		}
-		if err != nil {
-			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
-		}
-		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
-		headRole := b.Role == plan.RoleLogits || b.Role == plan.RoleTopIDs || b.Role == plan.RoleTopLogits
-		if sh := byDev[b.Device]; sh != nil && (b.Device != dev || headRole) {
-			switch b.Role {
-			case plan.RoleReceive:
-				sh.in, sh.sent = t, true
-			case plan.RoleLogits:
-				sh.logits = t
-			case plan.RoleTopIDs:
-				sh.ids = packed(t, 1, m.batch)
-			}
-			continue
-		}
-		if b.Device != dev {
-			return fmt.Errorf("model: draft buffer %s on device %d, which runs none of it: %w", b.Name(), b.Device, ErrBadParam)
-		}
+	local := func(b plan.Buffer, t kernels.Tensor) error {
 		if (b.Role == plan.RoleKeys || b.Role == plan.RoleValues) && (b.Block < 0 || b.Block >= p.Layers) {
 			return fmt.Errorf("model: draft cache %s of a %d-layer draft: %w", b.Name(), p.Layers, ErrBadParam)
 		}
@@ -317,6 +283,10 @@ func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		case plan.RoleTopLogits:
 			s.topP = t
 		}
+		return nil
+	}
+	if err := allocDraftBuffers(l, mp, backends, far.bufs, shard, local); err != nil {
+		return err
 	}
 	for _, t := range []kernels.Tensor{s.tokens, s.x, s.h, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
 		if !t.Valid() {
