@@ -20,8 +20,23 @@ import (
 	"github.com/tandem-run/tandem/engine/tokenizer"
 )
 
-// dflashMode is the name of the DFlash rows.
+// dflashMode is the name of the DFlash rows (modeFor).
 const dflashMode = "DFlash adaptive"
+
+// dflashBlocks is the block curve of the runner's DFlash draft, timed on
+// its first rows and kept in curves by draft.
+func dflashBlocks(ctx context.Context, r *engine.Runner, o options, curves map[string][]time.Duration) ([]time.Duration, error) {
+	if c, ok := curves[o.dflash]; ok {
+		return c, nil
+	}
+	c, err := blockCosts(ctx, r, promptSets["known"][0], 15, o.reps, o.clock)
+	if err != nil {
+		return nil, err
+	}
+	logBlocks(o, c)
+	curves[o.dflash] = c
+	return c, nil
+}
 
 // blockCosts times DFlash blocks of 1..maxK drafted tokens after a chat
 // prompt: the median of reps each (the first run of a length compiles
