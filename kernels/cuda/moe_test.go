@@ -44,6 +44,10 @@ func TestMoE(t *testing.T) {
 		{quant.Q4_K, quant.Q4_K, quant.F32, 33, 16, 8, 256, 768, true},
 		{quant.Q6_K, quant.Q6_K, quant.F32, 9, 32, 8, 256, 256, false},
 		{quant.Q4_K, quant.Q6_K, quant.F32, 64, 8, 2, 256, 256, true}, // more pairs per expert than a warp takes at once
+		{quant.Q5_K, quant.Q6_K, quant.BF16, 3, 8, 2, 256, 256, true},
+		{quant.Q4_0, quant.Q5_0, quant.F32, 2, 8, 2, 256, 256, true},
+		{quant.Q4_1, quant.Q5_1, quant.F16, 2, 8, 2, 256, 256, true},
+		{quant.IQ4_NL, quant.Q8_0, quant.F32, 2, 8, 2, 256, 256, true},
 	} {
 		name := fmt.Sprintf("%v-%v/router%v/b%d/e%d-%d/renorm=%v", c.wt, c.down, c.router, c.rows, c.experts, c.used, c.renorm)
 		t.Run(name, func(t *testing.T) {
@@ -98,6 +102,10 @@ func TestMoERefused(t *testing.T) {
 	}
 	if err := moeSupported(op); err == nil {
 		t.Error("moeSupported accepts gate F16 with up Q8_0")
+	}
+	q3 := kernels.Tensor{Type: quant.Q3_K}
+	if be.Supports(kernels.MoE{Router: probe, Gate: q3, Up: q3, Down: q3}) {
+		t.Error("Q3_K experts (no dequant1) are supported")
 	}
 }
 

@@ -1,8 +1,9 @@
 // Mixture-of-experts feed-forward (kernels.MoE: Qwen3 MoE, Mixtral), in
-// five launches so that a captured graph serves any routing:
+// six launches so that a captured graph serves any routing:
 //
-//	moe_route_<router>  per row: router logits, softmax, the top experts
-//	                    (lower index first on ties), their weights
+//	moe_logits_<router> per row, per expert: the router's logit
+//	moe_topk            per row: softmax, the top experts (lower index
+//	                    first on ties), their weights
 //	moe_group           the routed (row, expert) pairs sorted by expert:
 //	                    each expert's count and first slot, the experts
 //	                    in use, and each pair's slot
@@ -17,40 +18,121 @@
 // share experts reads their weights once. Grids are sized for the most
 // experts a batch can use (min(pairs, experts)); blocks past the experts
 // in use exit at once, so decode runs the used experts' blocks only.
-// Weights are dequantized 32 at a time (dequant32) against F32
-// activations: any weight type, at the generic kernels' speed.
+//
+// A warp walks its weight row 32 elements at a time, lane l taking
+// element l (dequant1), so that the weights' bytes and the F32
+// activations are read in whole segments. The first version gave each
+// lane a group of 32 (dequant32, as mv_generic does): lanes 128 bytes
+// apart, each load instruction touched 32 segments, and a Qwen3-30B-A3B
+// block took 347 us at one row (kernels/cuda/NOTES.md, hmoe's calls).
 #include "common.cuh"
 
 #define MOE_WARPS 4
 #define MOE_NB 4
 
-// moe_route: one block of 256 threads a row; dynamic shared memory holds
-// the row's experts' logits (then probabilities).
+// dequant1 is element l (< 32) of group g of a row of type T.
+template <int T> __device__ float dequant1(const u8* row, int g, int l);
+
+template <> __device__ __forceinline__ float dequant1<T_F32>(const u8* row, int g, int l) {
+    return ((const float*)row)[32 * g + l];
+}
+template <> __device__ __forceinline__ float dequant1<T_F16>(const u8* row, int g, int l) {
+    return h2f(((const u16*)row)[32 * g + l]);
+}
+template <> __device__ __forceinline__ float dequant1<T_BF16>(const u8* row, int g, int l) {
+    return bf2f(((const u16*)row)[32 * g + l]);
+}
+template <> __device__ __forceinline__ float dequant1<T_Q4_0>(const u8* row, int g, int l) {
+    const u8* b = row + 18 * (size_t)g;
+    int q = b[2 + (l & 15)];
+    return ((l < 16 ? q & 0xF : q >> 4) - 8) * ldh(b);
+}
+template <> __device__ __forceinline__ float dequant1<T_Q4_1>(const u8* row, int g, int l) {
+    const u8* b = row + 20 * (size_t)g;
+    int q = b[4 + (l & 15)];
+    return (l < 16 ? q & 0xF : q >> 4) * ldh(b) + ldh(b + 2);
+}
+template <> __device__ __forceinline__ float dequant1<T_Q5_0>(const u8* row, int g, int l) {
+    const u8* b = row + 22 * (size_t)g;
+    int q = b[6 + (l & 15)];
+    int h = (ld32(b + 2) >> l) & 1;
+    return (((l < 16 ? q & 0xF : q >> 4) | (h << 4)) - 16) * ldh(b);
+}
+template <> __device__ __forceinline__ float dequant1<T_Q5_1>(const u8* row, int g, int l) {
+    const u8* b = row + 24 * (size_t)g;
+    int q = b[8 + (l & 15)];
+    int h = (ld32(b + 4) >> l) & 1;
+    return ((l < 16 ? q & 0xF : q >> 4) | (h << 4)) * ldh(b) + ldh(b + 2);
+}
+template <> __device__ __forceinline__ float dequant1<T_Q8_0>(const u8* row, int g, int l) {
+    const u8* b = row + 34 * (size_t)g;
+    return (signed char)b[2 + l] * ldh(b);
+}
+template <> __device__ __forceinline__ float dequant1<T_IQ4_NL>(const u8* row, int g, int l) {
+    const u8* b = row + 18 * (size_t)g;
+    int q = b[2 + (l & 15)];
+    return ldh(b) * kIQ4NL[l < 16 ? q & 0xF : q >> 4];
+}
+template <> __device__ __forceinline__ float dequant1<T_Q4_K>(const u8* row, int g, int l) {
+    const u8* b = row + 144 * (size_t)(g >> 3);
+    int j = g & 7;
+    float sc, m;
+    k4_scale(b + 4, j, &sc, &m);
+    int q = (b[16 + 32 * (j >> 1) + l] >> (4 * (j & 1))) & 0xF;
+    return ldh(b) * sc * q - ldh(b + 2) * m;
+}
+template <> __device__ __forceinline__ float dequant1<T_Q5_K>(const u8* row, int g, int l) {
+    const u8* b = row + 176 * (size_t)(g >> 3);
+    int j = g & 7;
+    float sc, m;
+    k4_scale(b + 4, j, &sc, &m);
+    int q = ((b[48 + 32 * (j >> 1) + l] >> (4 * (j & 1))) & 0xF) + ((b[16 + l] >> j) & 1) * 16;
+    return ldh(b) * sc * q - ldh(b + 2) * m;
+}
+template <> __device__ __forceinline__ float dequant1<T_Q6_K>(const u8* row, int g, int l) {
+    const u8* b = row + 210 * (size_t)(g >> 3);
+    int j = g & 7, h = j >> 2, r = j & 3;
+    int ql = (b[64 * h + 32 * (r & 1) + l] >> (4 * (r >> 1))) & 0xF;
+    int qh = (b[128 + 32 * h + l] >> (2 * r)) & 3;
+    int sc = (signed char)b[192 + 8 * h + 2 * r + (l >> 4)];
+    return ldh(b + 208) * sc * ((ql | (qh << 4)) - 32);
+}
+
+// FOR_EACH_MOE_TYPE(M) applies M(T, name) to the types with a dequant1.
+#define FOR_EACH_MOE_TYPE(M) \
+    M(T_F32, f32) M(T_F16, f16) M(T_BF16, bf16) M(T_Q4_0, q4_0) M(T_Q4_1, q4_1) M(T_Q5_0, q5_0) \
+    M(T_Q5_1, q5_1) M(T_Q8_0, q8_0) M(T_IQ4_NL, iq4_nl) M(T_Q4_K, q4_k) M(T_Q5_K, q5_k) M(T_Q6_K, q6_k)
+
+// moe_logits: grid (ceil(experts/8), rows), 8 warps a block, a warp an
+// expert: logits[r*experts + e].
 template <int T>
-__device__ void moe_route(const u8* __restrict__ w, long long wstride, const float* __restrict__ x,
-                          long long xstride, int n, int experts, int used, int renorm, int* ids, float* wts) {
+__device__ void moe_logits(const u8* __restrict__ w, long long wstride, const float* __restrict__ x,
+                           long long xstride, int n, int experts, float* __restrict__ logits) {
+    int e = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31, r = blockIdx.y;
+    if (e >= experts) return;
+    const u8* wr = w + (size_t)e * wstride;
+    const float* xr = x + r * xstride;
+    float s = 0.f;
+#pragma unroll 4
+    for (int g = 0; g < (n >> 5); g++) s += dequant1<T>(wr, g, lane) * xr[32 * g + lane];
+    s = warp_sum(s);
+    if (lane == 0) logits[(size_t)r * experts + e] = s;
+}
+
+// moe_topk: one warp a row; dynamic shared memory holds the row's
+// probabilities.
+extern "C" __global__ void __launch_bounds__(32)
+moe_topk(const float* __restrict__ logits, int experts, int used, int renorm, int* ids, float* wts) {
+    grid_dep_begin();
     extern __shared__ float probs[];
     __shared__ int sid[64];
     __shared__ float swt[64];
-    int r = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    const float* xr = x + r * xstride;
-    for (int e = warp; e < experts; e += nw) {
-        const u8* wr = w + (size_t)e * wstride;
-        float s = 0.f;
-        for (int g = lane; g < (n >> 5); g += 32) {
-            float v[32];
-            dequant32<T>(wr, g, v);
-            const float* xg = xr + 32 * g;
-#pragma unroll
-            for (int i = 0; i < 32; i++) s += v[i] * xg[i];
-        }
-        s = warp_sum(s);
-        if (lane == 0) probs[e] = s;
-    }
-    __syncthreads();
-    if (warp != 0) return;
+    int r = blockIdx.x, lane = threadIdx.x;
     float m = -INFINITY;
-    for (int e = lane; e < experts; e += 32) m = fmaxf(m, probs[e]);
+    for (int e = lane; e < experts; e += 32) {
+        probs[e] = logits[(size_t)r * experts + e];
+        m = fmaxf(m, probs[e]);
+    }
     m = warp_max(m);
     float sum = 0.f;
     for (int e = lane; e < experts; e += 32) {
@@ -123,18 +205,6 @@ moe_group(const int* __restrict__ ids, int pairs, int experts, int* count, int* 
     }
 }
 
-// dot32 adds v . x[0..32) (x 16-byte aligned) to s.
-__device__ __forceinline__ float dot32(const float (&v)[32], const float* __restrict__ x) {
-    const float4* xv = (const float4*)x;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        float4 t = __ldg(xv + i);
-        s += v[4 * i] * t.x + v[4 * i + 1] * t.y + v[4 * i + 2] * t.z + v[4 * i + 3] * t.w;
-    }
-    return s;
-}
-
 // moe_gate_up: grid (ceil(ff/MOE_WARPS), most experts in use); a warp
 // takes gate row and up row `row` of the block's expert for its pairs.
 // estride is the bytes of one expert's ff rows.
@@ -156,19 +226,20 @@ __device__ void moe_gate_up(const u8* __restrict__ wg, const u8* __restrict__ wu
         float ag[MOE_NB], au[MOE_NB];
 #pragma unroll
         for (int b = 0; b < MOE_NB; b++) {
-            xs[b] = x + (size_t)(order[f0 + min(k0 + b, c - 1)] / used) * xstride;
+            xs[b] = x + (size_t)(order[f0 + min(k0 + b, c - 1)] / used) * xstride + lane;
             ag[b] = au[b] = 0.f;
         }
-        for (int g = lane; g < (n >> 5); g += 32) {
-            float v[32];
-            dequant32<T>(gr, g, v);
+#pragma unroll 2
+        for (int g = 0; g < (n >> 5); g++) {
+            float wgv = dequant1<T>(gr, g, lane), wuv = dequant1<T>(ur, g, lane);
 #pragma unroll
-            for (int b = 0; b < MOE_NB; b++)
-                if (k0 + b < c) ag[b] += dot32(v, xs[b] + 32 * g);
-            dequant32<T>(ur, g, v);
-#pragma unroll
-            for (int b = 0; b < MOE_NB; b++)
-                if (k0 + b < c) au[b] += dot32(v, xs[b] + 32 * g);
+            for (int b = 0; b < MOE_NB; b++) {
+                if (k0 + b < c) {
+                    float xv = __ldg(xs[b] + 32 * g);
+                    ag[b] += wgv * xv;
+                    au[b] += wuv * xv;
+                }
+            }
         }
 #pragma unroll
         for (int b = 0; b < MOE_NB; b++) {
@@ -195,12 +266,12 @@ __device__ void moe_down(const u8* __restrict__ wd, long long wstride, long long
         float acc[MOE_NB];
 #pragma unroll
         for (int b = 0; b < MOE_NB; b++) acc[b] = 0.f;
-        for (int g = lane; g < (ff >> 5); g += 32) {
-            float v[32];
-            dequant32<T>(dr, g, v);
+#pragma unroll 4
+        for (int g = 0; g < (ff >> 5); g++) {
+            float wv = dequant1<T>(dr, g, lane);
 #pragma unroll
             for (int b = 0; b < MOE_NB; b++)
-                if (k0 + b < c) acc[b] += dot32(v, act + (size_t)(f0 + k0 + b) * ff + 32 * g);
+                if (k0 + b < c) acc[b] += wv * act[(size_t)(f0 + k0 + b) * ff + 32 * g + lane];
         }
 #pragma unroll
         for (int b = 0; b < MOE_NB; b++) {
@@ -224,10 +295,10 @@ extern "C" __global__ void moe_sum(const float* __restrict__ outs, int n, int us
 
 #define MOE_KERNELS(T, name)                                                                              \
     extern "C" __global__ void __launch_bounds__(256)                                                     \
-        moe_route_##name(const u8* w, long long wstride, const float* x, long long xstride, int n,         \
-                         int experts, int used, int renorm, int* ids, float* wts) {                        \
+        moe_logits_##name(const u8* w, long long wstride, const float* x, long long xstride, int n,        \
+                          int experts, float* logits) {                                                    \
         grid_dep_begin();                                                                                 \
-        moe_route<T>(w, wstride, x, xstride, n, experts, used, renorm, ids, wts);                          \
+        moe_logits<T>(w, wstride, x, xstride, n, experts, logits);                                         \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * MOE_WARPS)                                          \
         moe_gate_up_##name(const u8* wg, const u8* wu, long long wstride, long long estride,               \
@@ -246,4 +317,4 @@ extern "C" __global__ void moe_sum(const float* __restrict__ outs, int n, int us
         moe_down<T>(wd, wstride, estride, act, ff, n, count, first, active, nactive, out);                 \
     }
 
-FOR_EACH_WEIGHT_TYPE(MOE_KERNELS)
+FOR_EACH_MOE_TYPE(MOE_KERNELS)

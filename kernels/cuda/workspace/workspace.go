@@ -152,13 +152,13 @@ func TopKBytes(rows, candidates int) int64 { return round(int64(rows) * int64(ca
 
 // MoELayout is where a mixture-of-experts op of rows rows, used experts
 // a row out of experts, width n and expert width ff keeps its scratch, in
-// bytes from the region's start: per routed pair (row*used + rank) its
+// bytes from the region's start: per row its router logits; per routed pair (row*used + rank) its
 // expert and weight; per expert its pair count and first slot, the
 // experts in use and their number; the pairs sorted by expert (slot ->
 // pair, pair -> slot); then per slot the SwiGLU activations (ff floats)
 // and the expert's output (n floats). Bytes is the region's size.
 type MoELayout struct {
-	IDs, Weights, Count, First, Active, NActive, Order, Slot, Act, Out, Bytes int64
+	Logits, IDs, Weights, Count, First, Active, NActive, Order, Slot, Act, Out, Bytes int64
 }
 
 // MoEFor lays out the scratch of a mixture-of-experts op.
@@ -171,6 +171,7 @@ func MoEFor(rows, used, experts, n, ff int) MoELayout {
 		at += round(bytes)
 		return o
 	}
+	l.Logits = take(4 * int64(rows) * int64(experts))
 	l.IDs = take(4 * pairs)
 	l.Weights = take(4 * pairs)
 	l.Count = take(4 * int64(experts))

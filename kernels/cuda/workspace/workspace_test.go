@@ -88,7 +88,7 @@ func TestSizesLayout(t *testing.T) {
 func TestMoELayout(t *testing.T) {
 	l := MoEFor(5, 8, 128, 2048, 768)
 	parts := []struct{ off, bytes int64 }{
-		{l.IDs, 4 * 40}, {l.Weights, 4 * 40}, {l.Count, 4 * 128}, {l.First, 4 * 128}, {l.Active, 4 * 128},
+		{l.Logits, 4 * 5 * 128}, {l.IDs, 4 * 40}, {l.Weights, 4 * 40}, {l.Count, 4 * 128}, {l.First, 4 * 128}, {l.Active, 4 * 128},
 		{l.NActive, 4}, {l.Order, 4 * 40}, {l.Slot, 4 * 40}, {l.Act, 4 * 40 * 768}, {l.Out, 4 * 40 * 2048},
 	}
 	end := int64(0)
