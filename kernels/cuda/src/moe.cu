@@ -113,7 +113,7 @@ __device__ void moe_logits(const u8* __restrict__ w, long long wstride, const fl
     const u8* wr = w + (size_t)e * wstride;
     const float* xr = x + r * xstride;
     float s = 0.f;
-#pragma unroll 4
+#pragma unroll 8
     for (int g = 0; g < (n >> 5); g++) s += dequant1<T>(wr, g, lane) * xr[32 * g + lane];
     s = warp_sum(s);
     if (lane == 0) logits[(size_t)r * experts + e] = s;
@@ -229,7 +229,7 @@ __device__ void moe_gate_up(const u8* __restrict__ wg, const u8* __restrict__ wu
             xs[b] = x + (size_t)(order[f0 + min(k0 + b, c - 1)] / used) * xstride + lane;
             ag[b] = au[b] = 0.f;
         }
-#pragma unroll 2
+#pragma unroll 8
         for (int g = 0; g < (n >> 5); g++) {
             float wgv = dequant1<T>(gr, g, lane), wuv = dequant1<T>(ur, g, lane);
 #pragma unroll
@@ -266,7 +266,7 @@ __device__ void moe_down(const u8* __restrict__ wd, long long wstride, long long
         float acc[MOE_NB];
 #pragma unroll
         for (int b = 0; b < MOE_NB; b++) acc[b] = 0.f;
-#pragma unroll 4
+#pragma unroll 8
         for (int g = 0; g < (ff >> 5); g++) {
             float wv = dequant1<T>(dr, g, lane);
 #pragma unroll
