@@ -37,6 +37,16 @@ type proposal struct {
 	// of them caught up on (one, or a round's accepted tokens and one,
 	// when the draft kept pace; more after rounds it sat out).
 	passes, behind int
+	// block is the length of the block a one-pass drafter (DFlash)
+	// computed, which its pass's cost goes by; 0 for a drafter of steps.
+	block int
+}
+
+// blockDrafter is a drafter that proposes a block of tokens in one pass,
+// up to blockMax of them: the chooser prices its call by the block's
+// length, not as steps (spec.CostOptions.Block).
+type blockDrafter interface {
+	blockMax() int
 }
 
 // greedyOnDevice reports whether s drafts by argmax alone, which runs on

@@ -212,7 +212,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		drafted, dists = p.tokens, p.dists
-		took, tried = g.chooser.Drafted(start, g.passes(p)), max(p.passes, len(p.tokens))
+		took, tried = g.chooser.Drafted(start, g.draftSize(p)), max(p.passes, len(p.tokens))
 	}
 	drafted, dists, masks, err := g.speculate(drafted, dists)
 	if err != nil {
@@ -312,6 +312,17 @@ func (g *generation) passes(p proposal) int {
 		return 0
 	}
 	return p.passes
+}
+
+// draftSize is what the chooser measures a proposal's draft call by: its
+// passes (g.passes), or for a block drafter the block's length, which its
+// one pass costs by.
+func (g *generation) draftSize(p proposal) int {
+	n := g.passes(p)
+	if n > 0 && p.block > 0 {
+		return p.block
+	}
+	return n
 }
 
 // report puts the draft length's state into the statistics.
