@@ -24,7 +24,9 @@
 #                                         there: inflate the targets and their
 #                                         EAGLE-3 drafts, print the table;
 #                                         TARGETS defaults to
-#                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16"
+#                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16";
+#                                         "demo" is the demo pair itself
+#                                         (and the DFlash demo draft)
 #                                         (N=64 tokens a prompt; about 1 minute
 #                                         a target after its inflation: give
 #                                         the 1.7B and 8B targets separate
@@ -73,6 +75,9 @@ build)
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
+	# The demo DFlash draft, for the demo pair's row (target "demo").
+	cp "$root/engine/testdata/factory-dflash-Q8_0.gguf" "$dir/"
+	chmod u+w "$dir/factory-dflash-Q8_0.gguf"
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
 	if [ "${SRC:-}" = Q8_0 ]; then
 		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
@@ -98,6 +103,16 @@ run)
 	echo "inflating from $(basename "$src")" >&2
 	header=-header
 	for spec in $targets; do
+		if [ "$spec" = demo ]; then
+			# The demo pair itself (launch-bound on a GPU), with the
+			# DFlash draft too.
+			"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$src" \
+				-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$dir/factory-eagle3-F16.gguf" \
+				-dflash "$dir/factory-dflash-Q8_0.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
+				-json "${OUT:-/tmp}/spec-demo.json" ${SPECBENCH_FLAGS:-}
+			header=
+			continue
+		fi
 		shape=${spec%%:*} typ=${spec##*:}
 		from=$(basename "$src" .gguf)
 		t="$models/$shape-$typ-$from.gguf" e="$models/$shape-$typ-$from-eagle3.gguf"

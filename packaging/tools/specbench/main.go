@@ -63,7 +63,7 @@ func main() {
 }
 
 type options struct {
-	target, draft, eagle, backend, label string
+	target, draft, eagle, dflash, backend, label string
 	n, reps, threads                     int
 	clock                                func() time.Time // what every time is read on
 	modes, sets                          []string
@@ -79,6 +79,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.target, "target", "", "target GGUF (required)")
 	fs.StringVar(&o.draft, "draft", "", "model draft GGUF (modes fixed4, adaptive)")
 	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (mode eagle3)")
+	fs.StringVar(&o.dflash, "dflash", "", "DFlash draft GGUF (mode dflash, not in the default modes)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
 	fs.StringVar(&o.label, "label", "", "device label in the table (default: the backend)")
 	fs.IntVar(&o.n, "n", 64, "tokens generated per prompt")
@@ -256,6 +257,8 @@ func modeFor(name string, o options) (mode, time.Duration, bool) {
 		return mode{name: "lookup", lookup: true}, 0, true
 	case "eagle3":
 		return mode{name: "EAGLE-3 adaptive", draft: o.eagle}, 0, o.eagle != ""
+	case "dflash":
+		return mode{name: "DFlash adaptive", draft: o.dflash}, 0, o.dflash != ""
 	}
 	return mode{}, 0, false
 }
