@@ -75,9 +75,10 @@ build)
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
-	# The demo DFlash draft, for the demo pair's row (target "demo").
-	cp "$root/engine/testdata/factory-dflash-Q8_0.gguf" "$dir/"
-	chmod u+w "$dir/factory-dflash-Q8_0.gguf"
+	# The demo DFlash draft, for the demo pair's row (target "demo"), and
+	# the model draft (assets/ may be moved aside when the tree travels).
+	cp "$root/engine/testdata/factory-dflash-Q8_0.gguf" "$root/assets/factory-draft-Q8_0.gguf" "$dir/"
+	chmod u+w "$dir/factory-dflash-Q8_0.gguf" "$dir/factory-draft-Q8_0.gguf"
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
 	if [ "${SRC:-}" = Q8_0 ]; then
 		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
@@ -98,6 +99,8 @@ run)
 	chmod +x "$dir/specbench" "$dir/synthmodel"
 	models=${MODELS:-/tmp/tandem-spec}
 	mkdir -p "$models"
+	draft=$dir/factory-draft-Q8_0.gguf
+	[ -f "$draft" ] || draft=$root/assets/factory-draft-Q8_0.gguf
 	src=$dir/factory-target-Q8_0.gguf
 	[ -f "$src" ] || src=$root/assets/factory-target-Q4_K_M.gguf
 	echo "inflating from $(basename "$src")" >&2
@@ -107,7 +110,7 @@ run)
 			# The demo pair itself (launch-bound on a GPU), with the
 			# DFlash draft too.
 			"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$src" \
-				-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$dir/factory-eagle3-F16.gguf" \
+				-draft "$draft" -eagle "$dir/factory-eagle3-F16.gguf" \
 				-dflash "$dir/factory-dflash-Q8_0.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
 				-json "${OUT:-/tmp}/spec-demo.json" ${SPECBENCH_FLAGS:-}
 			header=
@@ -121,7 +124,7 @@ run)
 		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
+			-draft "$draft" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
