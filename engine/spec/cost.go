@@ -44,11 +44,13 @@ package spec
 // pay (the conversation turns to text the draft knows) is noticed. Rounds
 // are not time, though: on a launch-bound target (the demo pair on a GPU)
 // a probe's draft first catches up on every token it missed and may
-// compile a new pass size, dozens of rounds' worth. So what the rounds
-// that draft only to measure lose against the target alone (the first
-// round, re-measurements and probes while drafting is off) is kept, and
-// a due probe waits until that loss is within Budget (2%) of all the time
-// measured.
+// compile a new pass size, dozens of rounds' worth. So what probes lose
+// against the target alone making their tokens is kept, and a due probe
+// waits until that loss is within Budget (2%) of all the time measured.
+// The first rounds' measurements (the first round, each length's first
+// runs) are not counted: they are bounded by count, happen once in a
+// Chooser's life, and on a GPU include compiling and capturing each pass
+// size, which would hold probes back for thousands of rounds after.
 //
 // A block drafter (DFlash) proposes k tokens in one pass whose cost grows
 // little with k: with Block its calls are measured by k and sizes not yet
@@ -101,9 +103,9 @@ type CostOptions struct {
 	ProbeAfter    int     // rounds off before the first re-probe (16)
 	MaxProbeAfter int     // the longest wait between probes (256)
 	Recalibrate   int     // re-measure the target alone after this many rounds without a one-row pass (64)
-	// Budget is the share of the measured time that rounds drafting
-	// only to measure (probes, re-measurements while drafting is off)
-	// may lose against the target alone (0.02); see Chooser.
+	// Budget is the share of the measured time that probes (rounds
+	// drafting only to measure while drafting is off) may lose against
+	// the target alone (0.02); see Chooser.
 	Budget float64
 	// Block says a draft call of k tokens is one pass whatever k (a
 	// DFlash block): its cost is measured by k and estimated between
@@ -181,10 +183,10 @@ type Chooser struct {
 	wait     int  // rounds off before the next probe
 	lastOne  int  // round of the last one-row pass
 	decision Decision
-	// The exploration budget: took is the time of the round under way
-	// (its draft and target calls); spent, the time of every round;
-	// lost, what rounds that drafted only to measure (explore) cost
-	// beyond the target alone making their tokens.
+	// The probe budget: took is the time of the round under way (its
+	// draft and target calls); spent, the time of every round; lost,
+	// what probe rounds (explore) cost beyond the target alone making
+	// their tokens.
 	took, spent, lost time.Duration
 	explore           bool
 	// remeasured counts the rounds drafting k only to measure k's
@@ -280,9 +282,8 @@ func (c *Chooser) draftCost(k int) float64 {
 	return c.draft.proportional(k)
 }
 
-// affords reports whether a round drafting only to measure fits the
-// exploration budget: what such rounds lost so far is within Budget of
-// all the time measured. A pair where measuring is dear (a launch-bound
+// affords reports whether a probe fits the budget: what probes lost so
+// far is within Budget of all the time measured. A pair where measuring is dear (a launch-bound
 // target whose draft must first catch up, or compile a new pass size)
 // then probes less often, however the rounds count.
 func (c *Chooser) affords() bool {
@@ -317,7 +318,6 @@ func (c *Chooser) decide() {
 	switch {
 	case c.round == 0:
 		c.k = c.o.StartK // nothing measured yet: draft, to measure
-		c.explore = true
 	case !c.verify.settled(1) && !c.on:
 		c.k = 0 // the target alone is not timed past its first runs: time it
 	case c.on && c.round-c.lastOne >= c.o.Recalibrate:
@@ -338,12 +338,10 @@ func (c *Chooser) decide() {
 			// GPU compiles and captures each new pass size): draft k
 			// again to measure it before believing them. A round may
 			// draft fewer than k (a cut, the end of a grammar), so each k
-			// gets settle such rounds in the Chooser's life at most: what
-			// they lose counts against the budget of later probes, but
-			// does not wait for it.
+			// gets settle such rounds in the Chooser's life at most.
 			c.remeasured[k]++
 			c.k = k
-			c.probe, c.explore = probed, !c.on
+			c.probe, c.explore = probed, probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
 			// A spell on that did not last (one probe's evidence is thin)
