@@ -64,13 +64,13 @@ func main() {
 
 type options struct {
 	target, draft, eagle, dflash, backend, label string
-	n, reps, threads                     int
-	clock                                func() time.Time // what every time is read on
-	modes, sets                          []string
-	temps                                []float64
-	seed                                 uint64
-	header                               bool
-	jsonOut                              string
+	n, reps, threads                             int
+	clock                                        func() time.Time // what every time is read on
+	modes, sets                                  []string
+	temps                                        []float64
+	seed                                         uint64
+	header                                       bool
+	jsonOut                                      string
 }
 
 func parse(args []string) (options, error) {
