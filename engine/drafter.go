@@ -142,12 +142,12 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 // distribution it was drawn from, which is kept in dists[i] for the verifier.
 func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float32, i int) (int32, float64, error) {
 	if !s.Params().Greedy() {
-		q, err := s.Probs(dists[i], logits, history)
+		q, t, top, err := s.Pick(dists[i], logits, history)
 		if err != nil {
 			return 0, 0, fmt.Errorf("engine: draft: %w", err)
 		}
 		dists[i] = q
-		return sample.Draw(q, s.Uniform()), float64(q[sample.Argmax(q)]), nil
+		return t, top, nil
 	}
 	t, err := s.Sample(logits, history)
 	if err != nil {

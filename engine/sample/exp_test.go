@@ -91,3 +91,48 @@ func TestDrawChunkedIsDrawFrom(t *testing.T) {
 		}
 	}
 }
+
+// Pick gives what Probs gives, that distribution's largest probability,
+// and, on the same randomness, the token Draw picks from it.
+func TestPickIsProbsAndDraw(t *testing.T) {
+	for _, p := range []Params{{Temperature: 0.7, Seed: 5}, {Temperature: 1.3, TopK: 40, TopP: 0.9, Seed: 6}, {Temperature: 0.8, RepeatPenalty: 1.3, Seed: 7}} {
+		a, b := NewSeeded(p), NewSeeded(p)
+		history := []int32{3, 17, 17, 40000}
+		for i := range 40 {
+			logits := randomLogits(uint64(100+i), 151936)
+			got, tok, top, err := a.Pick(nil, logits, history)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := b.Probs(nil, logits, history)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range want {
+				if got[j] != want[j] {
+					t.Fatalf("%+v: p[%d] = %g, Probs %g", p, j, got[j], want[j])
+				}
+			}
+			if w := want[Argmax(want)]; top != float64(w) {
+				t.Errorf("%+v: top %g, want %g", p, top, w)
+			}
+			if w := Draw(want, b.Uniform()); tok != w {
+				t.Errorf("%+v: drew %d, Draw %d", p, tok, w)
+			}
+		}
+	}
+}
+
+// A sampled draft's step over a Qwen vocabulary: the token, its
+// distribution and the draft's confidence.
+func BenchmarkPickQwenVocabTemperature(b *testing.B) {
+	logits := randomLogits(1, 151936)
+	s := NewSeeded(Params{Temperature: 0.7})
+	dst := make([]float32, len(logits))
+	b.SetBytes(int64(4 * len(logits)))
+	for b.Loop() {
+		if _, _, _, err := s.Pick(dst, logits, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

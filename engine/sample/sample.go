@@ -175,6 +175,40 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	return Draw(probs, s.rng.Float64()), nil
 }
 
+// Pick draws a token as Sample does and also returns the distribution it
+// was drawn from (written into dst, grown as needed; what Probs gives) and
+// that distribution's largest probability: a sampled draft's step, whose
+// distribution the verifier needs. Over every token it costs one pass of
+// exponentials: the draw needs no normalised distribution, and the
+// largest probability is the maximum's exponential, 1, over their sum.
+// Greedy settings give the argmax. It fails as Probs does.
+func (s *Sampler) Pick(dst, logits []float32, history []int32) ([]float32, int32, float64, error) {
+	if !s.everyToken() {
+		p, err := s.Probs(dst, logits, history)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		t := Argmax(p)
+		top := float64(p[t])
+		if !s.p.Greedy() {
+			t = Draw(p, s.rng.Float64())
+		}
+		return p, t, top, nil
+	}
+	x, top, err := s.penalised(logits, history)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if cap(dst) < len(x) {
+		dst = make([]float32, len(x))
+	}
+	dst = dst[:len(x)]
+	sum := s.exps(dst, x, top)
+	t := s.drawChunked(dst, s.rng.Float64()*sum)
+	s.scale(dst, 1/sum)
+	return dst, t, float64(float32(1 / sum)), nil
+}
+
 // Probs writes into dst (grown as needed; len(logits) values) the
 // distribution Sample draws from. Greedy settings give all mass to the
 // argmax of the penalised logits. It fails with ErrNonFinite when logits
@@ -335,9 +369,13 @@ func (s *Sampler) drawChunked(e []float32, target float64) int32 {
 // softmaxAll is Probs' softmax when every token is a candidate (no top-k,
 // top-p or min-p): the exponentials, then each over their sum.
 func (s *Sampler) softmaxAll(dst, x []float32, top float32) {
-	scale := 1 / s.exps(dst, x, top)
-	chunks(len(dst), func(_, lo, hi int) {
-		p := dst[lo:hi]
+	s.scale(dst, 1/s.exps(dst, x, top))
+}
+
+// scale multiplies the exponentials exps wrote by scale, in its chunks.
+func (s *Sampler) scale(e []float32, scale float64) {
+	chunks(len(e), func(_, lo, hi int) {
+		p := e[lo:hi]
 		for i, v := range p {
 			p[i] = float32(float64(v) * scale)
 		}
