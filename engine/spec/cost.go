@@ -326,7 +326,16 @@ func (c *Chooser) decide() {
 		k, rate := c.best(a)
 		alone := 1 / c.verify.at(1)
 		d.ExpectedSpeedup = rate / alone
-		switch pays := k > 0 && rate > alone*(1+c.o.Margin); {
+		// Hysteresis: drafting turns on when it promises Margin more than
+		// the target alone, and stays on until it promises Margin less.
+		// The acceptance estimate follows a few rounds (Forget), so near
+		// break-even it wanders across one threshold every few rounds;
+		// each turn off costs the probes' waits before drafting is back.
+		need := 1 + c.o.Margin
+		if c.on {
+			need = 1 - c.o.Margin
+		}
+		switch pays := k > 0 && rate > alone*need; {
 		case pays:
 			if !c.on {
 				c.on, c.streak = true, 0
