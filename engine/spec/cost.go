@@ -12,7 +12,9 @@ package spec
 //
 //	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1)),
 //
-// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin.
+// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin; once on,
+// drafting stays on until k* falls Margin below it (hysteresis: near
+// break-even the running estimates wander across one threshold).
 //
 // Why one acceptance rate and not one per position: a draft is usually
 // less sure further out, so per-position rates fit better, but each needs
