@@ -37,6 +37,16 @@ type proposal struct {
 	// of them caught up on (one, or a round's accepted tokens and one,
 	// when the draft kept pace; more after rounds it sat out).
 	passes, behind int
+	// block is the length of the block a one-pass drafter (DFlash)
+	// computed, which its pass's cost goes by; 0 for a drafter of steps.
+	block int
+}
+
+// blockDrafter is a drafter that proposes a block of tokens in one pass,
+// up to blockMax of them: the chooser prices its call by the block's
+// length, not as steps (spec.CostOptions.Block).
+type blockDrafter interface {
+	blockMax() int
 }
 
 // greedyOnDevice reports whether s drafts by argmax alone, which runs on
@@ -132,12 +142,12 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 // distribution it was drawn from, which is kept in dists[i] for the verifier.
 func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float32, i int) (int32, float64, error) {
 	if !s.Params().Greedy() {
-		q, err := s.Probs(dists[i], logits, history)
+		q, t, top, err := s.Pick(dists[i], logits, history)
 		if err != nil {
 			return 0, 0, fmt.Errorf("engine: draft: %w", err)
 		}
 		dists[i] = q
-		return sample.Draw(q, s.Uniform()), float64(q[sample.Argmax(q)]), nil
+		return t, top, nil
 	}
 	t, err := s.Sample(logits, history)
 	if err != nil {

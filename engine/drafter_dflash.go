@@ -33,14 +33,16 @@ func (d *dflashDrafter) prefill(context.Context, []int32) error { return nil }
 
 // draft proposes the block in one pass (passes 1; behind 1, the anchor:
 // the positions the pass writes from the target's states are not draft
-// passes).
+// passes), whose cost goes by the block's length (block).
 func (d *dflashDrafter) draft(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) (proposal, error) {
 	tokens, dists, err := d.block(ctx, history, n, pMin, s, m)
 	if err != nil || len(tokens) == 0 {
 		return proposal{}, err
 	}
-	return proposal{tokens: tokens, dists: dists, passes: 1, behind: 1}, nil
+	return proposal{tokens: tokens, dists: dists, passes: 1, behind: 1, block: min(n, d.m.MaxDraft())}, nil
 }
+
+func (d *dflashDrafter) blockMax() int { return d.m.MaxDraft() }
 
 func (d *dflashDrafter) block(ctx context.Context, history []int32, n int, pMin float64, s *sample.Sampler, m *grammar.Matcher) ([]int32, [][]float32, error) {
 	last := len(history) - 1

@@ -51,7 +51,14 @@ func (r *Runner) chooser(req Request) *spec.Chooser {
 	greedy := onDevice(req)
 	ch := r.choosers[greedy]
 	if ch == nil {
-		ch = spec.NewChooser(spec.CostOptions{MaxK: maxDraft, Now: r.now})
+		o := spec.CostOptions{MaxK: maxDraft, Now: r.now}
+		if b, ok := r.draft.(blockDrafter); ok {
+			// A block drafter's call is one pass: the chooser picks the
+			// block's length from that pass's cost, up to the longest
+			// block the draft makes.
+			o.Block, o.MaxK = true, min(maxDraft, max(1, b.blockMax()))
+		}
+		ch = spec.NewChooser(o)
 		r.choosers[greedy] = ch
 	}
 	return ch

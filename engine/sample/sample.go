@@ -150,6 +150,20 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	if s.p.Greedy() && !s.p.Penalised() {
 		return argmaxFinite(logits)
 	}
+	if s.everyToken() {
+		// Draw from the exponentials themselves: the draw scales by their
+		// sum, so the normalising pass is not needed.
+		x, top, err := s.penalised(logits, history)
+		if err != nil {
+			return 0, err
+		}
+		if cap(s.probs) < len(x) {
+			s.probs = make([]float32, len(x))
+		}
+		e := s.probs[:len(x)]
+		sum := s.exps(e, x, top)
+		return s.drawChunked(e, s.rng.Float64()*sum), nil
+	}
 	probs, err := s.Probs(s.probs, logits, history)
 	if err != nil {
 		return 0, err
@@ -161,32 +175,61 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 	return Draw(probs, s.rng.Float64()), nil
 }
 
+// Pick draws a token as Sample does and also returns the distribution it
+// was drawn from (written into dst, grown as needed; what Probs gives) and
+// that distribution's largest probability: a sampled draft's step, whose
+// distribution the verifier needs. Over every token it costs one pass of
+// exponentials: the draw needs no normalised distribution, and the
+// largest probability is the maximum's exponential, 1, over their sum.
+// Greedy settings give the argmax. It fails as Probs does.
+func (s *Sampler) Pick(dst, logits []float32, history []int32) ([]float32, int32, float64, error) {
+	if !s.everyToken() {
+		p, err := s.Probs(dst, logits, history)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		t := Argmax(p)
+		top := float64(p[t])
+		if !s.p.Greedy() {
+			t = Draw(p, s.rng.Float64())
+		}
+		return p, t, top, nil
+	}
+	x, top, err := s.penalised(logits, history)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if cap(dst) < len(x) {
+		dst = make([]float32, len(x))
+	}
+	dst = dst[:len(x)]
+	sum := s.exps(dst, x, top)
+	t := s.drawChunked(dst, s.rng.Float64()*sum)
+	s.scale(dst, 1/sum)
+	return dst, t, float64(float32(1 / sum)), nil
+}
+
 // Probs writes into dst (grown as needed; len(logits) values) the
 // distribution Sample draws from. Greedy settings give all mass to the
 // argmax of the penalised logits. It fails with ErrNonFinite when logits
 // hold NaN or +Inf (-Inf is a token that cannot be drawn), or no finite value.
 func (s *Sampler) Probs(dst, logits []float32, history []int32) ([]float32, error) {
-	if _, err := argmaxFinite(logits); err != nil {
+	x, top, err := s.penalised(logits, history)
+	if err != nil {
 		return nil, err
 	}
-	n := len(logits)
+	n := len(x)
 	if cap(dst) < n {
 		dst = make([]float32, n)
 	}
 	dst = dst[:n]
-	if cap(s.work) < n {
-		s.work = make([]float32, n)
+	if s.everyToken() {
+		s.softmaxAll(dst, x, top)
+		return dst, nil
 	}
-	x := s.work[:n]
-	copy(x, logits)
-	s.penalise(x, history)
 	clear(dst)
 	if s.p.Greedy() {
 		dst[Argmax(x)] = 1
-		return dst, nil
-	}
-	if s.p.TopK <= 0 && s.p.TopP <= 0 && s.p.MinP <= 0 {
-		s.softmaxAll(dst, x)
 		return dst, nil
 	}
 	keep := s.candidates(x)
@@ -210,67 +253,171 @@ func (s *Sampler) Probs(dst, logits []float32, history []int32) ([]float32, erro
 	return dst, nil
 }
 
-// softmaxChunk is how many tokens one goroutine of softmaxAll takes.
+// everyToken reports whether sampling draws from the whole tempered
+// distribution (no top-k, top-p or min-p): the softmax of every logit.
+func (s *Sampler) everyToken() bool {
+	return !s.p.Greedy() && s.p.TopK <= 0 && s.p.TopP <= 0 && s.p.MinP <= 0
+}
+
+// penalised checks logits (ErrNonFinite) and returns them with the
+// penalties applied, and their largest value: logits themselves when no
+// penalty applies (they are only read), else a copy in the sampler's
+// scratch.
+func (s *Sampler) penalised(logits []float32, history []int32) ([]float32, float32, error) {
+	top, err := argmaxFinite(logits)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !s.p.Penalised() || len(history) == 0 {
+		return logits, logits[top], nil
+	}
+	if cap(s.work) < len(logits) {
+		s.work = make([]float32, len(logits))
+	}
+	x := s.work[:len(logits)]
+	copy(x, logits)
+	s.penalise(x, history)
+	return x, x[Argmax(x)], nil
+}
+
+// softmaxChunk is how many tokens one goroutine of exps and softmaxAll
+// takes.
 const softmaxChunk = 1 << 15
 
-// softmaxAll is Probs' softmax when every token is a candidate (no top-k,
-// top-p or min-p), the same arithmetic as the general path without its
-// index list. A vocabulary of 150k costs about a millisecond of
-// exponentials on one core, once per sampled token and per verified row:
-// chunks past the first run on goroutines of their own. The chunks are
-// fixed by the vocabulary, not the cores, and their sums are added in
-// order, so the result does not depend on the machine.
-func (s *Sampler) softmaxAll(dst, x []float32) {
-	maxv := float64(x[Argmax(x)])
-	n := len(x)
-	chunks := (n + softmaxChunk - 1) / softmaxChunk
-	if cap(s.sums) < chunks {
-		s.sums = make([]float64, chunks)
+// chunks runs f over x's chunks, those past the first on goroutines of
+// their own, and waits for them. The chunks are fixed by the length, not
+// the cores, so results added up by chunk do not depend on the machine.
+func chunks(n int, f func(c, lo, hi int)) {
+	k := (n + softmaxChunk - 1) / softmaxChunk
+	var wg sync.WaitGroup
+	for c := 1; c < k; c++ {
+		wg.Go(func() { f(c, c*softmaxChunk, min(n, (c+1)*softmaxChunk)) })
 	}
-	sums := s.sums[:chunks]
-	t := s.p.Temperature
-	exp := func(c int) {
-		lo, hi := c*softmaxChunk, min(n, (c+1)*softmaxChunk)
+	f(0, 0, min(n, softmaxChunk))
+	wg.Wait()
+}
+
+// expCutoff: below it, e^((x - max)/T) is under 2^-150, which a
+// probability (the exponential over a sum >= 1) rounds to float32 zero
+// and which adds nothing to the float64 sum; the exponential is skipped.
+const expCutoff = -104
+
+// exps writes into e the tempered exponentials of x, e^((x - max)/T), and
+// returns their sum (of the float32 values, which is what a draw over e
+// adds up). A vocabulary of 150k costs one exponential a token, once per
+// sampled token and per verified row: the maximum and the exponentials run
+// in chunks, those past the first on goroutines, and their sums are added
+// in order, so the result does not depend on the machine. x is finite
+// where not -Inf, and top is its (finite) maximum (penalised checks).
+func (s *Sampler) exps(e, x []float32, top float32) float64 {
+	n := len(x)
+	k := (n + softmaxChunk - 1) / softmaxChunk
+	if cap(s.sums) < k {
+		s.sums = make([]float64, k)
+	}
+	s.sums = s.sums[:k]
+	sums := s.sums
+	maxv := float64(top)
+	// Multiplying by 1/T rather than dividing: a temperature so small its
+	// inverse overflows takes the largest float64, which keeps the
+	// maximum's 0·(1/T) at 0 and sends every other logit under the cutoff.
+	inv := min(1/s.p.Temperature, math.MaxFloat64)
+	chunks(n, func(c, lo, hi int) {
 		var sum float64
+		out := e[lo:hi]
 		for i, v := range x[lo:hi] {
-			e := math.Exp((float64(v) - maxv) / t)
-			dst[lo+i] = float32(e)
-			sum += e
+			y := (float64(v) - maxv) * inv
+			if y < expCutoff {
+				out[i] = 0
+				continue
+			}
+			f := float32(expNeg(y))
+			out[i] = f
+			sum += float64(f)
 		}
 		sums[c] = sum
-	}
-	var wg sync.WaitGroup
-	for c := 1; c < chunks; c++ {
-		wg.Go(func() { exp(c) })
-	}
-	exp(0)
-	wg.Wait()
+	})
 	var sum float64
 	for _, v := range sums {
 		sum += v
 	}
-	scale := 1 / sum
-	for i, v := range dst {
-		dst[i] = float32(float64(v) * scale)
+	return sum
+}
+
+// drawChunked is drawFrom(e, target) for the exponentials exps just
+// wrote: the chunks' sums say which chunk holds the draw, and only that
+// one is scanned.
+func (s *Sampler) drawChunked(e []float32, target float64) int32 {
+	var acc float64
+	k := len(s.sums)
+	for c, v := range s.sums {
+		if c == k-1 || target < acc+v {
+			lo := c * softmaxChunk
+			hi := min(len(e), lo+softmaxChunk)
+			// Rounding may leave the chunk's scan just short: its last
+			// positive weight, or the draw over the whole.
+			if t := drawFrom(e[lo:hi], target-acc); e[lo+int(t)] > 0 {
+				return int32(lo) + t
+			}
+			return drawFrom(e, target)
+		}
+		acc += v
 	}
+	return drawFrom(e, target)
+}
+
+// softmaxAll is Probs' softmax when every token is a candidate (no top-k,
+// top-p or min-p): the exponentials, then each over their sum.
+func (s *Sampler) softmaxAll(dst, x []float32, top float32) {
+	s.scale(dst, 1/s.exps(dst, x, top))
+}
+
+// scale multiplies the exponentials exps wrote by scale, in its chunks.
+func (s *Sampler) scale(e []float32, scale float64) {
+	chunks(len(e), func(_, lo, hi int) {
+		p := e[lo:hi]
+		for i, v := range p {
+			p[i] = float32(float64(v) * scale)
+		}
+	})
 }
 
 // argmaxFinite is Argmax for logits that must hold no NaN or +Inf and at
-// least one finite value.
+// least one finite value. Over a vocabulary's worth it runs in chunks, as
+// the softmax does (exps).
 func argmaxFinite(x []float32) (int32, error) {
-	best := -1
-	for i, v := range x {
+	k := (len(x) + softmaxChunk - 1) / softmaxChunk
+	best, bad := make([]int, k), make([]int, k)
+	chunks(len(x), func(c, lo, hi int) { best[c], bad[c] = argmaxFiniteChunk(x, lo, hi) })
+	b := -1
+	for c := range k {
 		switch {
-		case v != v || v > math.MaxFloat32:
-			return 0, fmt.Errorf("sample: logit %d is %v: %w", i, v, ErrNonFinite)
-		case v >= -math.MaxFloat32 && (best < 0 || v > x[best]):
-			best = i
+		case bad[c] >= 0: // the first NaN or +Inf
+			return 0, fmt.Errorf("sample: logit %d is %v: %w", bad[c], x[bad[c]], ErrNonFinite)
+		case best[c] >= 0 && (b < 0 || x[best[c]] > x[b]):
+			b = best[c]
 		}
 	}
-	if best < 0 {
+	if b < 0 {
 		return 0, fmt.Errorf("sample: no finite logit among %d: %w", len(x), ErrNonFinite)
 	}
-	return int32(best), nil
+	return int32(b), nil
+}
+
+// argmaxFiniteChunk is the first largest finite value of x[lo:hi] and
+// the first NaN or +Inf there (-1 for none).
+func argmaxFiniteChunk(x []float32, lo, hi int) (best, bad int) {
+	best, bv := -1, float32(math.Inf(-1))
+	for i := lo; i < hi; i++ {
+		v := x[i]
+		if !(v <= math.MaxFloat32) { // NaN or +Inf
+			return best, i
+		}
+		if v > bv { // never -Inf; the first of ties
+			best, bv = i, v
+		}
+	}
+	return best, -1
 }
 
 // penalise applies the repetition, presence and frequency penalties to x
@@ -487,7 +634,14 @@ func Draw(p []float32, u float64) int32 {
 	for _, x := range p {
 		sum += float64(x)
 	}
-	target := u * sum
+	return drawFrom(p, u*sum)
+}
+
+// drawFrom is the index where the running sum of the weights w first
+// passes target (in [0, sum(w))); the last positive weight's when rounding
+// leaves target at the very top.
+func drawFrom(w []float32, target float64) int32 {
+	p := w
 	last := int32(0)
 	var acc float64
 	for i, x := range p {

@@ -175,6 +175,20 @@ func BenchmarkSampleQwenVocabTemperature(b *testing.B) {
 	}
 }
 
+// A verified row's distribution at temperature alone over a Qwen
+// vocabulary (speculative verification's Probs, every token a candidate).
+func BenchmarkProbsQwenVocabTemperature(b *testing.B) {
+	logits := randomLogits(1, 151936)
+	s := NewSeeded(Params{Temperature: 0.7})
+	dst := make([]float32, len(logits))
+	b.SetBytes(int64(4 * len(logits)))
+	for b.Loop() {
+		if _, err := s.Probs(dst, logits, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // The windowed top-p and heap top-k agree with a plain full sort.
 func TestCandidatesMatchFullSort(t *testing.T) {
 	for seed := range uint64(20) {

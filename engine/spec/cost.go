@@ -12,7 +12,9 @@ package spec
 //
 //	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1)),
 //
-// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin.
+// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin; once on,
+// drafting stays on until k* falls Margin below it (hysteresis: near
+// break-even the running estimates wander across one threshold).
 //
 // Why one acceptance rate and not one per position: a draft is usually
 // less sure further out, so per-position rates fit better, but each needs
@@ -41,7 +43,22 @@ package spec
 // the decision is made afresh on what it saw; each probe that leaves
 // drafting off doubles the wait, up to MaxProbeAfter rounds, so a pair that
 // never pays spends about 1% of its rounds probing, and one that starts to
-// pay (the conversation turns to text the draft knows) is noticed.
+// pay (the conversation turns to text the draft knows) is noticed. Rounds
+// are not time, though: on a launch-bound target (the demo pair on a GPU)
+// a probe's draft first catches up on every token it missed and may
+// compile a new pass size, dozens of rounds' worth. So what probes lose
+// against the target alone making their tokens is kept, and a due probe
+// waits until that loss is within Budget (2%) of all the time measured.
+// The first rounds' measurements (the first round, each length's first
+// runs) are not counted: they are bounded by count, happen once in a
+// Chooser's life, and on a GPU include compiling and capturing each pass
+// size, which would hold probes back for thousands of rounds after.
+//
+// A block drafter (DFlash) proposes k tokens in one pass whose cost grows
+// little with k: with Block its calls are measured by k and sizes not yet
+// measured are estimated between measured ones (as verification is), not
+// scaled from one step, so the block's length is chosen from that one
+// pass's cost.
 //
 // How the engine feeds it (engine/generate.go). A Runner keeps one
 // Chooser per kind of drafting, greedy (on the device) and through the
@@ -80,15 +97,23 @@ const ReasonCosts = "drafting costs more than it saves on this pair"
 
 // CostOptions configure a Chooser; zero fields take the defaults.
 type CostOptions struct {
-	MaxK          int              // most tokens drafted in a round (8)
-	StartK        int              // k of the first round, before any measurement (4)
-	Margin        float64          // the gain over the target alone drafting must promise (0.03)
-	Alpha         float64          // weight of a new cost measurement (0.25)
-	Forget        float64          // per-round decay of acceptance evidence (0.85)
-	ProbeAfter    int              // rounds off before the first re-probe (16)
-	MaxProbeAfter int              // the longest wait between probes (256)
-	Recalibrate   int              // re-measure the target alone after this many rounds without a one-row pass (64)
-	Now           func() time.Time // the clock (time.Now)
+	MaxK          int     // most tokens drafted in a round (8)
+	StartK        int     // k of the first round, before any measurement (4)
+	Margin        float64 // the gain over the target alone drafting must promise (0.03)
+	Alpha         float64 // weight of a new cost measurement (0.25)
+	Forget        float64 // per-round decay of acceptance evidence (0.85)
+	ProbeAfter    int     // rounds off before the first re-probe (16)
+	MaxProbeAfter int     // the longest wait between probes (256)
+	Recalibrate   int     // re-measure the target alone after this many rounds without a one-row pass (64)
+	// Budget is the share of the measured time that probes (rounds
+	// drafting only to measure while drafting is off) may lose against
+	// the target alone (0.02); see Chooser.
+	Budget float64
+	// Block says a draft call of k tokens is one pass whatever k (a
+	// DFlash block): its cost is measured by k and estimated between
+	// the measured lengths, not scaled from one step by k.
+	Block bool
+	Now   func() time.Time // the clock (time.Now)
 }
 
 func (o *CostOptions) defaults() {
@@ -112,6 +137,9 @@ func (o *CostOptions) defaults() {
 	}
 	if o.Forget <= 0 || o.Forget >= 1 {
 		o.Forget = 0.85
+	}
+	if o.Budget <= 0 || o.Budget >= 1 {
+		o.Budget = 0.02
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -157,6 +185,12 @@ type Chooser struct {
 	wait     int  // rounds off before the next probe
 	lastOne  int  // round of the last one-row pass
 	decision Decision
+	// The probe budget: took is the time of the round under way (its
+	// draft and target calls); spent, the time of every round; lost,
+	// what probe rounds (explore) cost beyond the target alone making
+	// their tokens.
+	took, spent, lost time.Duration
+	explore           bool
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
 	remeasured []int
@@ -182,6 +216,7 @@ func (c *Chooser) Now() time.Time { return c.o.Now() }
 // cost.
 func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
 	d := c.o.Now().Sub(start)
+	c.took += d
 	if steps > 0 && steps < len(c.draft.avg) {
 		c.draft.add(steps, d)
 	}
@@ -192,6 +227,7 @@ func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
 // returns how long it took.
 func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
 	d := c.o.Now().Sub(start)
+	c.took += d
 	if rows > 0 && rows < len(c.verify.avg) {
 		c.verify.add(rows, d)
 		if rows == 1 {
@@ -213,6 +249,12 @@ func (c *Chooser) Accepted(drafted, accepted int) {
 		}
 		c.seen = c.round
 	}
+	if c.explore && c.verify.has(1) {
+		alone := time.Duration(float64(accepted+1) * c.verify.at(1))
+		c.lost += max(0, c.took-alone)
+	}
+	c.spent += c.took
+	c.took = 0
 	c.round++
 	c.decide()
 }
@@ -233,12 +275,29 @@ func expected(a float64, k int) float64 {
 	return (1 - math.Pow(a, float64(k+1))) / (1 - a)
 }
 
+// draftCost estimates a draft call of k tokens: k steps, each a pass, or
+// one pass of a block of k (Block).
+func (c *Chooser) draftCost(k int) float64 {
+	if c.o.Block {
+		return c.draft.at(k)
+	}
+	return c.draft.proportional(k)
+}
+
+// affords reports whether a probe fits the budget: what probes lost so
+// far is within Budget of all the time measured. A pair where measuring is dear (a launch-bound
+// target whose draft must first catch up, or compile a new pass size)
+// then probes less often, however the rounds count.
+func (c *Chooser) affords() bool {
+	return float64(c.lost) <= c.o.Budget*float64(c.spent)
+}
+
 // best is the k in 1..MaxK with the most tokens per second at acceptance
 // a, and that rate in tokens per nanosecond.
 func (c *Chooser) best(a float64) (int, float64) {
 	bestK, bestRate := 0, 0.0
 	for k := 1; k <= c.o.MaxK; k++ {
-		cost := c.draft.proportional(k) + c.verify.at(k+1)
+		cost := c.draftCost(k) + c.verify.at(k+1)
 		if cost <= 0 {
 			continue
 		}
@@ -252,12 +311,12 @@ func (c *Chooser) best(a float64) (int, float64) {
 // decide sets the next round's k after the round that just ended.
 func (c *Chooser) decide() {
 	a := c.acceptance()
-	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draft.proportional(1))}
+	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draftCost(1))}
 	if c.verify.settled(1) {
 		d.Verify1 = time.Duration(c.verify.at(1))
 	}
 	probed := c.probe
-	c.probe = false
+	c.probe, c.explore = false, false
 	switch {
 	case c.round == 0:
 		c.k = c.o.StartK // nothing measured yet: draft, to measure
@@ -269,7 +328,16 @@ func (c *Chooser) decide() {
 		k, rate := c.best(a)
 		alone := 1 / c.verify.at(1)
 		d.ExpectedSpeedup = rate / alone
-		switch pays := k > 0 && rate > alone*(1+c.o.Margin); {
+		// Hysteresis: drafting turns on when it promises Margin more than
+		// the target alone, and stays on until it promises Margin less.
+		// The acceptance estimate follows a few rounds (Forget), so near
+		// break-even it wanders across one threshold every few rounds;
+		// each turn off costs the probes' waits before drafting is back.
+		need := 1 + c.o.Margin
+		if c.on {
+			need = 1 - c.o.Margin
+		}
+		switch pays := k > 0 && rate > alone*need; {
 		case pays:
 			if !c.on {
 				c.on, c.streak = true, 0
@@ -284,7 +352,7 @@ func (c *Chooser) decide() {
 			// gets settle such rounds in the Chooser's life at most.
 			c.remeasured[k]++
 			c.k = k
-			c.probe = probed
+			c.probe, c.explore = probed, probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
 			// A spell on that did not last (one probe's evidence is thin)
@@ -296,10 +364,12 @@ func (c *Chooser) decide() {
 			}
 			c.on, c.k, c.off = false, 0, 0
 		default:
+			// A probe is due after wait rounds off, and taken when the
+			// budget affords it; until then the count goes on.
 			c.k = 0
-			if c.off++; c.off >= c.wait {
+			if c.off++; c.off >= c.wait && c.affords() {
 				pk, _ := c.best(0.5)
-				c.k, c.probe, c.off = max(1, pk), true, 0
+				c.k, c.probe, c.explore, c.off = max(1, pk), true, true, 0
 			}
 		}
 	}
@@ -309,7 +379,7 @@ func (c *Chooser) decide() {
 	}
 	if c.k > 0 && c.verify.has(1) {
 		alone := 1 / c.verify.at(1)
-		d.ExpectedSpeedup = expected(a, c.k) / (c.draft.proportional(c.k) + c.verify.at(c.k+1)) / alone
+		d.ExpectedSpeedup = expected(a, c.k) / (c.draftCost(c.k) + c.verify.at(c.k+1)) / alone
 	}
 	c.decision = d
 }

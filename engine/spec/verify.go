@@ -24,10 +24,18 @@ func Accept(p, q []float32, x int32, u float64) bool {
 // exact arithmetic) it draws from p. q may be shorter than p, as for
 // Accept.
 func Residual(p, q []float32, u float64) int32 {
+	// Past q's end the difference is p itself: the loops split there
+	// rather than test every one of a large vocabulary's tokens.
+	n := min(len(p), len(q))
 	var mass float64
-	for i := range p {
-		if d := float64(p[i]) - at(q, i); d > 0 {
+	for i, v := range p[:n] {
+		if d := float64(v) - float64(q[i]); d > 0 {
 			mass += d
+		}
+	}
+	for _, v := range p[n:] {
+		if v > 0 {
+			mass += float64(v)
 		}
 	}
 	if mass <= 0 {
@@ -36,15 +44,22 @@ func Residual(p, q []float32, u float64) int32 {
 	target := u * mass
 	last := int32(-1)
 	var acc float64
-	for i := range p {
-		d := float64(p[i]) - at(q, i)
-		if d <= 0 {
-			continue
+	for i, v := range p[:n] {
+		if d := float64(v) - float64(q[i]); d > 0 {
+			acc += d
+			last = int32(i)
+			if target < acc {
+				return last
+			}
 		}
-		acc += d
-		last = int32(i)
-		if target < acc {
-			return last
+	}
+	for i, v := range p[n:] {
+		if v > 0 {
+			acc += float64(v)
+			last = int32(n + i)
+			if target < acc {
+				return last
+			}
 		}
 	}
 	return last // rounding left target at the very top

@@ -230,6 +230,15 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
+		// The target alone ran every pass size before it was measured
+		// (passCosts); so does each mode's target, or its rows would pay
+		// for compiling and capturing them on a GPU (milliseconds each,
+		// against 0.2 ms a token on the demo target) and the target
+		// alone would not.
+		if _, err := passCosts(ctx, r, promptSets["known"][0], 16, 1, o.clock); err != nil {
+			r.Close()
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
 		for _, set := range o.sets {
 			for _, temp := range o.temps {
 				out, rounds, err := measure(ctx, r, m.drafting(), o, set, temp)
