@@ -92,7 +92,7 @@ test)
 	# over virtual devices of the GPU, one device's plan against what the
 	# backend holds, the KV cache types the backend runs (the
 	# quantized-cache test skips until CUDA runs them), memory.
-	"$keep/engine.test" -engine.backend=cuda -test.v -test.run "${TESTS:-^Test(GreedySpeculative|OracleTeacherForced|Cancel|RequestLimits|Eagle3|DraftingThat|Placed|SingleDevicePlan|KVTypes|QuantizedKVCache|GPUMemory)}" 2>&1 | tee "$out/engine-cuda.log" || true
+	"$keep/engine.test" -engine.backend=cuda -test.v -test.run "${TESTS:-^Test(GreedySpeculative|QuantizedGreedySpeculative|DFlashGreedy|OracleTeacherForced|Cancel|RequestLimits|Eagle3|DraftingThat|Placed|SingleDevicePlan|KVTypes|QuantizedKVCache|GPUMemory)}" 2>&1 | tee "$out/engine-cuda.log" || true
 	"$keep/engine.test" -engine.backend=cuda -test.run '^$' -test.bench DemoPair -test.benchtime 20x 2>&1 | tee -a "$out/engine-cuda.log" || true
 	kill $sampler
 	echo "summary:"

@@ -140,7 +140,10 @@ type Backend struct {
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
 	shape func(nb int) (mt, nt int)
 	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
-	warps   int
+	warps int
+	// mvxRows is the weight rows a block of mvx_q4_k takes, 16 or 32
+	// (benchmarks); 0: mvxBlockRows
+	mvxRows int
 	prof    *profiler // device thread only; nil unless profiling
 	scratch sharedScratch
 	peers   peerLinks // copies from other backends

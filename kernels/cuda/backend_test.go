@@ -90,7 +90,7 @@ func checkKernels(t *testing.T, dir string) {
 	}
 	want = append(want, "attention_rows_f32", "attention_rows_f32_t16", "attention_rows_f16")
 	want = append(want, "mmt_f16", "mmt_q4_k", "attention_fa_f16_64", "attention_fa_f16_128")
-	want = append(want, "set_rows_kv", "attn_prep_kv")
+	want = append(want, "set_rows_kv", "attn_prep_kv", "mvx_q4_k_8", "mvx_q4_k_16", "mvx2_q4_k_8")
 	for kt, k := range kvCaches {
 		for vt, v := range kvCaches {
 			if !floatPair(kt, vt) {

@@ -102,7 +102,10 @@ func testGLU(t *testing.T, h *harness) {
 					// the down product's 640 is no whole number of 256-units
 					down := mvKernel("mvq", "q8_0", batch, h.gpu.weightRows(quant.Q8_0, batch))
 					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d %s]", weightKernels[typ], batchVariant(batch), down)
-					if batch > h.gpu.vecRowsFor(typ) {
+					switch {
+					case pathOf(kernels.MatMul{Dst: g.g, W: wg.g, X: x.g}, h.gpu.vecRows) == pathMVX:
+						want = fmt.Sprintf("[quantize_q8 mvx_%s_8 swiglu_q8 %s]", weightKernels[typ], down)
+					case batch > h.gpu.vecRowsFor(typ):
 						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 %s]", weightKernels[typ], down)
 					}
 					if got := fmt.Sprint(names); got != want {

@@ -100,15 +100,20 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 		return err
 	}
 	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
-	if b > 1 {
+	if b > workspace.VerifyRows {
 		return c.rowAttention(o, quantize, q, k, v, pos, y)
 	}
 	if !floatPair(o.K.Type, o.V.Type) {
 		return c.attentionKV(o, quantize, q, k, v, pos, y)
 	}
 	// Each (head, query) is cut over slices of the cache so that decode,
-	// one query, still fills the GPU.
-	splits := workspace.AttentionSplits(nh*b, o.K.Rows, c.be.info.Multiprocessors)
+	// one query, still fills the GPU. Up to VerifyRows queries (the rows a
+	// verification pass checks) run on the same kernel, one grid row each,
+	// cut as one query is: each row then takes exactly the steps of its
+	// own decode, so its output has the same bits (the several-row kernels
+	// order and round differently), at the price of reading a KV head once
+	// per query and query head rather than once for all of them.
+	splits := decodeSplits(o, c.be.info.Multiprocessors)
 	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
 	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
 	var xq, xd devicePtr
@@ -217,20 +222,29 @@ func kvDecodeShared(k, v quant.Type, hd, t int) uint32 {
 	return uint32(1088 + t*(kvRow(kvChunks(k, hd))+kvRow(kvChunks(v, hd))) + 8*t)
 }
 
-// attentionKV launches attention_kv_<k>_<v> for one query row: the
-// layout of attention_f16's launch, strides in bytes, and the tile.
+// decodeSplits is the key slices of decode's attention launch: those of
+// one query row, whatever the rows, so that each of several rows is cut
+// (and its slices merged) as its own decode cuts it.
+func decodeSplits(o kernels.Attention, multiprocessors int) int {
+	return workspace.AttentionSplits(o.NHead, o.K.Rows, multiprocessors)
+}
+
+// attentionKV launches attention_kv_<k>_<v> for up to VerifyRows query
+// rows: the layout of attention_f16's launch, strides in bytes, and the
+// tile.
 func (c *compiler) attentionKV(o kernels.Attention, quantize bool, q, k, v, pos, y devicePtr) error {
 	nh, hd := o.NHead, o.HeadDim
+	b := o.Q.Rows
 	t := kvTile(o.K.Type, o.V.Type, hd, 128, 64, func(c kvCache) int { return c.ld1 })
-	splits := workspace.AttentionSplits(nh, o.K.Rows, c.be.info.Multiprocessors)
-	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh, splits, hd))
-	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh))
+	splits := decodeSplits(o, c.be.info.Multiprocessors)
+	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
+	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
 	var xq, xd devicePtr
 	if quantize {
 		xq, xd = c.q8Region(o.Dst)
 	}
 	kernel := "attention_kv_" + kvCaches[o.K.Type].name + "_" + kvCaches[o.V.Type].name
-	err := c.add(o.Name(), kernel, [3]uint32{uint32(nh), 1, uint32(splits)}, [3]uint32{128, 1, 1}, kvDecodeShared(o.K.Type, o.V.Type, hd, t),
+	err := c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, kvDecodeShared(o.K.Type, o.V.Type, hd, t),
 		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(o.K.Stride), argPtr(v), argI64(o.V.Stride), argPtr(pos), argPtr(part),
 		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
 		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows), argInt(t))

@@ -41,19 +41,30 @@ const (
 	pathGeneric               // dequantize 32 at a time: mv_<type>
 	pathMMQ                   // tensor cores on 8-bit activations: mmq_<type>_<shape>
 	pathMMF16                 // tensor cores, F16: mmf16_<shape>
+	pathMVX                   // Q4_K verification rows on tensor cores in decode's order: mvx_q4_k_<8|16>
 )
 
 // pathOf is the path of o on a backend that runs products of up to vecRows
 // rows on the matrix-vector kernels (0: defaultVecRows of the weight
-// type). Tensor-core kernels need whole units
-// of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
-// they load 16 bytes (Q4_K, F16), and two rows or more.
+// type, and Q4_K verification rows on mvx_q4_k). Tensor-core kernels need
+// whole units of 256 weights (integer types) or 32 (F16), 16-byte aligned
+// rows where they load 16 bytes (Q4_K, F16), and two rows or more.
+//
+// By default a product of up to workspace.VerifyRows rows gives each row
+// the bits decode's one-row product gives it wherever a kernel for that
+// exists (Q4_K: mvx_q4_k; Q6_K, Q8_0 and the generic types up to 8 rows:
+// the matrix-vector kernels themselves), so that greedy speculation with a
+// quantized target is exactly the target alone. F16 products of several
+// rows stay on tensor cores, which round the activations to F16.
 func pathOf(o kernels.MatMul, vecRows int) mvPath {
-	if vecRows == 0 {
-		vecRows = defaultVecRows(o.W.Type)
-	}
 	wAligned := o.W.Off%16 == 0 && (o.W.Rows == 1 || o.W.Stride%16 == 0)
 	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
+	if vecRows == 0 {
+		vecRows = defaultVecRows(o.W.Type)
+		if integer && o.W.Type == quant.Q4_K && o.W.Cols%256 == 0 && o.X.Rows > 1 && o.X.Rows <= workspace.VerifyRows {
+			return pathMVX
+		}
+	}
 	// Q8_0's tensor-core kernel stages rows with 8-byte loads
 	mmqAligned := o.W.Type != quant.Q8_0 || o.W.Off%8 == 0 && (o.W.Rows == 1 || o.W.Stride%8 == 0)
 	f16 := o.W.Type == quant.F16 && wAligned && o.W.Cols%8 == 0
@@ -77,17 +88,19 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 }
 
 // defaultVecRows is the most rows a product of weights t runs on the
-// matrix-vector kernels unless Options.MatVecRows says otherwise: where
-// they beat the tensor-core kernels on the H200 (BenchmarkMatVecRows,
-// kernels/cuda/NOTES.md, call 24). Only Q6_K and Q8_0 at 2 rows, 10-20%
-// (a Q6_K 12288x4096 product 25 us against 30 at 8 warps); from 3 rows
-// on, and for Q4_K and F16 from 2, the matrix-vector kernels lose, by 2-6x
-// at 8 rows: each warp re-reads every activation row for each weight row
-// from L1, and its integer dot products grow with the rows.
+// matrix-vector kernels unless Options.MatVecRows says otherwise. Q6_K and
+// Q8_0 take them up to 8 rows so that verification rows round as decode
+// does (pathOf), though from 3 rows on they cost more than the tensor-core
+// kernels (a Q6_K 12288x4096 product of 2 rows 25 us against 30 at 8
+// warps, of 8 rows 2-6x: each warp re-reads every activation row for each
+// weight row from L1, and its integer dot products grow with the rows;
+// BenchmarkMatVecRows, kernels/cuda/NOTES.md, call 24). Q4_K has mvx_q4_k
+// for that, which reads activations once per 16 weight rows; F16 stays on
+// tensor cores.
 func defaultVecRows(t quant.Type) int {
 	switch t {
 	case quant.Q6_K, quant.Q8_0:
-		return 2
+		return workspace.MaxVectorRows
 	}
 	return 1
 }
@@ -222,7 +235,7 @@ func (c *compiler) matMuls(ops []kernels.Op, i int) (int, error) {
 	first := ops[i].(kernels.MatMul)
 	path := c.pathOf(first)
 	group := []kernels.MatMul{first}
-	if path == pathQ8 || path == pathF16Vec || path == pathMMQ || path == pathMMF16 {
+	if path == pathQ8 || path == pathF16Vec || path == pathMMQ || path == pathMMF16 || path == pathMVX {
 		for j := i + 1; j < len(ops) && len(group) < maxJobs; j++ {
 			next, ok := ops[j].(kernels.MatMul)
 			if !ok || next.X != first.X || next.W.Type != first.W.Type || c.pathOf(next) != path || overlapsAny(next.Dst, group) {
@@ -348,14 +361,25 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		block = [3]uint32{uint32(32 * warps), 1, 1}
 		shared = mmaShared(o.W.Type, mt, nt, warps)
 	}
-	if path == pathQ8 || path == pathMMQ {
+	mvxRows := c.be.mvxBlockRows(nb)
+	if path == pathMVX {
+		grid = [3]uint32{ceilDiv(maxRows, mvxRows), uint32(len(group)), 1}
+		block = [3]uint32{32 * mvxWarps, 1, 1}
+	}
+	if path == pathQ8 || path == pathMMQ || path == pathMVX {
 		xq, xd, err := c.quantizeQ8(o.X)
 		if err != nil {
 			return err
 		}
 		kernel = mvKernel("mvq", name, nb, wr)
-		if path == pathMMQ {
+		switch path {
+		case pathMMQ:
 			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
+		case pathMVX:
+			kernel = fmt.Sprintf("mvx_%s_%d", name, 8*ceilDiv(nb, 8))
+			if mvxRows == 32 {
+				kernel = "mvx2_" + name + "_8"
+			}
 		}
 		args = append(args, argPtr(xq), argPtr(xd))
 	} else {
@@ -401,14 +425,27 @@ func (c *compiler) quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool
 		return false
 	}
 	p := c.pathOf(mm)
-	return p == pathQ8 || p == pathMMQ
+	return p == pathQ8 || p == pathMMQ || p == pathMVX
 }
 
 // pathOf is o's path on the compiler's backend.
 func (c *compiler) pathOf(o kernels.MatMul) mvPath { return pathOf(o, c.be.vecRows) }
 
-// mvWarps is MV_WARPS of matvec.cu: rows per block.
-const mvWarps = 4
+// mvxBlockRows is the weight rows a block of mvx_q4_k takes for nb rows:
+// 16 (mvx_q4_k_8, _16), or 32 (mvx2_q4_k_8, up to 8 rows) where a
+// benchmark asks for it.
+func (be *Backend) mvxBlockRows(nb int) int {
+	if be.mvxRows == 32 && nb <= 8 {
+		return 32
+	}
+	return 16
+}
+
+// mvWarps is MV_WARPS of matvec.cu: rows per block; mvxWarps MVX_WARPS.
+const (
+	mvWarps  = 4
+	mvxWarps = 8
+)
 
 // quantizeQ8 returns x quantized to 8 bits (values, then per-32 scales),
 // adding the quantize step unless the region already holds x.

@@ -53,7 +53,7 @@ func seenOperands(t testing.TB, be *Backend, path mvPath, typ quant.Type, nb, ro
 func seenActivations(t testing.TB, path mvPath, x []float64) []float64 {
 	out := make([]float64, len(x))
 	switch path {
-	case pathQ8, pathMMQ:
+	case pathQ8, pathMMQ, pathMVX:
 		for g := 0; g+32 <= len(x); g += 32 {
 			var amax float32
 			for _, v := range x[g : g+32] {

@@ -113,6 +113,24 @@ __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const fl
         }
 }
 
+// The integer kernels' float steps are spelt out with round-to-nearest
+// intrinsics (no contraction left to the compiler): verification of
+// several rows (mvx_q4_k below, and these kernels at several batch rows)
+// must give each row's sums bit for bit as decode's one-row launch does,
+// so that greedy speculation is exactly the target's, and a fused
+// multiply-add the compiler may or may not form differs in the last bit.
+//
+// q4k_term is one lane's share of a Q4_K block for one batch row: the
+// integer sums slo and shi of its two groups (low and high nibbles of its
+// 32 bytes) with their 6-bit scales sc and mins m, the block's d and dmin,
+// and the activations' (scale, scale*sum) pairs dlo and dhi.
+__device__ __forceinline__ float q4k_term(float d, float dmin, float sc0, float m0, float sc1, float m1, float2 dlo,
+                                          float2 dhi, int slo, int shi) {
+    float a = __fmaf_rn(__fmul_rn(sc1, dhi.x), (float)shi, __fmul_rn(__fmul_rn(sc0, dlo.x), (float)slo));
+    float b = __fmaf_rn(m1, dhi.y, __fmul_rn(m0, dlo.y));
+    return __fmaf_rn(d, a, -__fmul_rn(dmin, b));
+}
+
 // The integer kernels below take R weight rows (one, or a gate row and an
 // up row) at once, so that a lane has the loads of all of them in flight
 // before it uses any. dot_* leave each lane's partial sums in acc[r][b];
@@ -146,7 +164,7 @@ __device__ __forceinline__ void dot_q8_0(const u8* const (&wr)[R], const signed 
                     s = __dp4a(q[r][1], a.y, s); s = __dp4a(q[r][2], a.z, s); s = __dp4a(q[r][3], a.w, s);
                     s = __dp4a(q[r][4], c.x, s); s = __dp4a(q[r][5], c.y, s); s = __dp4a(q[r][6], c.z, s);
                     s = __dp4a(q[r][7], c.w, s);
-                    acc[r][b] += d[r] * xs * (float)s;
+                    acc[r][b] = __fmaf_rn(__fmul_rn(d[r], xs), (float)s, acc[r][b]);
                 }
             }
         }
@@ -198,8 +216,8 @@ __device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed 
                         slo = __dp4a(qw[i] & 0x0F0F0F0F, xa[i], slo);
                         shi = __dp4a((qw[i] >> 4) & 0x0F0F0F0F, xc[i], shi);
                     }
-                    acc[r][b] += d[r] * (sc0[r] * dlo.x * slo + sc1[r] * dhi.x * shi) -
-                                 dmin[r] * (m0[r] * dlo.y + m1[r] * dhi.y);
+                    acc[r][b] = __fadd_rn(acc[r][b], q4k_term(d[r], dmin[r], sc0[r], m0[r], sc1[r], m1[r], dlo,
+                                                              dhi, slo, shi));
                 }
             }
         }
@@ -234,7 +252,7 @@ __device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed 
                 q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
             }
 #pragma unroll
-            for (int j = 0; j < 4; j++) s4[r][j] = d * sc[2 * j];
+            for (int j = 0; j < 4; j++) s4[r][j] = __fmul_rn(d, (float)sc[2 * j]);
         }
         int g0 = 8 * k + 4 * h;
 #pragma unroll
@@ -251,11 +269,11 @@ __device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed 
                     for (int r = 0; r < R; r++) {
                         int s = __dp4a(q[r][j][0], xv.x, 0);
                         s = __dp4a(q[r][j][1], xv.y, s);
-                        a[r] += s4[r][j] * xs * (float)s;
+                        a[r] = __fmaf_rn(__fmul_rn(s4[r][j], xs), (float)s, a[r]);
                     }
                 }
 #pragma unroll
-                for (int r = 0; r < R; r++) acc[r][b] += a[r];
+                for (int r = 0; r < R; r++) acc[r][b] = __fadd_rn(acc[r][b], a[r]);
             }
         }
     }
@@ -306,6 +324,12 @@ __device__ void mvq(const u8* __restrict__ w, long long wstride, const signed ch
         }
 }
 
+// silu_mul is silu(g) * u, the same bits in the fused gate/up product of
+// decode and in swiglu_q8 after the several-row products.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+    return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.f, __expf(-g))), u);
+}
+
 // mvq_glu: the gate and up products of the same activations and the
 // SwiGLU of their results, y = silu(Wg x) * (Wu x), quantized on the way
 // for the next product (to oq, od; rows a multiple of 32). A warp takes
@@ -330,7 +354,7 @@ __device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, lon
         if (lane == 0 && b < nb) {
             yg[b * ygs + row] = g;
             yu[b * yus + row] = u;
-            y[b * ys + row] = g / (1.f + __expf(-g)) * u;
+            y[b * ys + row] = silu_mul(g, u);
         }
     }
     int grp = row >> 5, last = 0;
@@ -346,6 +370,161 @@ __device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, lon
         quantize_group(v, oq + q8_off(grp, b, P), od + q8_sc(grp, b, P));
     }
     if (lane == 0) counters[grp] = 0;
+}
+
+// mvx_mma adds A (16x32 s8: a0 rows 0-7 k 0-15 part, a1 rows 8-15, a2 and
+// a3 the same for k 16-31) times B (32x8 s8: b0 k 0-15, b1 k 16-31) to c;
+// compute_75 (Turing) composes it from m8n8k16. (mma.cu's mma_s8, which
+// lives in another module.)
+__device__ __forceinline__ void mvx_mma(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a0), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a1), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a2), "r"(b1));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a3), "r"(b1));
+#endif
+}
+
+// mvx_q4_k: Q4_K products of 2 to 8*NT rows (verification) on tensor
+// cores that give every row the bits of decode's matrix-vector kernel.
+// Decode's warp (dot_q4_k) leaves in lane L = 4*k0 + p the sum, block by
+// block (k = k0, k0+8, ...), of q4k_term over groups 2p and 2p+1 of each
+// block, and adds the 32 lanes with warp_sum. The integer sums of a group
+// are exact either way (dp4a or mma), so the same float steps in the same
+// order give the same bits: warp k0 of this block's MVX_WARPS takes blocks
+// k0, k0+8, ... of 16*MT weight rows, gets each group's sums for all the
+// rows and batch rows from mmas, and keeps lane (k0, p)'s partial for each
+// output in its fragment; the 32 partials of each output then meet in
+// shared memory, where one thread adds them in warp_sum's order. Each
+// weight is read once for all the rows, and the activations once per
+// 16*MT weight rows, not once per weight row as the matrix-vector kernels
+// do. Rows 16-byte aligned; grid (ceil(rows/(16*MT)), jobs); MVX_WARPS
+// warps.
+#define MVX_WARPS 8
+template <int MT, int NT>
+__device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
+                         int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
+                         int accumulate) {
+    const int NC = 8 * NT, NO = 16 * MT * NC; // outputs of the block: row-major 16*MT x NC
+    __shared__ float part[32][NO + 1];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int row0 = blockIdx.x * 16 * MT, P = q8_pitch(nb);
+    if (row0 >= rows) return; // this job has fewer rows than the grid
+    const u8* wr[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) wr[m][h] = w + (size_t)min(row0 + 16 * m + 8 * h + g, rows - 1) * wstride;
+    // columns past the batch read real rows and are never stored
+    int bcol[NT], scol[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        bcol[j] = min(8 * j + g, nb - 1);
+        scol[j] = min(8 * j + 2 * t, P - 2 > 0 ? P - 2 : 0);
+    }
+    float acc[MT][4][NT][4]; // [m][p][column tile][fragment element]
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[m][p][j][e] = 0.f;
+    int nblk = n >> 8;
+    for (int k = warp; k < nblk; k += MVX_WARPS) {
+        uint4 hdr[MT][2];
+        uint2 q[MT][2][4];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const u8* b = wr[m][h] + 144 * (size_t)k;
+                hdr[m][h] = __ldg((const uint4*)b);
+#pragma unroll
+                for (int p = 0; p < 4; p++) q[m][h][p] = __ldg((const uint2*)(b + 16 + 32 * p + 8 * t));
+            }
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            int gl = 8 * k + 2 * p; // the group of the low nibbles
+            uint2 xl[NT], xh[NT];
+            float4 sl[NT], sh[NT];
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                xl[j] = __ldg((const uint2*)(xq + q8_off(gl, bcol[j], P) + 8 * t));
+                xh[j] = __ldg((const uint2*)(xq + q8_off(gl + 1, bcol[j], P) + 8 * t));
+                sl[j] = __ldg((const float4*)(xd + q8_sc(gl, scol[j], P)));
+                sh[j] = __ldg((const float4*)(xd + q8_sc(gl + 1, scol[j], P)));
+            }
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                float d[2], dmin[2], sc0[2], m0[2], sc1[2], m1[2];
+                unsigned lo[2][2], hi[2][2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    d[h] = h2f(hdr[m][h].x & 0xFFFF);
+                    dmin[h] = h2f(hdr[m][h].x >> 16);
+                    k4_scale_hdr(hdr[m][h], 2 * p, &sc0[h], &m0[h]);
+                    k4_scale_hdr(hdr[m][h], 2 * p + 1, &sc1[h], &m1[h]);
+                    lo[h][0] = q[m][h][p].x & 0x0F0F0F0F;
+                    lo[h][1] = q[m][h][p].y & 0x0F0F0F0F;
+                    hi[h][0] = (q[m][h][p].x >> 4) & 0x0F0F0F0F;
+                    hi[h][1] = (q[m][h][p].y >> 4) & 0x0F0F0F0F;
+                }
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    int cl[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+                    mvx_mma(cl, lo[0][0], lo[1][0], lo[0][1], lo[1][1], xl[j].x, xl[j].y);
+                    mvx_mma(ch, hi[0][0], hi[1][0], hi[0][1], hi[1][1], xh[j].x, xh[j].y);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int h = e >> 1; // row g or g+8
+                        float2 dlo = (e & 1) ? make_float2(sl[j].z, sl[j].w) : make_float2(sl[j].x, sl[j].y);
+                        float2 dhi = (e & 1) ? make_float2(sh[j].z, sh[j].w) : make_float2(sh[j].x, sh[j].y);
+                        acc[m][p][j][e] = __fadd_rn(acc[m][p][j][e], q4k_term(d[h], dmin[h], sc0[h], m0[h], sc1[h], m1[h],
+                                                                              dlo, dhi, cl[e], ch[e]));
+                    }
+                }
+            }
+        }
+    }
+    // lane (k0 = warp, p)'s partial of each output
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    part[4 * warp + p][(16 * m + 8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[m][p][j][e];
+    __syncthreads();
+    // warp_sum's order: after the step of offset o, lane i holds its value
+    // plus lane i^o's (float addition commutes, so both lanes agree), and
+    // decode stores lane 0's
+    for (int o = threadIdx.x; o < NO; o += 32 * MVX_WARPS) {
+        int r = row0 + o / NC, b = o % NC;
+        if (r >= rows || b >= nb) continue;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) v[i] = __fadd_rn(part[i][o], part[i + 16][o]);
+#pragma unroll
+        for (int s = 8; s > 0; s >>= 1)
+#pragma unroll
+            for (int i = 0; i < s; i++) v[i] = __fadd_rn(v[i], v[i + s]);
+        float* out = y + b * ystride + r;
+        *out = accumulate ? *out + v[0] : v[0];
+    }
 }
 
 // Entry points. Strides are in bytes for W and in elements for X and Y.
@@ -416,6 +595,18 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
         grid_dep_begin();                                                                                 \
         mvq_glu<T, NB>(wg, wgs, yg, ygs, wu, wus, yu, yus, y, ys, rows, xq, xd, n, nb, oq, od, counters); \
     }
+// mvx_q4_k_<R>: mvx_q4_k for up to R rows, 16 weight rows a block;
+// mvx2_q4_k_8: 32 (grid ceil(rows/32)). The 8-row kernel is held to 128
+// registers so that two blocks share a multiprocessor.
+#define MVX(name, MT, NT, R, MINB)                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
+        name##_q4_k_##R(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                                    \
+        MV_PICK_JOB                                                                                          \
+        mvx_q4_k<MT, NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                          \
+    }
+MVX(mvx, 1, 1, 8, 2) MVX(mvx, 1, 2, 16, 1) MVX(mvx2, 2, 1, 8, 1)
+
 #define MV_Q8_ALL(T, name) \
     MV_Q8(T, name, 1) MV_Q8(T, name, 2) MV_Q8(T, name, 4) MV_Q8(T, name, 8) \
     MV_GLU(T, name, 1) MV_GLU(T, name, 2) MV_GLU(T, name, 4) MV_GLU(T, name, 8)
@@ -482,7 +673,7 @@ extern "C" __global__ void swiglu_q8(const float* g, long long gstride, const fl
     if (grp >= (n >> 5)) return;
     int i = 32 * grp + lane;
     float a = g[r * gstride + i];
-    float v = a / (1.f + __expf(-a)) * u[r * ustride + i];
+    float v = silu_mul(a, u[r * ustride + i]);
     y[r * ystride + i] = v;
     int P = q8_pitch(gridDim.y);
     quantize_group(v, xq + q8_off(grp, r, P), xd + q8_sc(grp, r, P));

@@ -70,6 +70,12 @@ func (s Sizes) Covers(o Sizes) bool {
 // without one, the tiled kernels, which read activations as they are.
 const MaxVectorRows = 8
 
+// VerifyRows is the most rows a pass of the CUDA backend computes as that
+// many one-row passes would, bit for bit (products on the kernels that
+// keep decode's order, attention on decode's kernel): verification of
+// drafted tokens. Above, the prefill kernels take the rows.
+const VerifyRows = 16
+
 // QuantizesActivations reports whether a product with weights of type t
 // reads its activations quantized to 8 bits, at any batch size (for Q4_K,
 // when the weights are 16-byte aligned, as whole uploaded tensors are).
@@ -230,12 +236,22 @@ func For(p Pass) Sizes {
 			s[Attention] = max(s[Attention], AttentionBytes(u, AttentionSplits(u, p.Keys, MaxMultiprocessors), p.HeadDim))
 		}
 		s[Attention] = max(s[Attention], AttentionBytes(p.Heads, AttentionSplits(p.Heads, p.Keys, MaxMultiprocessors), p.HeadDim))
-		// Several rows: u items in at least u/RowUnits blocks, each cut in
-		// AttentionRowSplits slices, the most for the fewest blocks.
-		if p.Rows > 1 {
-			for u := 2; u <= min(most, 2*RowUnits*MaxMultiprocessors); u++ {
-				s[Attention] = max(s[Attention], RowAttentionBytes(u, p.Keys, MaxMultiprocessors, p.HeadDim))
+		// Up to VerifyRows rows: decode's kernel, each row cut as one is.
+		if r := min(p.Rows, VerifyRows); r > 1 {
+			for u := 1; u <= p.Heads; u++ {
+				s[Attention] = max(s[Attention], AttentionBytes(u*r, AttentionSplits(u, p.Keys, MaxMultiprocessors), p.HeadDim))
 			}
+		}
+		// More rows: u = heads x rows items in at least u/RowUnits blocks,
+		// each cut in AttentionRowSplits slices, the most for the fewest
+		// blocks; from 2*RowUnits*MaxMultiprocessors items on every block
+		// is one slice, and the most items need the most.
+		for rows := VerifyRows + 1; rows <= p.Rows && rows <= 2*RowUnits*MaxMultiprocessors; rows++ {
+			for h := 1; h <= p.Heads; h++ {
+				s[Attention] = max(s[Attention], RowAttentionBytes(h*rows, p.Keys, MaxMultiprocessors, p.HeadDim))
+			}
+		}
+		if p.Rows > VerifyRows {
 			s[Attention] = max(s[Attention], RowAttentionBytes(most, p.Keys, MaxMultiprocessors, p.HeadDim))
 		}
 	}

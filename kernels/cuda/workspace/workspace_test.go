@@ -12,6 +12,7 @@ func TestForBoundsEveryPass(t *testing.T) {
 	for _, p := range []Pass{
 		{Rows: 1, Keys: 256, Heads: 8, HeadDim: 64, Quantized: 1024},
 		{Rows: 5, Keys: 4096, Heads: 32, HeadDim: 128, Quantized: 12288},
+		{Rows: 20, Keys: 4096, Heads: 32, HeadDim: 128, Quantized: 4096},
 		{Rows: 64, Keys: 256, Heads: 4, HeadDim: 64, Quantized: 512},
 		{Rows: 512, Keys: 32768, Heads: 40, HeadDim: 128},
 		{Rows: 3, Keys: 100, Heads: 1, HeadDim: 256, Quantized: 96},
@@ -33,8 +34,9 @@ func TestForBoundsEveryPass(t *testing.T) {
 							need[Counters] = CounterBytes(p.Quantized / 32)
 						}
 						u := heads * rows
-						if rows == 1 {
-							need[Attention] = AttentionBytes(u, AttentionSplits(u, p.Keys, sm), p.HeadDim)
+						if rows <= VerifyRows {
+							// decode's kernel, each row cut as one row is
+							need[Attention] = AttentionBytes(u, AttentionSplits(heads, p.Keys, sm), p.HeadDim)
 						} else {
 							// the fewest blocks the several-row kernel can take
 							blocks := (u + RowUnits - 1) / RowUnits
