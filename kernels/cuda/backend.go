@@ -57,6 +57,10 @@ type Options struct {
 	// PrefillF32 makes the prefill tiles of integer weights read F32
 	// activations rather than their 8-bit copy (for measuring).
 	PrefillF32 bool
+	// PrefillDepth is how many steps of 32 ahead the prefill tiles of
+	// 8-bit and F16 activations issue their loads, 2 to 4; 0: the default
+	// (mmtDepth). For measuring.
+	PrefillDepth int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -148,6 +152,7 @@ type Backend struct {
 	wRows   int         // Options.MatVecWeightRows (0: defaultWeightRows)
 	pTile   int         // Options.PrefillTile
 	pF32    bool        // Options.PrefillF32
+	pDepth  int         // Options.PrefillDepth
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
 	shape func(nb int) (mt, nt int)
 	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
@@ -192,6 +197,9 @@ func Open(o Options) (*Backend, error) {
 	if t := o.PrefillTile; t != 0 && t != 64 && t != 128 && t != -1 {
 		return nil, fmt.Errorf("%w: PrefillTile %d (0, 64, 128 or -1)", ErrBadOption, t)
 	}
+	if d := o.PrefillDepth; d != 0 && (d < 2 || d > 4) {
+		return nil, fmt.Errorf("%w: PrefillDepth %d (0, or 2 to 4)", ErrBadOption, d)
+	}
 	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
 		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
 	}
@@ -212,7 +220,7 @@ func Open(o Options) (*Backend, error) {
 	}
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
-		pTile: o.PrefillTile, pF32: o.PrefillF32,
+		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

@@ -436,7 +436,8 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 
 // Prefill products at Qwen3-8B's shapes (q/o 4096x4096, k/v 1024x4096,
 // gate/up 12288x4096, down 4096x12288) of 512 rows (and 4096 for q/o),
-// once per tile that can take them (2x8 on Q8_0 only, as mmaShape): TFLOP/s against the H200's tensor-core rate.
+// once per tile that can take them (2x8 on Q8_0 only, as mmaShape; the
+// prefill tiles at each load depth): TFLOP/s against the H200's tensor-core rate.
 // Four distinct copies of the matrix a run, so that the weights do not sit
 // in L2 from one product to the next.
 func BenchmarkPrefillTiles(b *testing.B) {
@@ -466,7 +467,8 @@ func BenchmarkPrefillTiles(b *testing.B) {
 					if batch > 512 && s.rows != s.n {
 						continue // one square product of a 4096-token prompt
 					}
-					for _, tl := range [][2]int{{-1, -1}, {2, 4}, {2, 8}, {0, 8}, {0, 16}} {
+					// {mt, nt, load depth of the prefill tiles}
+					for _, tl := range [][3]int{{-1, -1, 0}, {2, 4, 0}, {2, 8, 0}, {0, 8, 2}, {0, 8, 3}, {0, 8, 4}, {0, 16, 2}, {0, 16, 3}, {0, 16, 4}} {
 						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 {
 							continue
 						}
@@ -474,10 +476,14 @@ func BenchmarkPrefillTiles(b *testing.B) {
 						if tl[0] >= 0 {
 							name = fmt.Sprintf("r%d/%dx%d", batch, tl[0], tl[1])
 						}
+						if tl[2] > 0 {
+							name += fmt.Sprintf("/d%d", tl[2])
+						}
 						b.Run(name, func(b *testing.B) {
 							if tl[0] >= 0 {
 								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
-								defer func() { gpu.shape = nil }()
+								gpu.pDepth = tl[2]
+								defer func() { gpu.shape, gpu.pDepth = nil, 0 }()
 							}
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 						})

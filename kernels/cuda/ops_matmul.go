@@ -136,14 +136,15 @@ func mvKernel(prefix, name string, nb, wr int) string {
 // with rows outputs: MT blocks of 16 weight rows by NT blocks of 8 batch
 // rows, among the shapes mma.cu instantiates, or MT 0 for the
 // shared-memory prefill tiles (mmt_<type>, 128 weight rows by 8*NT batch
-// rows, NT 8 or 16). Up to 32 rows, one block column holds the whole
+// rows, NT 8 or 16). Up to TileRows rows, one block column holds the whole
 // batch, so each weight is read once. Above, the fastest of
-// BenchmarkMatMulRows at 512 rows on the H200 (NOTES.md, calls 20-23):
-// 2x8 for Q8_0 (92-135 TFLOP/s), 2x4 for Q6_K (77-87; the shapes within
-// 10% there); for F16 and Q4_K the prefill tiles where they make 256
-// blocks or more (6144 and 12288 rows: F16 116-160 against 2x4's 110-121,
-// Q4_K 122-132 against 100-114), 2x4 below (2048 rows, 128 blocks: F16
-// 133 against 108, Q4_K 117 against 99).
+// BenchmarkPrefillTiles at 512 rows on the H200 (NOTES.md, hpp's call 2,
+// us a product at 8B shapes): F16, Q4_K and Q6_K take the 128x128 tiles
+// where they make 128 blocks or more (4096x4096 F16 97 against 2x4's 137,
+// Q4_K 130 against 181, Q6_K 198 against 211), the 128x64 tiles where
+// those make 256 (as before: 6144 rows), 2x4 below (1024x4096: Q4_K 51
+// against 130 for 128x128); Q8_0 keeps 2x8 (130 against 211 for
+// 128x128: its int8 mma beats the dequantized tiles).
 func mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 	switch {
 	case nb <= 8:
@@ -152,9 +153,9 @@ func mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 		return 1, 2
 	case nb <= workspace.TileRows:
 		return 1, 4
-	case mmtType(t) && (rows+127)/128*((nb+127)/128) >= 128:
+	case t != quant.Q8_0 && (rows+127)/128*((nb+127)/128) >= 128:
 		return 0, 16
-	case mmtType(t) && (rows+127)/128*((nb+63)/64) >= 256:
+	case t != quant.Q8_0 && (rows+127)/128*((nb+63)/64) >= 256:
 		return 0, 8
 	case t == quant.Q8_0:
 		return 2, 8
@@ -187,6 +188,25 @@ func (c *compiler) halfX(x kernels.Tensor) (devicePtr, int64, error) {
 	err = c.add("half", "copy_f32_f16", [3]uint32{ceilDiv(x.Cols, 256), uint32(x.Rows), 1}, [3]uint32{256, 1, 1}, 0,
 		argPtr(p), argI64(stride(x)), argPtr(dst), argI64(n), argInt(x.Cols))
 	return dst, n, err
+}
+
+// mmtDepth is how many steps ahead the prefill tiles of 8-bit and F16
+// activations load by default: 4 (hpp's call 2: 8B F16 pp512 10146 ->
+// 11386 tok/s from depth 2, 8B Q4_K_M 7768 -> 8089; BenchmarkPrefillTiles
+// F16 4096x4096 106 -> 97 us).
+const mmtDepth = 4
+
+// mmtDepthSuffix names the kernel variant of the backend's load depth
+// (mma.cu: none for 2, _3, _4).
+func (be *Backend) mmtDepthSuffix() string {
+	d := be.pDepth
+	if d == 0 {
+		d = mmtDepth
+	}
+	if d == 2 {
+		return ""
+	}
+	return fmt.Sprintf("_%d", d)
 }
 
 // mmtQ8 reports whether the prefill tiles of weights t read the 8-bit
@@ -371,14 +391,14 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 				if err != nil {
 					return err
 				}
-				kernel = "mmth" + kernel[3:]
+				kernel = "mmth" + kernel[3:] + c.be.mmtDepthSuffix()
 				args = append(args, argPtr(xh), argI64(xstride))
 			} else if c.be.mmtQ8(o.W.Type) {
 				xq, xd, err := c.quantizeQ8(o.X)
 				if err != nil {
 					return err
 				}
-				kernel = "mmtq" + kernel[3:]
+				kernel = "mmtq" + kernel[3:] + c.be.mmtDepthSuffix()
 				args = append(args, argPtr(xq), argPtr(xd))
 			} else {
 				x, xstride, err := c.alignedX(o.X)

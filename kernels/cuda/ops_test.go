@@ -178,26 +178,36 @@ func testMatMul(t *testing.T, h *harness) {
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape, h.gpu.pF32 = nil, false }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth = nil, false, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
-			// the prefill tiles read 8-bit (integer weights) or F16 copies of the activations, or F32 ones
-			f32s := []bool{false}
-			if sh[0] == 0 {
-				f32s = append(f32s, true)
+			// the prefill tiles read 8-bit (integer weights) or F16 copies
+			// of the activations, loading 2 to 4 steps ahead, or F32 ones
+			type variant struct {
+				f32   bool
+				depth int
 			}
-			for _, f32 := range f32s {
-				for _, c := range []struct{ batch, rows int }{{3, 75}, {16, 75}, {70, 75}, {130, 300}, {257, 130}} {
-					batch, rows := c.batch, c.rows
-					name := fmt.Sprintf("%v/%dx%d/b%d/r%d", typ, sh[0], sh[1], batch, rows)
-					if f32 {
+			vars := []variant{{false, 0}}
+			if sh[0] == 0 {
+				vars = []variant{{false, 2}, {false, 3}, {false, 4}, {true, 0}}
+			}
+			for _, v := range vars {
+				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}} {
+					batch, rows, n := c.batch, c.rows, c.n
+					if n%typ.BlockSize() != 0 {
+						continue
+					}
+					name := fmt.Sprintf("%v/%dx%d/b%d/r%d/n%d", typ, sh[0], sh[1], batch, rows, n)
+					if v.f32 {
 						name += "/f32"
+					}
+					if v.depth > 0 {
+						name += fmt.Sprintf("/d%d", v.depth)
 					}
 					t.Run(name, func(t *testing.T) {
 						h.t = t
 						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-						h.gpu.pF32 = f32
-						const n = 512
+						h.gpu.pF32, h.gpu.pDepth = v.f32, v.depth
 						w := h.random(typ, rows, n)
 						x := h.random(quant.F32, batch, n)
 						y := h.output(quant.F32, batch, rows)

@@ -599,7 +599,7 @@ __device__ __forceinline__ void mmt_a_store(const mmt_areg<T>& a, u16* As, int k
 #define MMT_XQ8 1
 #define MMT_XF16 2
 
-template <int T, int BN, int WGM, int XK>
+template <int T, int BN, int WGM, int XK, int NS>
 __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride, int rows,
                     const void* __restrict__ xv, long long xstride, const signed char* __restrict__ xq,
                     const float2* __restrict__ xd, int n, int nb, int accumulate) {
@@ -614,15 +614,15 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
     int row0 = blockIdx.x * MMT_BM, col0 = blockIdx.z * BN;
     if (row0 >= rows) return;
 
-    // Two register sets: a step's loads are issued two steps before its
-    // mmas (one step of mmas hides too little of a load).
-    mmt_areg<T> ar[2];
+    // NS register sets: a step's loads are issued NS steps before its
+    // mmas (one step of mmas hides too little of a load from L2).
+    mmt_areg<T> ar[NS];
     const float* x = (const float*)xv;
     const u16* xh = (const u16*)xv;
-    float4 br[2][BV]; // F32 activations
-    unsigned bq[2][4]; // or 8-bit ones: 16 bytes of row tid/2 of the group (threads below 2*BN)
-    float bd[2];
-    uint4 bh[2][BN / 64]; // or F16 ones: 8 halves
+    float4 br[NS][BV]; // F32 activations
+    unsigned bq[NS][4]; // or 8-bit ones: 16 bytes of row tid/2 of the group (threads below 2*BN)
+    float bd[NS];
+    uint4 bh[NS][BN / 64]; // or F16 ones: 8 halves
     int P = XK == MMT_XQ8 ? q8_pitch(nb) : 0;
     auto load = [&](int set, int k0) {
         mmt_a_load<T>(ar[set], w, wstride, row0, rows, k0);
@@ -675,18 +675,19 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
-    // Step s computes from buffer s&1, which register set s&1 filled;
-    // set s&1 is then free and loads step s+2, and set (s+1)&1 (loaded
-    // during step s-1) fills buffer (s+1)&1, last read in step s-1.
+    // Step s computes from buffer s&1, which register set s%NS filled;
+    // set s%NS is then free and loads step s+NS, and set (s+1)%NS (loaded
+    // NS-1 steps before) fills buffer (s+1)&1, last read in step s-1.
     int steps = n / MMT_BK;
-    load(0, 0);
-    if (steps > 1) load(1, MMT_BK);
+#pragma unroll
+    for (int i = 0; i < NS; i++)
+        if (i < steps) load(i, i * MMT_BK);
     store(0, 0, 0);
     __syncthreads();
-    // buf is a constant at each call below, so the register sets stay in
-    // registers
-    auto step = [&](int s, int buf) {
-        if (s + 2 < steps) load(buf, (s + 2) * MMT_BK);
+    // set and buf are constants at each call below, so the register sets
+    // stay in registers
+    auto step = [&](int s, int set, int buf) {
+        if (s + NS < steps) load(set, (s + NS) * MMT_BK);
         const u16* A = As + buf * MMT_BM * MMT_S;
         const u16* B = Bs + buf * BN * MMT_S;
 #pragma unroll
@@ -708,12 +709,14 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
                     mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
                 }
         }
-        if (s + 1 < steps) store(buf ^ 1, buf ^ 1, (s + 1) * MMT_BK);
+        if (s + 1 < steps) store((set + 1) % NS, buf ^ 1, (s + 1) * MMT_BK);
         __syncthreads();
     };
-    for (int s = 0; s < steps; s += 2) {
-        step(s, 0);
-        if (s + 1 < steps) step(s + 1, 1);
+    constexpr int L = NS % 2 ? 2 * NS : NS; // steps until set and buf repeat
+    for (int s0 = 0; s0 < steps; s0 += L) {
+#pragma unroll
+        for (int i = 0; i < L; i++)
+            if (s0 + i < steps) step(s0 + i, i % NS, i & 1);
     }
 #pragma unroll
     for (int i = 0; i < MI; i++)
@@ -740,24 +743,32 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
         MMA_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                \
         grid_dep_begin();                                                                                   \
         MMA_PICK_JOB                                                                                        \
-        mmt<T, BN, WGM, MMT_XF32>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, accumulate); \
+        mmt<T, BN, WGM, MMT_XF32, 2>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, accumulate); \
     }
-#define MMTQ_ONE(T, kname, BN, WGM, MINB)                                                                 \
+#define MMTQ_ONE(T, kname, BN, WGM, MINB, NS)                                                             \
     extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
         MMA_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {          \
         grid_dep_begin();                                                                                   \
         MMA_PICK_JOB                                                                                        \
-        mmt<T, BN, WGM, MMT_XQ8>(w, wstride, y, ystride, rows, nullptr, 0, xq, xd, n, nb, accumulate);      \
+        mmt<T, BN, WGM, MMT_XQ8, NS>(w, wstride, y, ystride, rows, nullptr, 0, xq, xd, n, nb, accumulate);  \
     }
-#define MMTH_ONE(kname, BN, WGM, MINB)                                                                    \
+#define MMTH_ONE(kname, BN, WGM, MINB, NS)                                                                \
     extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
         MMA_JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                  \
         grid_dep_begin();                                                                                   \
         MMA_PICK_JOB                                                                                        \
-        mmt<T_F16, BN, WGM, MMT_XF16>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, accumulate); \
+        mmt<T_F16, BN, WGM, MMT_XF16, NS>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, \
+                                          accumulate);                                                      \
     }
 #define MMT(T, name) MMT_ONE(T, mmt_##name, 64, 4, 2) MMT_ONE(T, mmt_##name##_128, 128, 2, 1)
-#define MMTQ(T, name) MMTQ_ONE(T, mmtq_##name, 64, 4, 2) MMTQ_ONE(T, mmtq_##name##_128, 128, 2, 1)
+// The 8-bit and F16 ones come with loads 2, 3 or 4 steps ahead (suffix
+// _3, _4 for the deeper ones).
+#define MMTQ(T, name)                                                                                      \
+    MMTQ_ONE(T, mmtq_##name, 64, 4, 2, 2) MMTQ_ONE(T, mmtq_##name##_128, 128, 2, 1, 2)                     \
+    MMTQ_ONE(T, mmtq_##name##_3, 64, 4, 2, 3) MMTQ_ONE(T, mmtq_##name##_128_3, 128, 2, 1, 3)               \
+    MMTQ_ONE(T, mmtq_##name##_4, 64, 4, 2, 4) MMTQ_ONE(T, mmtq_##name##_128_4, 128, 2, 1, 4)
 MMT(T_F16, f16) MMT(T_Q4_K, q4_k) MMT(T_Q6_K, q6_k) MMT(T_Q8_0, q8_0)
 MMTQ(T_Q4_K, q4_k) MMTQ(T_Q6_K, q6_k) MMTQ(T_Q8_0, q8_0)
-MMTH_ONE(mmth_f16, 64, 4, 2) MMTH_ONE(mmth_f16_128, 128, 2, 1)
+MMTH_ONE(mmth_f16, 64, 4, 2, 2) MMTH_ONE(mmth_f16_128, 128, 2, 1, 2)
+MMTH_ONE(mmth_f16_3, 64, 4, 2, 3) MMTH_ONE(mmth_f16_128_3, 128, 2, 1, 3)
+MMTH_ONE(mmth_f16_4, 64, 4, 2, 4) MMTH_ONE(mmth_f16_128_4, 128, 2, 1, 4)
