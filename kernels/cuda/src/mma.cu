@@ -477,8 +477,10 @@ MMF16(1, 1) MMF16(1, 2) MMF16(1, 4) MMF16(1, 8) MMF16(2, 4) MMF16(2, 8)
 // weights each), the activations converted from F32 on the way. Warps (4
 // along the rows by 2 along the batch at BN 64, 2 by 4 at 128) read their
 // fragments with ldmatrix, so a staged value serves several mmas instead
-// of being loaded for each; the next two steps' loads are in flight while
-// this one's mmas run. The wider tile halves how often each weight tile is
+// of being loaded for each; the next 2-4 steps' loads (register sets) are
+// in flight while this one's mmas run: at two, the tiles ran at 110-160
+// TFLOP/s whatever their size or activation bytes (latency-bound); four
+// gave F16 165-193. The wider tile halves how often each weight tile is
 // re-read from L2 and does 16 mmas per 6 ldmatrix (8 per 4 at 64), at one
 // block a multiprocessor rather than two. Shared rows are padded to 80
 // bytes so ldmatrix's eight rows fall in distinct banks.
