@@ -141,6 +141,7 @@ type local struct {
 	norm      bool // holds output_norm
 	features  int64
 	quantized int64 // widest activation an integer product reads (workspace.go)
+	half      int64 // widest activation an F16 product reads (workspace.go)
 	runs      bool  // one of the model's devices: it takes token ids and positions
 }
 
@@ -225,6 +226,7 @@ func (m *model) locals() map[int]*local {
 				l.gated = true
 			}
 			l.quantized = max(l.quantized, m.quantizedInputs(b, heads, ffn))
+			l.half = max(l.half, m.halfInputs(b, heads, ffn))
 		}
 	}
 	for _, h := range m.headRun {
@@ -232,6 +234,9 @@ func (m *model) locals() map[int]*local {
 		l.head, l.vocab = true, max(l.vocab, h.Rows.Len())
 		if m.headQuantizes() {
 			l.quantized = max(l.quantized, s.Embd)
+		}
+		if m.headHalf() {
+			l.half = max(l.half, s.Embd)
 		}
 	}
 	for _, d := range m.normDevs {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
+	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // workspaces is, per CUDA device of the model, the scratch the backend
@@ -17,7 +18,7 @@ func (m *model) workspaces(devs []device.Device, ctx, batch int64) map[int]works
 		if dev, _ := findDevice(devs, d); dev.Kind != device.CUDA {
 			continue
 		}
-		p := workspace.Pass{Rows: int(batch), Keys: int(ctx), Quantized: int(l.quantized)}
+		p := workspace.Pass{Rows: int(batch), Keys: int(ctx), Quantized: int(l.quantized), Half: int(l.half)}
 		if l.kv > 0 {
 			p.Heads, p.HeadDim = int(l.heads), int(max(m.shape.HeadDimK, m.shape.HeadDimV))
 		}
@@ -49,6 +50,18 @@ func (m *model) experts() (experts, used, ff, embd int) {
 // integer weights reads, for a device with heads query heads and ffn FFN
 // rows of it.
 func (m *model) quantizedInputs(b int, heads, ffn int64) int64 {
+	return m.inputsOf(b, heads, ffn, workspace.QuantizesActivations)
+}
+
+// halfInputs is the widest activation of block b that a product with F16
+// weights reads (copied to F16 for the prefill tiles).
+func (m *model) halfInputs(b int, heads, ffn int64) int64 {
+	return m.inputsOf(b, heads, ffn, func(t quant.Type) bool { return t == quant.F16 })
+}
+
+// inputsOf is the widest activation of block b that a product with
+// weights of a type of pick reads.
+func (m *model) inputsOf(b int, heads, ffn int64, pick func(quant.Type) bool) int64 {
 	var w int64
 	for _, p := range []struct {
 		names []string
@@ -59,7 +72,7 @@ func (m *model) quantizedInputs(b int, heads, ffn int64) int64 {
 		{[]string{"ffn_down"}, ffn},
 	} {
 		for _, name := range p.names {
-			if t, ok := m.file.Tensor(fmt.Sprintf("blk.%d.%s.weight", b, name)); ok && workspace.QuantizesActivations(t.Type) {
+			if t, ok := m.file.Tensor(fmt.Sprintf("blk.%d.%s.weight", b, name)); ok && pick(t.Type) {
 				w = max(w, p.width)
 			}
 		}
@@ -73,6 +86,17 @@ func (m *model) headQuantizes() bool {
 	for _, name := range []string{nameHead, nameEmbd} {
 		if t, ok := m.file.Tensor(name); ok {
 			return workspace.QuantizesActivations(t.Type)
+		}
+	}
+	return true
+}
+
+// headHalf reports whether the head's weights are F16; a head the file
+// does not hold (borrowed) is taken to be.
+func (m *model) headHalf() bool {
+	for _, name := range []string{nameHead, nameEmbd} {
+		if t, ok := m.file.Tensor(name); ok {
+			return t.Type == quant.F16
 		}
 	}
 	return true

@@ -25,7 +25,9 @@ func TestWorkspaceBudget(t *testing.T) {
 		DraftPlacement:  Placement{Devices: []int{1}}}
 	p := mustMake(t, in)
 	half := workspace.For(workspace.Pass{Rows: batch, Keys: ctx, Heads: 16, HeadDim: 128, Quantized: 12288 / 2})
-	draftNeeds := workspace.For(workspace.Pass{Rows: batch, Keys: ctx, Heads: 32, HeadDim: 64})
+	// the draft's widest F16 product input (FFN 8192) is copied to F16 for
+	// passes of more than TileRows rows
+	draftNeeds := workspace.For(workspace.Pass{Rows: batch, Keys: ctx, Heads: 32, HeadDim: 64, Half: 8192})
 	if draftNeeds[workspace.Q8] != 0 {
 		t.Fatalf("an F16 draft quantizes activations: %v", draftNeeds)
 	}

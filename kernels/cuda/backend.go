@@ -48,6 +48,19 @@ type Options struct {
 	// F16 matrix-vector kernels takes, 1 or 2; 0: the default
 	// (defaultWeightRows). For measuring one against the other.
 	MatVecWeightRows int
+	// PrefillTile picks the tensor-core tile of products of more than 32
+	// rows, for measuring one against another: 0 the default (mmaShape),
+	// 64 or 128 the shared-memory tiles of 128 weight rows by that many
+	// batch rows (mmt, on every weight type that has them), -1 the
+	// register tiles (mmq, mmf16).
+	PrefillTile int
+	// PrefillF32 makes the prefill tiles of integer weights read F32
+	// activations rather than their 8-bit copy (for measuring).
+	PrefillF32 bool
+	// PrefillDepth is how many steps of 32 ahead the prefill tiles of
+	// 8-bit and F16 activations issue their loads, 2 to 4; 0: the default
+	// (mmtDepth). For measuring.
+	PrefillDepth int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -137,6 +150,9 @@ type Backend struct {
 	depend  bool        // kernels launch with programmatic dependent launch
 	vecRows int         // Options.MatVecRows (0: defaultVecRows)
 	wRows   int         // Options.MatVecWeightRows (0: defaultWeightRows)
+	pTile   int         // Options.PrefillTile
+	pF32    bool        // Options.PrefillF32
+	pDepth  int         // Options.PrefillDepth
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
 	shape func(nb int) (mt, nt int)
 	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
@@ -181,6 +197,12 @@ func Open(o Options) (*Backend, error) {
 	if o.MatVecRows < 0 || o.MatVecRows > workspace.MaxVectorRows {
 		return nil, fmt.Errorf("%w: MatVecRows %d (0 to %d)", ErrBadOption, o.MatVecRows, workspace.MaxVectorRows)
 	}
+	if t := o.PrefillTile; t != 0 && t != 64 && t != 128 && t != -1 {
+		return nil, fmt.Errorf("%w: PrefillTile %d (0, 64, 128 or -1)", ErrBadOption, t)
+	}
+	if d := o.PrefillDepth; d != 0 && (d < 2 || d > 4) {
+		return nil, fmt.Errorf("%w: PrefillDepth %d (0, or 2 to 4)", ErrBadOption, d)
+	}
 	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
 		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
 	}
@@ -201,6 +223,7 @@ func Open(o Options) (*Backend, error) {
 	}
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
+		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}
@@ -286,6 +309,17 @@ func (be *Backend) teardown() error {
 func (be *Backend) mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 	if be.shape != nil {
 		return be.shape(nb)
+	}
+	if nb > 32 && be.pTile != 0 {
+		switch {
+		case be.pTile > 0 && mmtType(t):
+			return 0, be.pTile / 8
+		case be.pTile < 0 || mmtType(t):
+			if t == quant.Q8_0 {
+				return 2, 8
+			}
+			return 2, 4
+		}
 	}
 	return mmaShape(t, nb, rows)
 }

@@ -89,7 +89,17 @@ func checkKernels(t *testing.T, dir string) {
 		}
 	}
 	want = append(want, "attention_rows_f32", "attention_rows_f32_t16", "attention_rows_f16")
-	want = append(want, "mmt_f16", "mmt_q4_k", "attention_fa_f16_64", "attention_fa_f16_128")
+	for _, name := range []string{"f16", "q4_k", "q6_k", "q8_0"} {
+		want = append(want, "mmt_"+name, "mmt_"+name+"_128")
+		pre := "mmtq_"
+		if name == "f16" {
+			pre = "mmth_"
+		}
+		for _, d := range []string{"", "_3", "_4"} {
+			want = append(want, pre+name+d, pre+name+"_128"+d)
+		}
+	}
+	want = append(want, "attention_fa_f16_64", "attention_fa_f16_128")
 	want = append(want, "set_rows_kv", "attn_prep_kv", "mvx_q4_k_8", "mvx_q4_k_16", "mvx2_q4_k_8")
 	for kt, k := range kvCaches {
 		for vt, v := range kvCaches {

@@ -433,3 +433,63 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 		}
 	}
 }
+
+// Prefill products at Qwen3-8B's shapes (q/o 4096x4096, k/v 1024x4096,
+// gate/up 12288x4096, down 4096x12288) of 512 rows (and 4096 for q/o),
+// once per tile that can take them (2x8 on Q8_0 only, as mmaShape; the
+// prefill tiles at each load depth): TFLOP/s against the H200's tensor-core rate.
+// Four distinct copies of the matrix a run, so that the weights do not sit
+// in L2 from one product to the next.
+func BenchmarkPrefillTiles(b *testing.B) {
+	gpu := openGPU(b)
+	rng := rand.New(rand.NewPCG(3, 3))
+	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
+	shapes := []struct{ rows, n int }{{4096, 4096}, {1024, 4096}, {12288, 4096}, {4096, 12288}}
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.F16} {
+		for _, s := range shapes {
+			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
+				rb, _ := typ.RowBytes(int64(s.n))
+				mat := rb * int64(s.rows)
+				data := make([]byte, mat)
+				if err := synth.Fill(rng, typ, data, 0.02); err != nil {
+					b.Fatal(err)
+				}
+				var ws []kernels.Tensor
+				for range 4 {
+					wb, err := gpu.Upload(lbl, data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { gpu.Free(wb) })
+					ws = append(ws, kernels.NewTensor(wb, typ, s.rows, s.n, 0))
+				}
+				for _, batch := range []int{512, 4096} {
+					if batch > 512 && s.rows != s.n {
+						continue // one square product of a 4096-token prompt
+					}
+					// {mt, nt, load depth of the prefill tiles}
+					for _, tl := range [][3]int{{-1, -1, 0}, {2, 4, 0}, {2, 8, 0}, {0, 8, 2}, {0, 8, 3}, {0, 8, 4}, {0, 16, 2}, {0, 16, 3}, {0, 16, 4}} {
+						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 {
+							continue
+						}
+						name := fmt.Sprintf("r%d/default", batch)
+						if tl[0] >= 0 {
+							name = fmt.Sprintf("r%d/%dx%d", batch, tl[0], tl[1])
+						}
+						if tl[2] > 0 {
+							name += fmt.Sprintf("/d%d", tl[2])
+						}
+						b.Run(name, func(b *testing.B) {
+							if tl[0] >= 0 {
+								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
+								gpu.pDepth = tl[2]
+								defer func() { gpu.shape, gpu.pDepth = nil, 0 }()
+							}
+							benchRows(b, gpu, rng, lbl, ws, mat, batch)
+						})
+					}
+				}
+			})
+		}
+	}
+}

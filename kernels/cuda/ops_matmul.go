@@ -147,37 +147,91 @@ func mvKernel(prefix, name string, nb, wr int) string {
 
 // mmaShape is the tile of a tensor-core product of nb rows of weights t
 // with rows outputs: MT blocks of 16 weight rows by NT blocks of 8 batch
-// rows, among the shapes mma.cu instantiates, or 0x0 for the shared-memory
-// prefill tiles (mmt_<type>, F16 and Q4_K). Up to 32 rows, one block
-// column holds the whole batch, so each weight is read once. Above, the
-// fastest of BenchmarkMatMulRows at 512 rows on the H200 (NOTES.md, calls
-// 20-23): 2x8 for Q8_0 (92-135 TFLOP/s), 2x4 for Q6_K (77-87; the shapes
-// within 10% there); for F16 and Q4_K the prefill tiles where they make
-// 256 blocks or more (6144 and 12288 rows: F16 116-160 against 2x4's
-// 110-121, Q4_K 122-132 against 100-114), 2x4 below (2048 rows, 128
-// blocks: F16 133 against 108, Q4_K 117 against 99).
+// rows, among the shapes mma.cu instantiates, or MT 0 for the
+// shared-memory prefill tiles (mmt_<type>, 128 weight rows by 8*NT batch
+// rows, NT 8 or 16). Up to TileRows rows, one block column holds the whole
+// batch, so each weight is read once. Above, the fastest of
+// BenchmarkPrefillTiles at 512 rows on the H200 (NOTES.md, hpp's call 2,
+// us a product at 8B shapes): F16, Q4_K and Q6_K take the 128x128 tiles
+// where they make 128 blocks or more (4096x4096 F16 97 against 2x4's 137,
+// Q4_K 130 against 181, Q6_K 198 against 211), the 128x64 tiles where
+// those make 256 (as before: 6144 rows), 2x4 below (1024x4096: Q4_K 51
+// against 130 for 128x128); Q8_0 keeps 2x8 (130 against 211 for
+// 128x128: its int8 mma beats the dequantized tiles).
 func mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 	switch {
 	case nb <= 8:
 		return 1, 1
 	case nb <= 16:
 		return 1, 2
-	case nb <= 32:
+	case nb <= workspace.TileRows:
 		return 1, 4
-	case mmtType(t) && (rows+127)/128*((nb+63)/64) >= 256:
-		return 0, 0
+	case t != quant.Q8_0 && (rows+127)/128*((nb+127)/128) >= 128:
+		return 0, 16
+	case t != quant.Q8_0 && (rows+127)/128*((nb+63)/64) >= 256:
+		return 0, 8
 	case t == quant.Q8_0:
 		return 2, 8
 	}
 	return 2, 4
 }
 
-// mmtShared is the dynamic shared memory of mmt_<type>: two buffers of a
-// 128-row weight tile and a 64-row activation tile, 40 halves a row.
-const mmtShared = 2 * (128 + 64) * 40 * 2
+// mmtShared is the dynamic shared memory of mmt_<type>[_128]: two buffers
+// of a 128-row weight tile and a bn-row activation tile, 40 halves a row.
+func mmtShared(bn int) uint32 { return uint32(2 * (128 + bn) * 40 * 2) }
 
-// mmtTypes are the weight types with prefill tiles.
-func mmtType(t quant.Type) bool { return t == quant.F16 || t == quant.Q4_K }
+// mmtKernel is the prefill tile kernel of weights name and 8*nt batch rows.
+func mmtKernel(name string, nt int) string {
+	if nt == 16 {
+		return "mmt_" + name + "_128"
+	}
+	return "mmt_" + name
+}
+
+// halfX is an F16 copy of x in the Aligned scratch, rows 16-byte
+// aligned, and its row stride in halves: the prefill tiles of F16 weights
+// read it, a quarter fewer bytes from L2 than x itself.
+func (c *compiler) halfX(x kernels.Tensor) (devicePtr, int64, error) {
+	p, err := c.be.addr(x)
+	if err != nil {
+		return 0, 0, err
+	}
+	n := int64(x.Cols+7) &^ 7
+	dst := c.scratch(workspace.Aligned, workspace.HalfBytes(x.Rows, x.Cols))
+	err = c.add("half", "copy_f32_f16", [3]uint32{ceilDiv(x.Cols, 256), uint32(x.Rows), 1}, [3]uint32{256, 1, 1}, 0,
+		argPtr(p), argI64(stride(x)), argPtr(dst), argI64(n), argInt(x.Cols))
+	return dst, n, err
+}
+
+// mmtDepth is how many steps ahead the prefill tiles of 8-bit and F16
+// activations load by default: 4 (hpp's call 2: 8B F16 pp512 10146 ->
+// 11386 tok/s from depth 2, 8B Q4_K_M 7768 -> 8089; BenchmarkPrefillTiles
+// F16 4096x4096 106 -> 97 us).
+const mmtDepth = 4
+
+// mmtDepthSuffix names the kernel variant of the backend's load depth
+// (mma.cu: none for 2, _3, _4).
+func (be *Backend) mmtDepthSuffix() string {
+	d := be.pDepth
+	if d == 0 {
+		d = mmtDepth
+	}
+	if d == 2 {
+		return ""
+	}
+	return fmt.Sprintf("_%d", d)
+}
+
+// mmtQ8 reports whether the prefill tiles of weights t read the 8-bit
+// copy of the activations (mmtq_<type>: the integer types, unless
+// Options.PrefillF32) rather than F32 ones; F16 weights read an F16 copy
+// (halfX, mmth_f16) unless Options.PrefillF32.
+func (be *Backend) mmtQ8(t quant.Type) bool { return t != quant.F16 && !be.pF32 }
+
+// mmtType reports whether weights t have prefill tiles (mmt).
+func mmtType(t quant.Type) bool {
+	return t == quant.F16 || t == quant.Q4_K || t == quant.Q6_K || t == quant.Q8_0
+}
 
 // mmaWarps is the warps of a tensor-core block for a matrix of rows by n:
 // they split n, so that a matrix of few rows still has enough loads in
@@ -222,7 +276,8 @@ const q8Stage = 144
 
 // mmaShapes lists the shapes mma.cu instantiates (tests and benchmarks
 // run each).
-var mmaShapes = [][2]int{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 4}, {2, 8}, {0, 0}}
+// (0, 8) and (0, 16) are the prefill tiles of 64 and 128 batch rows.
+var mmaShapes = [][2]int{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 4}, {2, 8}, {0, 8}, {0, 16}}
 
 // maxJobs is how many products sharing activations one launch takes.
 const maxJobs = 3
@@ -343,13 +398,31 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	if path == pathMMQ || path == pathMMF16 {
 		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
 		if mt == 0 && mmtType(o.W.Type) {
-			x, xstride, err := c.alignedX(o.X)
-			if err != nil {
-				return err
+			kernel := mmtKernel(name, nt)
+			if o.W.Type == quant.F16 && !c.be.pF32 {
+				xh, xstride, err := c.halfX(o.X)
+				if err != nil {
+					return err
+				}
+				kernel = "mmth" + kernel[3:] + c.be.mmtDepthSuffix()
+				args = append(args, argPtr(xh), argI64(xstride))
+			} else if c.be.mmtQ8(o.W.Type) {
+				xq, xd, err := c.quantizeQ8(o.X)
+				if err != nil {
+					return err
+				}
+				kernel = "mmtq" + kernel[3:] + c.be.mmtDepthSuffix()
+				args = append(args, argPtr(xq), argPtr(xd))
+			} else {
+				x, xstride, err := c.alignedX(o.X)
+				if err != nil {
+					return err
+				}
+				args = append(args, argPtr(x), argI64(xstride))
 			}
-			args = append(args, argPtr(x), argI64(xstride), argInt(n), argInt(nb), argInt(accumulate))
-			return c.add(o.Name(), "mmt_"+name, [3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 64)},
-				[3]uint32{256, 1, 1}, mmtShared, args...)
+			args = append(args, argInt(n), argInt(nb), argInt(accumulate))
+			return c.add(o.Name(), kernel, [3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 8*nt)},
+				[3]uint32{256, 1, 1}, mmtShared(8*nt), args...)
 		}
 		mt, nt = max(mt, 1), max(nt, 1)
 		shape = fmt.Sprintf("%dx%d", mt, nt)

@@ -42,6 +42,9 @@ func matMulTolerance(t quant.Type, batch int) float64 {
 func seenOperands(t testing.TB, be *Backend, path mvPath, typ quant.Type, nb, rows int, w, x []float64) (sw, sx []float64, tol float64) {
 	if path == pathMMQ || path == pathMMF16 {
 		if mt, _ := be.mmaShape(typ, nb, rows); mt == 0 && mmtType(typ) {
+			if be.mmtQ8(typ) {
+				x = seenActivations(t, pathMMQ, x)
+			}
 			return seenActivations(t, pathMMF16, w), seenActivations(t, pathMMF16, x), 1e-3
 		}
 	}
@@ -175,38 +178,60 @@ func testMatMul(t *testing.T, h *harness) {
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape = nil }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth = nil, false, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
-			for _, c := range []struct{ batch, rows int }{{3, 75}, {16, 75}, {70, 75}, {130, 300}} {
-				batch, rows := c.batch, c.rows
-				t.Run(fmt.Sprintf("%v/%dx%d/b%d/r%d", typ, sh[0], sh[1], batch, rows), func(t *testing.T) {
-					h.t = t
-					h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-					const n = 512
-					w := h.random(typ, rows, n)
-					x := h.random(quant.F32, batch, n)
-					y := h.output(quant.F32, batch, rows)
-					path := pathOf(kernels.MatMul{Dst: y.g, W: w.g, X: x.g}, h.gpu.vecRows)
-					h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
-						return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
-					}, []*pair{w, x, y}, func(round int) {
-						wv, xv, tol := seenOperands(t, h.gpu, path, typ, batch, rows, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
-						want := make([]float64, batch*rows)
-						for b := 0; b < batch; b++ {
-							for o := 0; o < rows; o++ {
-								var sum float64
-								for i := 0; i < n; i++ {
-									sum += wv[o*n+i] * xv[b*n+i]
+			// the prefill tiles read 8-bit (integer weights) or F16 copies
+			// of the activations, loading 2 to 4 steps ahead, or F32 ones
+			type variant struct {
+				f32   bool
+				depth int
+			}
+			vars := []variant{{false, 0}}
+			if sh[0] == 0 {
+				vars = []variant{{false, 2}, {false, 3}, {false, 4}, {true, 0}}
+			}
+			for _, v := range vars {
+				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}} {
+					batch, rows, n := c.batch, c.rows, c.n
+					if n%typ.BlockSize() != 0 {
+						continue
+					}
+					name := fmt.Sprintf("%v/%dx%d/b%d/r%d/n%d", typ, sh[0], sh[1], batch, rows, n)
+					if v.f32 {
+						name += "/f32"
+					}
+					if v.depth > 0 {
+						name += fmt.Sprintf("/d%d", v.depth)
+					}
+					t.Run(name, func(t *testing.T) {
+						h.t = t
+						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
+						h.gpu.pF32, h.gpu.pDepth = v.f32, v.depth
+						w := h.random(typ, rows, n)
+						x := h.random(quant.F32, batch, n)
+						y := h.output(quant.F32, batch, rows)
+						path := pathOf(kernels.MatMul{Dst: y.g, W: w.g, X: x.g}, h.gpu.vecRows)
+						h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
+							return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
+						}, []*pair{w, x, y}, func(round int) {
+							wv, xv, tol := seenOperands(t, h.gpu, path, typ, batch, rows, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
+							want := make([]float64, batch*rows)
+							for b := 0; b < batch; b++ {
+								for o := 0; o < rows; o++ {
+									var sum float64
+									for i := 0; i < n; i++ {
+										sum += wv[o*n+i] * xv[b*n+i]
+									}
+									want[b*rows+o] = sum
 								}
-								want[b*rows+o] = sum
 							}
-						}
-						if e := relErr(h.read(h.gpu, y.g), want); !(e <= tol) {
-							t.Errorf("round %d: relative error %.3g, tolerance %.0e", round, e, tol)
-						}
+							if e := relErr(h.read(h.gpu, y.g), want); !(e <= tol) {
+								t.Errorf("round %d: relative error %.3g, tolerance %.0e", round, e, tol)
+							}
+						})
 					})
-				})
+				}
 			}
 		}
 	}

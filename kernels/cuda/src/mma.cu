@@ -469,27 +469,34 @@ __device__ void mmf16(const u8* __restrict__ w, long long wstride, float* __rest
 MMQ_SHAPES(T_Q8_0, q8_0) MMQ_SHAPES(T_Q4_K, q4_k) MMQ_SHAPES(T_Q6_K, q6_k)
 MMF16(1, 1) MMF16(1, 2) MMF16(1, 4) MMF16(1, 8) MMF16(2, 4) MMF16(2, 8)
 
-// Prefill tiles (mmt_<type>): a block of 8 warps computes a 128 x 64 tile
-// of weight rows by batch rows in steps of 32 along the inner dimension,
-// both operands staged through shared memory as F16: the weights as they
-// are (F16) or dequantized there (Q4_K, one 32-weight group a step, two
-// threads a row), the activations converted from F32 on the way. Warps
-// (4 along the rows, 2 along the batch) read their fragments with
-// ldmatrix, so a staged value serves 4 (weights) or 8 (activations)
-// mmas instead of being loaded for each; the next step's loads are in
-// flight while this one's mmas run. Shared rows are padded to 80 bytes so
-// ldmatrix's eight rows fall in distinct banks.
+// Prefill tiles (mmt_<type> and mmt_<type>_128): a block of 8 warps
+// computes a 128 x BN tile of weight rows by batch rows (BN 64 or 128) in
+// steps of 32 along the inner dimension, both operands staged through
+// shared memory as F16: the weights as they are (F16) or dequantized there
+// (Q4_K, Q6_K, Q8_0: one 32-weight group a step, two threads a row, 16
+// weights each), the activations converted from F32 on the way. Warps (4
+// along the rows by 2 along the batch at BN 64, 2 by 4 at 128) read their
+// fragments with ldmatrix, so a staged value serves several mmas instead
+// of being loaded for each; the next 2-4 steps' loads (register sets) are
+// in flight while this one's mmas run: at two, the tiles ran at 110-160
+// TFLOP/s whatever their size or activation bytes (latency-bound); four
+// gave F16 165-193. The wider tile halves how often each weight tile is
+// re-read from L2 and does 16 mmas per 6 ldmatrix (8 per 4 at 64), at one
+// block a multiprocessor rather than two. Shared rows are padded to 80
+// bytes so ldmatrix's eight rows fall in distinct banks.
 #define MMT_BM 128
-#define MMT_BN 64
 #define MMT_BK 32
 #define MMT_S 40 // halves a shared row
 
 // mmt_a loads this thread's share of the weight tile at k0 into registers
-// (two 16-byte chunks of F16, or a Q4_K row half: 16 bytes of nibbles and
-// the block's header), mmt_a_store writes it to shared memory as F16.
+// (two 16-byte chunks of F16, or a row half of one quantized group: its 16
+// quants and what scales them), mmt_a_store writes it to shared memory as
+// F16.
 template <int T> struct mmt_areg;
 template <> struct mmt_areg<T_F16> { uint4 c[2]; };
 template <> struct mmt_areg<T_Q4_K> { uint4 q, hdr; };
+template <> struct mmt_areg<T_Q6_K> { unsigned ql[4], qh[4]; float d; };
+template <> struct mmt_areg<T_Q8_0> { unsigned q[4]; float d; };
 
 template <int T>
 __device__ __forceinline__ void mmt_a_load(mmt_areg<T>& a, const u8* __restrict__ w, long long wstride, int row0,
@@ -501,12 +508,48 @@ __device__ __forceinline__ void mmt_a_load(mmt_areg<T>& a, const u8* __restrict_
             int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;
             a.c[i] = __ldg((const uint4*)(w + (size_t)min(row0 + r, rows - 1) * wstride + 2 * (k0 + 8 * c)));
         }
-    } else {
+    } else if constexpr (T == T_Q4_K) {
         int r = tid >> 1, half = tid & 1, j = (k0 >> 5) & 7;
         const u8* b = w + (size_t)min(row0 + r, rows - 1) * wstride + 144 * (size_t)(k0 >> 8);
         a.hdr = __ldg((const uint4*)b);
         a.q = __ldg((const uint4*)(b + 16 + 32 * (j >> 1) + 16 * half));
+    } else if constexpr (T == T_Q6_K) {
+        // group j of a 256-block: 128-weight half hf = j/4, r = j%4 takes
+        // the low (r < 2) or high nibbles of ql bytes 32*(r&1).., bits 2r of
+        // the half's qh bytes and scale byte 2r + (weight / 16); blocks are
+        // only 2-byte aligned
+        int r = tid >> 1, hh = tid & 1, j = (k0 >> 5) & 7, hf = j >> 2, rr = j & 3;
+        const u8* b = w + (size_t)min(row0 + r, rows - 1) * wstride + 210 * (size_t)(k0 >> 8);
+        const u8* ql = b + 64 * hf + 32 * (rr & 1) + 16 * hh;
+        const u8* qh = b + 128 + 32 * hf + 16 * hh;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            a.ql[i] = ld32(ql + 4 * i);
+            a.qh[i] = ld32(qh + 4 * i);
+        }
+        a.d = ldh(b + 208) * (float)(signed char)b[192 + 8 * hf + 2 * rr + hh];
+    } else {
+        static_assert(T == T_Q8_0, "no prefill tile for this weight type");
+        int r = tid >> 1, hh = tid & 1;
+        const u8* b = w + (size_t)min(row0 + r, rows - 1) * wstride + 34 * (size_t)(k0 >> 5);
+#pragma unroll
+        for (int i = 0; i < 4; i++) a.q[i] = ld32(b + 2 + 16 * hh + 4 * i);
+        a.d = ldh(b);
     }
+}
+
+// mmt_s8_store writes 16 signed bytes (four words) times d as F16.
+__device__ __forceinline__ void mmt_s8_store(const unsigned (&q)[4], float d, u16* dst) {
+    unsigned out[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        unsigned v = q[i];
+        out[2 * i] = pack_half2(d * (float)(signed char)(v & 0xFF), d * (float)(signed char)((v >> 8) & 0xFF));
+        out[2 * i + 1] =
+            pack_half2(d * (float)(signed char)((v >> 16) & 0xFF), d * (float)(signed char)(v >> 24));
+    }
+    *(uint4*)dst = make_uint4(out[0], out[1], out[2], out[3]);
+    *(uint4*)(dst + 8) = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
 template <int T>
@@ -518,7 +561,7 @@ __device__ __forceinline__ void mmt_a_store(const mmt_areg<T>& a, u16* As, int k
             int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;
             *(uint4*)(As + r * MMT_S + 8 * c) = a.c[i];
         }
-    } else {
+    } else if constexpr (T == T_Q4_K) {
         int r = tid >> 1, half = tid & 1, j = (k0 >> 5) & 7;
         float sc, mn;
         k4_scale_hdr(a.hdr, j, &sc, &mn);
@@ -535,97 +578,155 @@ __device__ __forceinline__ void mmt_a_store(const mmt_areg<T>& a, u16* As, int k
         u16* dst = As + r * MMT_S + 16 * half;
         *(uint4*)dst = make_uint4(out[0], out[1], out[2], out[3]);
         *(uint4*)(dst + 8) = make_uint4(out[4], out[5], out[6], out[7]);
+    } else if constexpr (T == T_Q6_K) {
+        int r = tid >> 1, hh = tid & 1, rr = (k0 >> 5) & 3;
+        unsigned q[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            unsigned lo = (a.ql[i] >> (4 * (rr >> 1))) & 0x0F0F0F0F;
+            unsigned hb = ((a.qh[i] >> (2 * rr)) & 0x03030303) << 4;
+            q[i] = __vsubss4(lo | hb, 0x20202020); // 6-bit values less 32, as signed bytes
+        }
+        mmt_s8_store(q, a.d, As + r * MMT_S + 16 * hh);
+    } else {
+        int r = tid >> 1, hh = tid & 1;
+        mmt_s8_store(a.q, a.d, As + r * MMT_S + 16 * hh);
     }
 }
 
-template <int T>
+// mmt: the 128 x BN tile of block (blockIdx.x, blockIdx.z); WGM warps
+// along the weight rows, 8/WGM along the batch.
+// Activations of the prefill tiles: F32, the 8-bit copy, or an F16 copy.
+#define MMT_XF32 0
+#define MMT_XQ8 1
+#define MMT_XF16 2
+
+template <int T, int BN, int WGM, int XK, int NS>
 __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride, int rows,
-                    const float* __restrict__ x, long long xstride, int n, int nb, int accumulate) {
+                    const void* __restrict__ xv, long long xstride, const signed char* __restrict__ xq,
+                    const float2* __restrict__ xd, int n, int nb, int accumulate) {
+    constexpr int WGN = 8 / WGM, WTM = MMT_BM / WGM, WTN = BN / WGN; // a warp's tile
+    constexpr int MI = WTM / 16, NJ = WTN / 8, BV = BN / 32;        // fragments; float4 of x a thread a step
+    static_assert(NJ % 2 == 0 && MI >= 1, "warp tile");
     extern __shared__ uint4 mma_smem[];
     u16* As = (u16*)mma_smem;           // 2 buffers of MMT_BM rows
-    u16* Bs = As + 2 * MMT_BM * MMT_S;  // 2 buffers of MMT_BN rows
+    u16* Bs = As + 2 * MMT_BM * MMT_S;  // 2 buffers of BN rows
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    int wm = warp & 3, wn = warp >> 2; // 32 weight rows, 32 batch rows each
-    int row0 = blockIdx.x * MMT_BM, col0 = blockIdx.z * MMT_BN;
+    int wm = warp % WGM, wn = warp / WGM;
+    int row0 = blockIdx.x * MMT_BM, col0 = blockIdx.z * BN;
     if (row0 >= rows) return;
 
-    // Two register sets: a step's loads are issued two steps before its
-    // mmas (one step of 16 mmas a warp hides too little of a load).
-    mmt_areg<T> ar[2];
-    float4 br[2][2];
+    // NS register sets: a step's loads are issued NS steps before its
+    // mmas (one step of mmas hides too little of a load from L2).
+    mmt_areg<T> ar[NS];
+    const float* x = (const float*)xv;
+    const u16* xh = (const u16*)xv;
+    float4 br[NS][BV]; // F32 activations
+    unsigned bq[NS][4]; // or 8-bit ones: 16 bytes of row tid/2 of the group (threads below 2*BN)
+    float bd[NS];
+    uint4 bh[NS][BN / 64]; // or F16 ones: 8 halves
+    int P = XK == MMT_XQ8 ? q8_pitch(nb) : 0;
     auto load = [&](int set, int k0) {
         mmt_a_load<T>(ar[set], w, wstride, row0, rows, k0);
+        if constexpr (XK == MMT_XF16) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
-            br[set][i] = __ldg((const float4*)(x + (size_t)min(col0 + r, nb - 1) * xstride + k0 + 4 * c));
+            for (int i = 0; i < BN / 64; i++) {
+                int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;
+                bh[set][i] = __ldg((const uint4*)(xh + (size_t)min(col0 + r, nb - 1) * xstride + k0 + 8 * c));
+            }
+        } else if constexpr (XK == MMT_XQ8) {
+            if (tid < 2 * BN) {
+                int b = min(col0 + (tid >> 1), nb - 1), grp = k0 >> 5;
+                uint4 v = __ldg((const uint4*)(xq + q8_off(grp, b, P) + 16 * (tid & 1)));
+                bq[set][0] = v.x, bq[set][1] = v.y, bq[set][2] = v.z, bq[set][3] = v.w;
+                bd[set] = __ldg(xd + q8_sc(grp, b, P)).x;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < BV; i++) {
+                int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
+                br[set][i] = __ldg((const float4*)(x + (size_t)min(col0 + r, nb - 1) * xstride + k0 + 4 * c));
+            }
         }
     };
     auto store = [&](int set, int buf, int k0) {
         mmt_a_store<T>(ar[set], As + buf * MMT_BM * MMT_S, k0);
+        if constexpr (XK == MMT_XF16) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
-            *(uint2*)(Bs + buf * MMT_BN * MMT_S + r * MMT_S + 4 * c) =
-                make_uint2(pack_half2(br[set][i].x, br[set][i].y), pack_half2(br[set][i].z, br[set][i].w));
+            for (int i = 0; i < BN / 64; i++) {
+                int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;
+                *(uint4*)(Bs + buf * BN * MMT_S + r * MMT_S + 8 * c) = bh[set][i];
+            }
+        } else if constexpr (XK == MMT_XQ8) {
+            if (tid < 2 * BN) mmt_s8_store(bq[set], bd[set], Bs + buf * BN * MMT_S + (tid >> 1) * MMT_S + 16 * (tid & 1));
+        } else {
+#pragma unroll
+            for (int i = 0; i < BV; i++) {
+                int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
+                *(uint2*)(Bs + buf * BN * MMT_S + r * MMT_S + 4 * c) =
+                    make_uint2(pack_half2(br[set][i].x, br[set][i].y), pack_half2(br[set][i].z, br[set][i].w));
+            }
         }
     };
 
-    float acc[2][4][4];
+    float acc[MI][NJ][4];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
-    // Step s computes from buffer s&1, which register set s&1 filled;
-    // set s&1 is then free and loads step s+2, and set (s+1)&1 (loaded
-    // during step s-1) fills buffer (s+1)&1, last read in step s-1.
+    // Step s computes from buffer s&1, which register set s%NS filled;
+    // set s%NS is then free and loads step s+NS, and set (s+1)%NS (loaded
+    // NS-1 steps before) fills buffer (s+1)&1, last read in step s-1.
     int steps = n / MMT_BK;
-    load(0, 0);
-    if (steps > 1) load(1, MMT_BK);
+#pragma unroll
+    for (int i = 0; i < NS; i++)
+        if (i < steps) load(i, i * MMT_BK);
     store(0, 0, 0);
     __syncthreads();
-    // buf is a constant at each call below, so the register sets stay in
-    // registers
-    auto step = [&](int s, int buf) {
-        if (s + 2 < steps) load(buf, (s + 2) * MMT_BK);
+    // set and buf are constants at each call below, so the register sets
+    // stay in registers
+    auto step = [&](int s, int set, int buf) {
+        if (s + NS < steps) load(set, (s + NS) * MMT_BK);
         const u16* A = As + buf * MMT_BM * MMT_S;
-        const u16* B = Bs + buf * MMT_BN * MMT_S;
+        const u16* B = Bs + buf * BN * MMT_S;
 #pragma unroll
         for (int ks = 0; ks < 2; ks++) {
-            unsigned af[2][4], bf[2][4];
+            unsigned af[MI][4], bf[NJ / 2][4];
 #pragma unroll
-            for (int i = 0; i < 2; i++)
-                ldmatrix_x4(af[i], A + (32 * wm + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMT_S + 16 * ks +
+            for (int i = 0; i < MI; i++)
+                ldmatrix_x4(af[i], A + (WTM * wm + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMT_S + 16 * ks +
                                        8 * (lane >> 4));
 #pragma unroll
-            for (int jp = 0; jp < 2; jp++)
-                ldmatrix_x4(bf[jp], B + (32 * wn + 16 * jp + 8 * (lane >> 4) + (lane & 7)) * MMT_S + 16 * ks +
+            for (int jp = 0; jp < NJ / 2; jp++)
+                ldmatrix_x4(bf[jp], B + (WTN * wn + 16 * jp + 8 * (lane >> 4) + (lane & 7)) * MMT_S + 16 * ks +
                                         8 * ((lane >> 3) & 1));
 #pragma unroll
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < MI; i++)
 #pragma unroll
-                for (int jp = 0; jp < 2; jp++) {
+                for (int jp = 0; jp < NJ / 2; jp++) {
                     mma_f16(acc[i][2 * jp], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][0], bf[jp][1]);
                     mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
                 }
         }
-        if (s + 1 < steps) store(buf ^ 1, buf ^ 1, (s + 1) * MMT_BK);
+        if (s + 1 < steps) store((set + 1) % NS, buf ^ 1, (s + 1) * MMT_BK);
         __syncthreads();
     };
-    for (int s = 0; s < steps; s += 2) {
-        step(s, 0);
-        if (s + 1 < steps) step(s + 1, 1);
+    constexpr int L = NS % 2 ? 2 * NS : NS; // steps until set and buf repeat
+    for (int s0 = 0; s0 < steps; s0 += L) {
+#pragma unroll
+        for (int i = 0; i < L; i++)
+            if (s0 + i < steps) step(s0 + i, i % NS, i & 1);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int r = row0 + 32 * wm + 16 * i + g + 8 * (e >> 1), b = col0 + 32 * wn + 8 * j + 2 * t + (e & 1);
+                int r = row0 + WTM * wm + 16 * i + g + 8 * (e >> 1), b = col0 + WTN * wn + 8 * j + 2 * t + (e & 1);
                 if (r < rows && b < nb) {
                     float* out = y + (size_t)b * ystride + r;
                     *out = accumulate ? *out + acc[i][j][e] : acc[i][j][e];
@@ -633,11 +734,43 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
             }
 }
 
-#define MMT(T, name)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256, 2) mmt_##name(                                      \
+// mmt_<name> (128 x 64, two blocks a multiprocessor) and mmt_<name>_128
+// (128 x 128, one) read F32 activations; mmtq_<name>[_128], for the integer
+// weight types, the 8-bit copy of common.cuh that their other kernels read
+// (a quarter of the bytes, so the tile's loads from L2 shrink by more than
+// half), dequantized to F16 on the way into shared memory; mmth_f16[_128]
+// an F16 copy of the activations (copy_f32_f16 into the workspace).
+#define MMT_ONE(T, kname, BN, WGM, MINB)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
         MMA_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                \
         grid_dep_begin();                                                                                   \
         MMA_PICK_JOB                                                                                        \
-        mmt<T>(w, wstride, y, ystride, rows, x, xstride, n, nb, accumulate);                                \
+        mmt<T, BN, WGM, MMT_XF32, 2>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, accumulate); \
     }
-MMT(T_F16, f16) MMT(T_Q4_K, q4_k)
+#define MMTQ_ONE(T, kname, BN, WGM, MINB, NS)                                                             \
+    extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
+        MMA_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {          \
+        grid_dep_begin();                                                                                   \
+        MMA_PICK_JOB                                                                                        \
+        mmt<T, BN, WGM, MMT_XQ8, NS>(w, wstride, y, ystride, rows, nullptr, 0, xq, xd, n, nb, accumulate);  \
+    }
+#define MMTH_ONE(kname, BN, WGM, MINB, NS)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
+        MMA_JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                  \
+        grid_dep_begin();                                                                                   \
+        MMA_PICK_JOB                                                                                        \
+        mmt<T_F16, BN, WGM, MMT_XF16, NS>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, \
+                                          accumulate);                                                      \
+    }
+#define MMT(T, name) MMT_ONE(T, mmt_##name, 64, 4, 2) MMT_ONE(T, mmt_##name##_128, 128, 2, 1)
+// The 8-bit and F16 ones come with loads 2, 3 or 4 steps ahead (suffix
+// _3, _4 for the deeper ones).
+#define MMTQ(T, name)                                                                                      \
+    MMTQ_ONE(T, mmtq_##name, 64, 4, 2, 2) MMTQ_ONE(T, mmtq_##name##_128, 128, 2, 1, 2)                     \
+    MMTQ_ONE(T, mmtq_##name##_3, 64, 4, 2, 3) MMTQ_ONE(T, mmtq_##name##_128_3, 128, 2, 1, 3)               \
+    MMTQ_ONE(T, mmtq_##name##_4, 64, 4, 2, 4) MMTQ_ONE(T, mmtq_##name##_128_4, 128, 2, 1, 4)
+MMT(T_F16, f16) MMT(T_Q4_K, q4_k) MMT(T_Q6_K, q6_k) MMT(T_Q8_0, q8_0)
+MMTQ(T_Q4_K, q4_k) MMTQ(T_Q6_K, q6_k) MMTQ(T_Q8_0, q8_0)
+MMTH_ONE(mmth_f16, 64, 4, 2, 2) MMTH_ONE(mmth_f16_128, 128, 2, 1, 2)
+MMTH_ONE(mmth_f16_3, 64, 4, 2, 3) MMTH_ONE(mmth_f16_128_3, 128, 2, 1, 3)
+MMTH_ONE(mmth_f16_4, 64, 4, 2, 4) MMTH_ONE(mmth_f16_128_4, 128, 2, 1, 4)

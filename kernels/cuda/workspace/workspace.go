@@ -17,7 +17,7 @@ type Region int
 
 const (
 	Q8        Region = iota // activations quantized to 8 bits for integer products (two copies)
-	Aligned                 // activations copied to 16-byte alignment
+	Aligned                 // activations copied to 16-byte alignment, or to F16 for the prefill tiles of F16 weights
 	Attention               // attention partial results, per key split
 	Counters                // attention splits finished per (head, query), or rows per group of 32 of a fused gate/up product; left at zero
 	TopK                    // top-k candidates per chunk
@@ -102,6 +102,16 @@ func Q8Layout(rows, n int) (scales, bytes int64) {
 	p := int64(Q8Pitch(rows))
 	scales = (p*int64(n) + 15) &^ 15
 	return scales, round(scales + p*int64(n/32)*8)
+}
+
+// TileRows is the most rows a product runs with the few-row tensor-core
+// tiles; larger ones take the prefill tiles, which for F16 weights read an
+// F16 copy of the activations (HalfBytes, in the Aligned region).
+const TileRows = 32
+
+// HalfBytes is an F16 copy of rows of n float32, each row 16-byte aligned.
+func HalfBytes(rows, n int) int64 {
+	return round(int64(rows) * int64((n+7)&^7) * 2)
 }
 
 // AlignedBytes is a 16-byte-aligned copy of rows of n float32.
@@ -202,6 +212,9 @@ type Pass struct {
 	// Quantized is the widest activation an integer product reads (see
 	// QuantizesActivations; 0: none).
 	Quantized int
+	// Half is the widest activation a product with F16 weights reads (0:
+	// none): passes of more than TileRows rows copy it to F16.
+	Half int
 	// Experts > 0: the blocks' FFNs are mixtures of Experts experts of
 	// width ExpertFF, ExpertsUsed a row, over a residual of width Embd.
 	Experts, ExpertsUsed, ExpertFF, Embd int
@@ -210,7 +223,8 @@ type Pass struct {
 // For is the workspace that holds whatever a backend compiles for passes
 // of p's shapes with 1 to p.Rows rows, on any GPU. Activations are taken
 // as the engine lays them out, packed rows of whole 32-value groups, which
-// need no aligned copy; top-k runs on the host. The Q8 region holds one
+// need no aligned copy (but passes of more than TileRows rows copy the
+// inputs of F16 products to F16); top-k runs on the host. The Q8 region holds one
 // copy of p.Rows rows, or two of up to MaxVectorRows: a fused gate/up
 // matrix-vector product writes the quantized SwiGLU of its outputs beside
 // the copy of its activations it reads, and counts its finished rows per
@@ -222,6 +236,9 @@ func For(p Pass) Sizes {
 		_, all := Q8Layout(p.Rows, p.Quantized)
 		s[Q8] = max(2*fused, all)
 		s[Counters] = CounterBytes(p.Quantized / 32)
+	}
+	if p.Half > 0 && p.Rows > TileRows {
+		s[Aligned] = HalfBytes(p.Rows, p.Half)
 	}
 	if p.Experts > 0 {
 		s[MoE] = MoEFor(p.Rows, p.ExpertsUsed, p.Experts, p.Embd, p.ExpertFF).Bytes

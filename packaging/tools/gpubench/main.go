@@ -64,6 +64,9 @@ type config struct {
 	rows      []int
 	vecRows   int
 	wRows     int
+	pTile     int
+	pF32      bool
+	pDepth    int
 	profRows  int
 }
 
@@ -88,6 +91,9 @@ func run(args []string) error {
 	rows := fs.String("rows", "", "comma-separated row counts: time a verification pass of each (e.g. 1,2,4,8,16)")
 	fs.IntVar(&c.vecRows, "matvec-rows", 0, "products of up to this many rows on the matrix-vector kernels (cuda; 0: the backend's default)")
 	fs.IntVar(&c.wRows, "matvec-weight-rows", 0, "weight rows a warp of the matrix-vector kernels takes, 1 or 2 (cuda; 0: the backend's default)")
+	fs.IntVar(&c.pTile, "prefill-tile", 0, "tensor-core tile of products above 32 rows: 64 or 128 batch rows (shared-memory tiles), -1 register tiles (cuda; 0: the backend's default)")
+	fs.BoolVar(&c.pF32, "prefill-f32", false, "prefill tiles of integer weights read F32 activations, not 8-bit ones (cuda)")
+	fs.IntVar(&c.pDepth, "prefill-depth", 0, "steps of 32 the prefill tiles load ahead, 2 to 4 (cuda; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,7 +139,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
