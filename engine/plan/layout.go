@@ -271,6 +271,11 @@ func (m *model) place(t *gguf.TensorInfo, file Role) (Tensor, error) {
 		return mirror(newTensor(t, file, m.role, ClassHead, -1), t, m.normDevs), nil
 	}
 	if b, suffix, ok := blockOf(t.Name); ok {
+		if m.p.Experts == ExpertsOnDevice && isExpert(suffix) {
+			pt := newTensor(t, file, m.role, ClassExperts, b)
+			pt.Shards = []Shard{whole(t, m.p.ExpertDevice)}
+			return pt, nil
+		}
 		return m.placeBlockTensor(newTensor(t, file, m.role, ClassWeights, b), t, b, suffix)
 	}
 	pt := newTensor(t, file, m.role, ClassWeights, -1)

@@ -14,7 +14,18 @@ const (
 	ClassWeights   Class = "weights"   // block tensors and small globals
 	ClassEmbedding Class = "embedding" // an untied token embedding
 	ClassHead      Class = "head"      // output head, its norm, a tied embedding
+	ClassExperts   Class = "experts"   // routed experts and their router (ExpertsOnDevice)
 )
+
+// isExpert reports whether a block tensor's suffix is a routed expert
+// tensor or the router that feeds them: what ExpertsOnDevice moves.
+func isExpert(suffix string) bool {
+	switch suffix {
+	case "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_inp.weight":
+		return true
+	}
+	return false
+}
 
 // Tensor is one GGUF tensor and where its bytes go.
 type Tensor struct {
