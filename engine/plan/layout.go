@@ -241,6 +241,9 @@ func (m *model) placeTensors(target *model) error {
 		}
 		m.tensors = append(m.tensors, pt)
 	}
+	if m.p.Experts == ExpertsOnDevice && !slices.ContainsFunc(m.tensors, func(t Tensor) bool { return t.Class == ClassExperts }) {
+		return fmt.Errorf("plan: %s %s: experts on device %d, but the model has no routed experts", m.role, m.file.Path, m.p.ExpertDevice)
+	}
 	if m.inPlace {
 		return nil
 	}

@@ -17,6 +17,20 @@ const (
 	ClassExperts   Class = "experts"   // routed experts and their router (ExpertsOnDevice)
 )
 
+// ExpertBytes is the size of mp's routed experts and routers wherever they
+// are placed: what keeping them apart (ExpertsOnDevice) moves; 0 for a
+// model without experts.
+func (mp *ModelPlan) ExpertBytes() int64 {
+	var n int64
+	for i := range mp.Tensors {
+		t := &mp.Tensors[i]
+		if _, suffix, ok := blockOf(t.Name); ok && isExpert(suffix) {
+			n = sum(n, t.Bytes())
+		}
+	}
+	return n
+}
+
 // isExpert reports whether a block tensor's suffix is a routed expert
 // tensor or the router that feeds them: what ExpertsOnDevice moves.
 func isExpert(suffix string) bool {
