@@ -38,7 +38,9 @@ func moeFixture(t *testing.T) (string, int64) {
 // --cpu-moe on GPUs alone adds the host's memory after them and keeps the
 // target on the GPUs; with a CPU in the inventory it uses that one.
 func TestHostExperts(t *testing.T) {
-	host := func() device.Device { return device.Device{Kind: device.CPU, Name: "host memory", Physical: -1, MemoryTotal: 64 << 30} }
+	host := func() device.Device {
+		return device.Device{Kind: device.CPU, Name: "host memory", Physical: -1, MemoryTotal: 64 << 30}
+	}
 	gpus, err := device.ReadFile(inventoryFile("2x16GB.json"))
 	if err != nil {
 		t.Fatal(err)
