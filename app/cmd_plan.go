@@ -317,6 +317,9 @@ func changeFlags(c plan.Change) []string {
 		}
 		flags = append(flags, "--draft-devices "+strings.Join(ids, ","))
 	}
+	if c.ExpertsDevice != nil {
+		flags = append(flags, "--cpu-moe")
+	}
 	return flags
 }
 

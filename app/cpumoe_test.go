@@ -96,3 +96,12 @@ func TestPlanCPUMoE(t *testing.T) {
 		t.Errorf("without --cpu-moe: exit %d, an experts column:\n%s", code, out.String())
 	}
 }
+
+// The planner's suggestion to keep the experts on the CPU reads as
+// --cpu-moe on the command line.
+func TestCPUMoEChangeFlags(t *testing.T) {
+	cpu := 2
+	if got := changeFlags(plan.Change{ExpertsDevice: &cpu}); !slices.Equal(got, []string{"--cpu-moe"}) {
+		t.Errorf("flags %v", got)
+	}
+}

@@ -73,3 +73,12 @@ func TestPreviewExpertsInRAM(t *testing.T) {
 		t.Errorf("no CPU device: %v", err)
 	}
 }
+
+// The planner's suggestion to keep the experts on the CPU turns the
+// layout's switch on.
+func TestApplyExpertsChange(t *testing.T) {
+	cpu := 1
+	if l := applyChange(Layout{TargetDevices: []int{0}}, plan.Change{ExpertsDevice: &cpu}); !l.TargetCPUMoE || l.DraftCPUMoE {
+		t.Errorf("layout %+v", l)
+	}
+}

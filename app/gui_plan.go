@@ -306,6 +306,9 @@ func applyChange(l Layout, c plan.Change) Layout {
 	if c.DraftDevices != nil {
 		l.DraftDevices = slices.Clone(c.DraftDevices)
 	}
+	if c.ExpertsDevice != nil {
+		l.TargetCPUMoE = true // the layout's CPU device, as planInput finds it
+	}
 	return l
 }
 
