@@ -185,6 +185,7 @@ def load_hub(model, cfg, W):
     transformers keeps them as one 3-D parameter; strict, so a name left
     over on either side is an error."""
     sd = model.state_dict()
+    embd = W.get("model.embed_tokens.weight")  # a tied head's, popped with the embedding
     target = {}
     for name, p in sd.items():
         if name.endswith("mlp.experts.gate_up_proj"):
@@ -197,7 +198,7 @@ def load_hub(model, cfg, W):
             base = name[: -len("down_proj")]
             target[name] = torch.stack([W.pop(f"{base}{e}.down_proj.weight") for e in range(p.shape[0])])
         elif name == "lm_head.weight" and name not in W and cfg.tie_word_embeddings:
-            target[name] = W["model.embed_tokens.weight"]
+            target[name] = embd
         else:
             target[name] = W.pop(name)
         if tuple(target[name].shape) != tuple(p.shape):
@@ -278,7 +279,12 @@ def eager(model):
                 getattr(model, setter)("eager")
             except Exception as e:  # a release without that switch
                 log("   ", setter, "refused:", repr(e)[:160])
-    return model.float().eval()
+    dtypes = {p.dtype for p in model.parameters()}
+    if dtypes != {torch.float32}:
+        # transformers marks a GGUF load as quantized and refuses .float():
+        # it was asked for float32, so anything else is a finding.
+        raise ValueError(f"familycheck: the loaded model holds {sorted(map(str, dtypes))}, not float32")
+    return model.eval()
 
 
 def check_file(path):
