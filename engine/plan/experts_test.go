@@ -7,6 +7,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/plan/plantest"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -95,6 +96,34 @@ func TestExpertsApartChecks(t *testing.T) {
 		}
 		if _, err := Make(in); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: %v, want %q", c.pl, err, c.says)
+		}
+	}
+}
+
+// With the experts apart, the GPUs running the blocks reserve no MoE
+// scratch of the CUDA backend; a GPU holding the experts does.
+func TestExpertsApartWorkspace(t *testing.T) {
+	f := open(t, plantest.Qwen3_30B_A3B(quant.Q4_K))
+	devs := append(inventory(t, "2x16GB.json"), device.Device{Index: 2, Kind: device.CPU, MemoryTotal: 64 << 30})
+	for _, c := range []struct {
+		name    string
+		blocks  []int
+		experts int
+		moe     map[int]bool // devices whose workspace has MoE scratch
+	}{
+		{"with their blocks", []int{0, 1}, -1, map[int]bool{0: true, 1: true}},
+		{"on the CPU", []int{0, 1}, 2, map[int]bool{}},
+		{"on GPU 1", []int{0}, 1, map[int]bool{1: true}},
+	} {
+		pl := Placement{Devices: c.blocks}
+		if c.experts >= 0 {
+			pl.Experts, pl.ExpertDevice = ExpertsOnDevice, c.experts
+		}
+		p := mustMake(t, Input{Target: f, Devices: devs, TargetPlacement: pl, Ctx: 4096})
+		for d := range 3 {
+			if got := p.Target.Workspace[d][workspace.MoE] > 0; got != c.moe[d] {
+				t.Errorf("experts %s: device %d reserves %d bytes of MoE scratch", c.name, d, p.Target.Workspace[d][workspace.MoE])
+			}
 		}
 	}
 }
