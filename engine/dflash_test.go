@@ -208,3 +208,35 @@ func TestDFlashAfterCancel(t *testing.T) {
 		t.Error("nothing drafted after the cancel")
 	}
 }
+
+// DraftBlock, what benchmarks time, runs a greedy round's block after the
+// target's Forward: as many slots as asked, up to the draft's block, the
+// same tokens each time, and refuses a runner without a DFlash draft.
+func TestDraftBlock(t *testing.T) {
+	ctx := context.Background()
+	target := modelPath(t, "factory-target-F16.gguf")
+	r := load(t, Config{Target: target, Draft: dflashPath("Q8_0")})
+	prompt := []int32{1, 872, 198, 5, 9, 40}
+	if _, err := r.Forward(ctx, prompt, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	var first []int32
+	for _, k := range []int{1, 4, 7, 15} {
+		ids, err := r.DraftBlock(ctx, 2, len(prompt), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != min(k, 7) {
+			t.Errorf("a block of %d drafted %d tokens (the draft's block is 8)", k, len(ids))
+		}
+		if k == 7 {
+			first = slices.Clone(ids)
+		}
+		if k == 15 && !slices.Equal(ids, first) {
+			t.Errorf("the clamped block drafted %v, the block of 7 %v", ids, first)
+		}
+	}
+	if _, err := load(t, Config{Target: target}).DraftBlock(ctx, 2, len(prompt), 1); err == nil {
+		t.Error("a runner without a DFlash draft drafted a block")
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/model"
@@ -103,4 +104,30 @@ func (d *dflashDrafter) block(ctx context.Context, history []int32, n int, pMin 
 		return proposed, nil, nil
 	}
 	return proposed, dists[:len(proposed)], nil
+}
+
+// DraftBlock runs one pass of the loaded DFlash draft as a greedy round
+// does: the block [anchor, mask x k] at positions pos..pos+k, each slot's
+// top found where the head runs, after the target's last Forward ran the
+// positions before pos (Forward hands the draft their states). k is
+// clamped to the draft's block; the slots' top tokens are returned (valid
+// until the next call). Benchmarks time it: the cost of a block against
+// its length.
+func (r *Runner) DraftBlock(ctx context.Context, anchor int32, pos, k int) ([]int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.draft.(*dflashDrafter)
+	if !ok {
+		return nil, errors.New("engine: no DFlash draft is loaded")
+	}
+	k = min(k, d.m.MaxDraft())
+	tops, err := d.m.BlockTop(ctx, anchor, pos, k)
+	if err != nil {
+		return nil, err
+	}
+	d.toks = d.toks[:0]
+	for _, t := range tops {
+		d.toks = append(d.toks, t.ID)
+	}
+	return d.toks, nil
 }

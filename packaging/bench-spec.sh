@@ -9,7 +9,11 @@
 # they add the engine's measured speedup, the share of rounds that drafted
 # and the rounds by tokens drafted.
 # Targets: the demo target inflated to Qwen3-1.7B and Qwen3-8B (F16 and
-# Q4_K_M) on the GPU, the demo pair itself on the CPU.
+# Q4_K_M) on the GPU, the demo pair itself on the CPU. Each inflated target
+# gets its EAGLE-3 draft and its DFlash draft inflated against it
+# (synthmodel; the DFlash draft at a real DFlash draft's shape), and DFlash
+# rows; a DFlash row also logs the draft's block time by drafted tokens,
+# and every greedy row whether its output is the target alone's.
 #
 # The GPU machine has no Go and carries at most 64 MiB beside the
 # repository, so this runs in halves (ROOT, when set, is the repository:
@@ -24,7 +28,9 @@
 #                                         there: inflate the targets and their
 #                                         EAGLE-3 drafts, print the table;
 #                                         TARGETS defaults to
-#                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16"
+#                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16";
+#                                         "demo" is the demo pair itself
+#                                         (and the DFlash demo draft)
 #                                         (N=64 tokens a prompt; about 1 minute
 #                                         a target after its inflation: give
 #                                         the 1.7B and 8B targets separate
@@ -52,7 +58,9 @@
 # is a separate call, with its own carry (~37 MB: the F16 demo target, xz'd
 # as two byte planes, and the test binary):
 #   packaging/bench-spec.sh build-check [DIR]   here (default .carry/speccheck)
-#   packaging/bench-spec.sh check [DIR [SHAPE]] there (SHAPE: qwen3-8b)
+#   packaging/bench-spec.sh check [DIR [SHAPE]] there (SHAPE: qwen3-8b; RUN
+#                                         picks subtests, e.g.
+#                                         RUN='TestInflateShape/(F16|DFlash)$')
 set -eu
 cmd=${1:-}
 root=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -73,6 +81,10 @@ build)
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/synthmodel" ./packaging/tools/synthmodel
 	xz -f -9 -T2 "$dir/specbench" "$dir/synthmodel"
 	xz -9e -T2 -c "$shared/models/factory-eagle3-F16.gguf" >"$dir/factory-eagle3-F16.gguf.xz"
+	# The demo DFlash draft, for the demo pair's row (target "demo"), and
+	# the model draft (assets/ may be moved aside when the tree travels).
+	cp "$root/engine/testdata/factory-dflash-Q8_0.gguf" "$root/assets/factory-draft-Q8_0.gguf" "$dir/"
+	chmod u+w "$dir/factory-dflash-Q8_0.gguf" "$dir/factory-draft-Q8_0.gguf"
 	# Q8_0 weights hardly compress (xz saves 4%): carried as they are.
 	if [ "${SRC:-}" = Q8_0 ]; then
 		cp "$shared/models/factory-target-Q8_0.gguf" "$dir/"
@@ -93,20 +105,37 @@ run)
 	chmod +x "$dir/specbench" "$dir/synthmodel"
 	models=${MODELS:-/tmp/tandem-spec}
 	mkdir -p "$models"
+	draft=$dir/factory-draft-Q8_0.gguf
+	[ -f "$draft" ] || draft=$root/assets/factory-draft-Q8_0.gguf
 	src=$dir/factory-target-Q8_0.gguf
 	[ -f "$src" ] || src=$root/assets/factory-target-Q4_K_M.gguf
 	echo "inflating from $(basename "$src")" >&2
 	header=-header
 	for spec in $targets; do
+		if [ "$spec" = demo ]; then
+			# The demo pair itself (launch-bound on a GPU), with the
+			# DFlash draft too.
+			# 64 tokens a prompt at 4,500 tok/s are 14 ms: too short to
+			# time; N_DEMO tokens (256) a prompt.
+			"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "${N_DEMO:-256}" -target "$src" \
+				-draft "$draft" -eagle "$dir/factory-eagle3-F16.gguf" \
+				-dflash "$dir/factory-dflash-Q8_0.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
+				-json "${OUT:-/tmp}/spec-demo.json" ${SPECBENCH_FLAGS:-}
+			header=
+			continue
+		fi
 		shape=${spec%%:*} typ=${spec##*:}
 		from=$(basename "$src" .gguf)
 		t="$models/$shape-$typ-$from.gguf" e="$models/$shape-$typ-$from-eagle3.gguf"
+		d="$models/$shape-$typ-$from-dflash.gguf"
 		start=$(date +%s)
 		[ -f "$t" ] || "$dir/synthmodel" -inflate "$src" -shape "$shape" -type "$typ" -o "$t"
 		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
+		[ -f "$d" ] || "$dir/synthmodel" -inflate "$dir/factory-dflash-Q8_0.gguf" -target "$t" -shape "$shape" -type F16 -o "$d"
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$root/assets/factory-draft-Q8_0.gguf" -eagle "$e" -json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
+			-draft "$draft" -eagle "$e" -dflash "$d" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
+			-json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
@@ -116,7 +145,8 @@ cpu)
 	go build -o "$bin" ./packaging/tools/specbench
 	"$bin" -backend cpu -label CPU -header -n "$n" -clock "${CLOCK:-cpu}" -threads "${THREADS:-1}" \
 		-target "$shared/models/factory-target-F16.gguf" \
-		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" ${SPECBENCH_FLAGS:-}
+		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" \
+		-dflash "$root/engine/testdata/factory-dflash-F16.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash ${SPECBENCH_FLAGS:-}
 	;;
 build-check)
 	dir=${2:-.carry/speccheck}
@@ -125,6 +155,7 @@ build-check)
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/synthmodel.test" ./packaging/tools/synthmodel
 	xz -f -9 -T2 "$dir/synthmodel.test"
 	xz -9 -T2 -c "$shared/oracle/oracle.json" >"$dir/oracle.json.xz"
+	xz -9e -T2 -c "$root/engine/testdata/factory-dflash-F16.gguf" >"$dir/factory-dflash-F16.gguf.xz"
 	# F16 weights: the high bytes compress, the low ones hardly; apart,
 	# xz saves 1.8 MB on the 38 MB file.
 	python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[0::2] + d[1::2])' \
@@ -136,7 +167,7 @@ check)
 	dir=$(cd "${2:-.carry/speccheck}" && pwd)
 	shape=${3:-qwen3-8b}
 	cd "$root"
-	for f in synthmodel.test oracle.json factory-target-F16.planes; do
+	for f in synthmodel.test oracle.json factory-target-F16.planes factory-dflash-F16.gguf; do
 		[ -f "$dir/$f" ] || unxz_py "$dir/$f.xz"
 	done
 	python3 -c '
@@ -152,8 +183,11 @@ open(sys.argv[2], "wb").write(out)' "$dir/factory-target-F16.planes" "$dir/facto
 	ln -sf "$dir/factory-target-F16.gguf" ../shared/models/
 	ln -sf "$dir/oracle.json" ../shared/oracle/
 	ln -sf "$root/assets/factory-draft-Q8_0.gguf" "$root/assets/factory-target-Q4_K_M.gguf" ../shared/models/
+	# The DFlash subtest reads the demo DFlash draft from engine/testdata,
+	# which the device lock moves aside.
+	[ -f engine/testdata/factory-dflash-F16.gguf ] || { mkdir -p engine/testdata && ln -sf "$dir/factory-dflash-F16.gguf" engine/testdata/; }
 	cd packaging/tools/synthmodel
-	"$dir/synthmodel.test" -test.v -test.run "TestInflateShape" -test.timeout 9m \
+	"$dir/synthmodel.test" -test.v -test.run "${RUN:-TestInflateShape}" -test.timeout 9m \
 		-inflate.shape="$shape" -inflate.backend=cuda -inflate.dir="${MODELS:-/tmp/tandem-spec}" 2>&1 |
 		tee "${OUT:-/tmp}/inflate-$shape-cuda.log"
 	;;

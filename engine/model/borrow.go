@@ -102,3 +102,95 @@ func (f farBuffers) free() error {
 	}
 	return errors.Join(errs...)
 }
+
+// draftDevice checks that plan p fits and gives the draft mp (a kind of
+// draft, in messages) one device, and returns it and its backend.
+func draftDevice(p *plan.Plan, mp *plan.ModelPlan, backends map[int]kernels.Backend, kind string) (int, kernels.Backend, error) {
+	if !p.Fits {
+		return 0, nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
+	}
+	if len(mp.Placement.Devices) != 1 {
+		return 0, nil, fmt.Errorf("model: %s over devices %v: %w (one device)", kind, mp.Placement.Devices, ErrUnsupported)
+	}
+	dev := mp.Placement.Devices[0]
+	be, ok := backends[dev]
+	if !ok {
+		return 0, nil, fmt.Errorf("model: draft: no backend for device %d", dev)
+	}
+	return dev, be, nil
+}
+
+// reserveWorkspace reserves the plan's workspace on device dev where its
+// backend keeps one (a CUDA backend's, at the plan's figure).
+func reserveWorkspace(be kernels.Backend, p *plan.Plan, dev int) error {
+	r, ok := be.(reserver)
+	if !ok {
+		return nil
+	}
+	for _, b := range p.Devices {
+		if b.Device.Index == dev {
+			if err := r.Reserve(b.Workspace); err != nil {
+				return fmt.Errorf("model: workspace on device %d: %w", dev, err)
+			}
+		}
+	}
+	return nil
+}
+
+// allocDraftBuffers allocates the plan's buffers of a one-device draft
+// that borrows the target's head, each viewed as [Dims[1], Dims[0]]: on
+// the draft's device through l, elsewhere through far. shard binds a
+// buffer for the borrowed head's rows on its device (the head's roles on
+// the draft's own device too) and reports whether it did; local binds the
+// rest, the draft's own (or refuses one), and a buffer on a device that
+// runs none of the draft is refused.
+func allocDraftBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far farBuffers,
+	shard func(b plan.Buffer, t kernels.Tensor) bool, local func(b plan.Buffer, t kernels.Tensor) error) error {
+	dev := mp.Placement.Devices[0]
+	for _, b := range mp.Buffers {
+		be := backends[b.Device]
+		if be == nil {
+			return fmt.Errorf("model: draft buffer %s: no backend for device %d", b.Name(), b.Device)
+		}
+		label := kernels.Label{Owner: string(mp.Role), Cat: category(b)}
+		var buf kernels.Buffer
+		var err error
+		if b.Device == dev {
+			buf, err = l.alloc(label, b.Bytes)
+		} else {
+			buf, err = far.alloc(be, label, b.Bytes)
+		}
+		if err != nil {
+			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
+		}
+		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
+		if shard(b, t) {
+			continue
+		}
+		if b.Device != dev {
+			return fmt.Errorf("model: draft buffer %s on device %d, which runs none of it: %w", b.Name(), b.Device, ErrBadParam)
+		}
+		if err := local(b, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shardsByDevice pairs the plan's head run with a draft's shards of the
+// borrowed head (in the same vocabulary order), by device.
+func shardsByDevice[S any](mp *plan.ModelPlan, shards []S) map[int]S {
+	byDev := map[int]S{}
+	for i, h := range mp.HeadRun {
+		if i < len(shards) {
+			byDev[h.Device] = shards[i]
+		}
+	}
+	return byDev
+}
+
+// headRole reports whether buffers of role r serve the head's rows: on a
+// device running a shard of the borrowed head, they are the shard's.
+func headRole(r plan.BufferRole) bool {
+	return r == plan.RoleLogits || r == plan.RoleTopIDs || r == plan.RoleTopLogits
+}

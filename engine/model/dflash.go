@@ -13,8 +13,8 @@ import (
 
 // The DFlash draft's programs, past the kinds programs.go names.
 const (
-	progDFlashInject progKind = progFarHead + 1 + iota // the target's states fused into every layer's K and V
-	progDFlashBlock                                    // one block through the layers, and the head
+	progDFlashInject progKind = progChain + 1 + iota // the target's states fused into every layer's K and V
+	progDFlashBlock                                  // one block through the layers, and the head
 )
 
 // DFlash is a DFlash block draft (see dflash_params.go for the format).
@@ -73,7 +73,8 @@ type dflashScratch struct {
 	q, attn             kernels.Tensor // [batch, n_head*head_dim]
 	k, v                kernels.Tensor // [batch, n_kv_head*head_dim]
 	gate, up            kernels.Tensor // [batch, n_ff]
-	logits              kernels.Tensor // [batch, draft vocab]
+	logits              kernels.Tensor // [batch, draft vocab]: slot logits, then their softmax (BlockTop)
+	topIDs, topP        kernels.Tensor // I32 and F32 where the head runs here: each slot's argmax and its probability
 }
 
 // dflashFar is what the draft runs beyond its device: the target's token
@@ -140,11 +141,9 @@ func (p DFlashParams) specs(w *dflashWeights, targetVocab int) []tensorSpec {
 // it the block inputs it reads. The plan's buffers are what it allocates.
 // f and tf must stay open while the draft lives.
 func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.ModelPlan, target *Model, backends map[int]kernels.Backend, progress func(Progress)) (_ *DFlash, err error) {
-	if !p.Fits {
-		return nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
-	}
-	if len(mp.Placement.Devices) != 1 {
-		return nil, fmt.Errorf("model: a DFlash draft over devices %v: %w (one device)", mp.Placement.Devices, ErrUnsupported)
+	dev, be, err := draftDevice(p, mp, backends, "a DFlash draft")
+	if err != nil {
+		return nil, err
 	}
 	tp := target.params
 	d, d2t, err := readDFlashFor(f, tp)
@@ -154,11 +153,6 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if d.FF < d.Embd {
 		// The sub-layer outputs share ffn_up's buffer (allocBuffers).
 		return nil, fmt.Errorf("model: DFlash draft of width %d, FFN %d: %w", d.Embd, d.FF, ErrUnsupported)
-	}
-	dev := mp.Placement.Devices[0]
-	be, ok := backends[dev]
-	if !ok {
-		return nil, fmt.Errorf("model: draft: no backend for device %d", dev)
 	}
 	m := &DFlash{params: d, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t,
 		progs: newPrograms(be, fmt.Sprintf("device %d, DFlash draft", dev))}
@@ -189,14 +183,8 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if err := m.allocBuffers(l, mp, backends, far); err != nil {
 		return nil, err
 	}
-	if r, ok := be.(reserver); ok {
-		for _, b := range p.Devices {
-			if b.Device.Index == dev {
-				if err := r.Reserve(b.Workspace); err != nil {
-					return nil, fmt.Errorf("model: workspace on device %d: %w", dev, err)
-				}
-			}
-		}
+	if err := reserveWorkspace(be, p, dev); err != nil {
+		return nil, err
 	}
 	m.bufs = l.bufs
 	m.tokens, m.positions, m.bounds = make([]int32, m.batch), make([]int32, m.batch), make([]int32, m.batch)
@@ -238,44 +226,23 @@ func (m *DFlash) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far *dflashFar) error {
 	p, s, dev := m.params, &m.s, mp.Placement.Devices[0]
 	m.kvK, m.kvV = make([]kernels.Tensor, p.Layers), make([]kernels.Tensor, p.Layers)
-	byDev := map[int]*blockShard{}
-	for i, h := range mp.HeadRun {
-		if i < len(far.heads) {
-			byDev[h.Device] = far.heads[i]
+	byDev := shardsByDevice(mp, far.heads)
+	shard := func(b plan.Buffer, t kernels.Tensor) bool {
+		sh := byDev[b.Device]
+		if sh == nil || (b.Device == dev && !headRole(b.Role)) {
+			return false
 		}
+		switch b.Role {
+		case plan.RoleReceive:
+			sh.in, sh.sent = t, true
+		case plan.RoleLogits:
+			sh.logits = t
+		case plan.RoleTopIDs:
+			sh.ids = packed(t, 1, m.batch)
+		}
+		return true
 	}
-	for _, b := range mp.Buffers {
-		be := backends[b.Device]
-		if be == nil {
-			return fmt.Errorf("model: draft buffer %s: no backend for device %d", b.Name(), b.Device)
-		}
-		label := kernels.Label{Owner: string(mp.Role), Cat: category(b)}
-		var buf kernels.Buffer
-		var err error
-		if b.Device == dev {
-			buf, err = l.alloc(label, b.Bytes)
-		} else {
-			buf, err = far.bufs.alloc(be, label, b.Bytes)
-		}
-		if err != nil {
-			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
-		}
-		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
-		headRole := b.Role == plan.RoleLogits || b.Role == plan.RoleTopIDs || b.Role == plan.RoleTopLogits
-		if sh := byDev[b.Device]; sh != nil && (b.Device != dev || headRole) {
-			switch b.Role {
-			case plan.RoleReceive:
-				sh.in, sh.sent = t, true
-			case plan.RoleLogits:
-				sh.logits = t
-			case plan.RoleTopIDs:
-				sh.ids = packed(t, 1, m.batch)
-			}
-			continue
-		}
-		if b.Device != dev {
-			return fmt.Errorf("model: draft buffer %s on device %d, which runs none of it: %w", b.Name(), b.Device, ErrBadParam)
-		}
+	local := func(b plan.Buffer, t kernels.Tensor) error {
 		if (b.Role == plan.RoleKeys || b.Role == plan.RoleValues) && (b.Block < 0 || b.Block >= p.Layers) {
 			return fmt.Errorf("model: draft cache %s of a %d-layer draft: %w", b.Name(), p.Layers, ErrBadParam)
 		}
@@ -311,7 +278,15 @@ func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 			s.hidden = t
 		case plan.RoleLogits:
 			s.logits = t
+		case plan.RoleTopIDs:
+			s.topIDs = t
+		case plan.RoleTopLogits:
+			s.topP = t
 		}
+		return nil
+	}
+	if err := allocDraftBuffers(l, mp, backends, far.bufs, shard, local); err != nil {
+		return err
 	}
 	for _, t := range []kernels.Tensor{s.tokens, s.x, s.h, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
 		if !t.Valid() {
@@ -496,9 +471,11 @@ func (m *DFlash) writeInputs(tokens []int32, pos, b int, causal bool) error {
 }
 
 // run runs the block [anchor, mask x k] at positions pos..pos+k, after
-// the injected positions before pos (pos may not be past Len()). The
-// block's own K and V are forgotten afterwards: Len() becomes pos.
-func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
+// the injected positions before pos (pos may not be past Len()), with
+// each slot's top token and its probability where the head runs on the
+// draft's device when tops is set. The block's own K and V are forgotten
+// afterwards: Len() becomes pos.
+func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int, tops bool) error {
 	switch {
 	case k < 1 || k > m.maxDraft:
 		return fmt.Errorf("model: a DFlash block of %d drafted tokens (1 to %d): %w", k, m.maxDraft, ErrBadParam)
@@ -528,7 +505,12 @@ func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
 			return fmt.Errorf("model: DFlash embedding: %w", err)
 		}
 	}
-	if err := m.progs.run(ctx, progKey{kind: progDFlashBlock, n: b}, func() []kernels.Op { return m.blockOps(b) }); err != nil {
+	key, ops := progKey{kind: progDFlashBlock, n: b}, func() []kernels.Op { return m.blockOps(b) }
+	if tops && m.localTops() {
+		key.top = 1
+		ops = func() []kernels.Op { return append(m.blockOps(b), m.topOps(k)...) }
+	}
+	if err := m.progs.run(ctx, key, ops); err != nil {
 		return err
 	}
 	if m.far != nil && len(m.far.heads) > 0 {
@@ -541,22 +523,27 @@ func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int) error {
 // logits of its k slots over the target's vocabulary, row after row (ids
 // outside a d2t map get -Inf). The slice is reused by the next call.
 func (m *DFlash) Block(ctx context.Context, anchor int32, pos, k int) ([]float32, error) {
-	if err := m.run(ctx, anchor, pos, k); err != nil {
+	if err := m.run(ctx, anchor, pos, k, false); err != nil {
 		return nil, err
 	}
 	return m.readLogits(k)
 }
 
 // BlockTop is Block returning only each slot's most likely token and its
-// probability: with the head split by vocabulary the shards' tops merge
-// and no logits are gathered.
+// probability, found where the head runs: only k ids and k probabilities
+// reach the host (a block's logits are k x 151,936 floats at a real
+// vocabulary, and their softmax on the host would cost more than the
+// pass), and with the head split by vocabulary the shards' tops merge.
 func (m *DFlash) BlockTop(ctx context.Context, anchor int32, pos, k int) ([]Top, error) {
-	if err := m.run(ctx, anchor, pos, k); err != nil {
+	if err := m.run(ctx, anchor, pos, k, true); err != nil {
 		return nil, err
 	}
 	tops := make([]Top, k)
 	if m.far != nil && len(m.far.heads) > 0 {
 		return tops, m.far.tops(tops)
+	}
+	if m.localTops() {
+		return tops, m.readTops(tops)
 	}
 	logits, err := m.readLogits(k)
 	if err != nil {
@@ -567,6 +554,50 @@ func (m *DFlash) BlockTop(ctx context.Context, anchor int32, pos, k int) ([]Top,
 		tops[i] = topOf(logits[i*v : (i+1)*v])
 	}
 	return tops, nil
+}
+
+// localTops reports whether the slots' tops are found on the draft's
+// device: its own head or the target's used in place, with the plan's
+// top buffers there.
+func (m *DFlash) localTops() bool {
+	return m.w.output.Valid() && m.s.topIDs.Valid() && m.s.topP.Valid() && m.s.logits.Valid()
+}
+
+// topOps finds each of k slots' argmax (the lowest id on ties, as topOf)
+// and its softmax probability, the largest of the row's softmax, which
+// goes into the logits buffer's rows after the slots'.
+func (m *DFlash) topOps(k int) []kernels.Op {
+	s := m.s
+	logits, probs := s.logits.RowSlice(0, k), s.logits.RowSlice(k, k)
+	ids := packed(s.topIDs, 2*k, 1)
+	return []kernels.Op{
+		kernels.Argmax{Dst: packed(s.topIDs, 1, k), X: logits},
+		kernels.Softmax{Dst: probs, X: logits},
+		kernels.TopK{Ids: ids.RowSlice(k, k), Vals: packed(s.topP, k, 1), X: probs},
+	}
+}
+
+// readTops reads what topOps found: ids of the draft's head rows, mapped
+// through d2t where it has one.
+func (m *DFlash) readTops(out []Top) error {
+	k := len(out)
+	ids, p := make([]int32, k), make([]float32, k)
+	if err := m.be.Read(kernels.I32Bytes(ids), packed(m.s.topIDs, 1, k)); err != nil {
+		return fmt.Errorf("model: DFlash tops: %w", err)
+	}
+	if err := m.be.Read(kernels.F32Bytes(p), packed(m.s.topP, k, 1)); err != nil {
+		return fmt.Errorf("model: DFlash tops: %w", err)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.params.Vocab {
+			return fmt.Errorf("model: DFlash slot %d: argmax %d of %d rows: %w", i, id, m.params.Vocab, ErrShape)
+		}
+		if m.d2t != nil {
+			id = m.d2t[id]
+		}
+		out[i] = Top{ID: id, P: float64(p[i])}
+	}
+	return nil
 }
 
 // readLogits reads k slots' logits, spreading a reduced vocabulary over

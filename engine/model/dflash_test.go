@@ -416,6 +416,44 @@ func TestDFlashMatchesReference(t *testing.T) {
 	check(n+2, 3)
 }
 
+// BlockTop finds each slot's top where the head runs: the same ids as the
+// argmax of Block's logits (the lowest id on ties) and their softmax
+// probabilities, for every block length and after blocks of other
+// lengths (the two share the block's buffers).
+func TestDFlashBlockTopIsBlocks(t *testing.T) {
+	pr, err := loadDFlashPair(t, demoDFlash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pr.draft.localTops() {
+		t.Fatal("the demo pair on one device finds its tops on the host")
+	}
+	seq := demoSequence(t)
+	ctx := context.Background()
+	n := 24
+	if _, err := pr.target.Forward(ctx, seq[:n], 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{1, pr.draft.MaxDraft(), 3, 2} {
+		tops, err := pr.draft.BlockTop(ctx, seq[n], n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Clone(tops)
+		logits, err := pr.draft.Block(ctx, seq[n], n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := len(logits) / k
+		for i, g := range got {
+			want := topOf(logits[i*v : (i+1)*v])
+			if g.ID != want.ID || math.Abs(g.P-want.P) > 1e-5*want.P {
+				t.Errorf("block of %d, slot %d: top %d p %.6f, from the logits %d p %.6f", k, i, g.ID, g.P, want.ID, want.P)
+			}
+		}
+	}
+}
+
 // One DFlash block costs about one draft pass whatever its size: the time
 // per block for 1, 3 and 7 drafted tokens (the pass reads the same weights;
 // only the rows grow), with the demo pair on one CPU.

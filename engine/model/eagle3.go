@@ -118,11 +118,9 @@ type Top struct {
 // buffers (and a CUDA backend's workspace at the plan's figure) are what
 // it allocates. f and tf must stay open while the draft lives.
 func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.ModelPlan, target *Model, backends map[int]kernels.Backend, progress func(Progress)) (_ *Eagle3, err error) {
-	if !p.Fits {
-		return nil, fmt.Errorf("model: %s: the plan does not fit its devices: %w", mp.Role, ErrBadParam)
-	}
-	if len(mp.Placement.Devices) != 1 {
-		return nil, fmt.Errorf("model: an EAGLE-3 draft over devices %v: %w (one device)", mp.Placement.Devices, ErrUnsupported)
+	dev, be, err := draftDevice(p, mp, backends, "an EAGLE-3 draft")
+	if err != nil {
+		return nil, err
 	}
 	tp := target.params
 	e, d2t, err := readEagle3For(f, tp)
@@ -132,11 +130,6 @@ func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if e.FF < e.Embd || e.FusedWidth() <= e.Embd {
 		// The layer's activations share the plan's buffers (allocBuffers).
 		return nil, fmt.Errorf("model: EAGLE-3 draft of width %d, FFN %d, %d fused: %w", e.Embd, e.FF, e.FusedWidth(), ErrUnsupported)
-	}
-	dev := mp.Placement.Devices[0]
-	be, ok := backends[dev]
-	if !ok {
-		return nil, fmt.Errorf("model: draft: no backend for device %d", dev)
 	}
 	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t, next: -1,
 		progs: newPrograms(be, fmt.Sprintf("device %d, EAGLE-3 draft", dev))}
@@ -161,14 +154,8 @@ func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if err := m.allocBuffers(l, mp, backends, far); err != nil {
 		return nil, err
 	}
-	if r, ok := be.(reserver); ok {
-		for _, b := range p.Devices {
-			if b.Device.Index == dev {
-				if err := r.Reserve(b.Workspace); err != nil {
-					return nil, fmt.Errorf("model: workspace on device %d: %w", dev, err)
-				}
-			}
-		}
+	if err := reserveWorkspace(be, p, dev); err != nil {
+		return nil, err
 	}
 	m.bufs = l.bufs
 	m.tokens, m.positions = make([]int32, m.batch), make([]int32, m.batch)
@@ -218,47 +205,26 @@ func (m *Eagle3) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 // sent there, the logits and the best id.
 func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far *eagle3Far) error {
 	p, s, dev := m.params, &m.s, mp.Placement.Devices[0]
-	byDev := map[int]*farShard{}
-	for i, h := range mp.HeadRun {
-		if i < len(far.heads) {
-			byDev[h.Device] = far.heads[i]
+	byDev := shardsByDevice(mp, far.heads)
+	shard := func(b plan.Buffer, t kernels.Tensor) bool {
+		sh := byDev[b.Device]
+		if sh == nil || (b.Device == dev && !headRole(b.Role)) {
+			return false
 		}
-	}
-	for _, b := range mp.Buffers {
-		be := backends[b.Device]
-		if be == nil {
-			return fmt.Errorf("model: draft buffer %s: no backend for device %d", b.Name(), b.Device)
-		}
-		label := kernels.Label{Owner: string(mp.Role), Cat: category(b)}
-		var buf kernels.Buffer
-		var err error
-		if b.Device == dev {
-			buf, err = l.alloc(label, b.Bytes)
-		} else {
-			buf, err = far.bufs.alloc(be, label, b.Bytes)
-		}
-		if err != nil {
-			return fmt.Errorf("model: draft buffer %s on device %d: %w", b.Name(), b.Device, err)
-		}
-		t := kernels.NewTensor(buf, b.Type, int(b.Dims[1]), int(b.Dims[0]), 0)
-		headRole := b.Role == plan.RoleLogits || b.Role == plan.RoleTopIDs || b.Role == plan.RoleTopLogits
-		if sh := byDev[b.Device]; sh != nil && (b.Device != dev || headRole) {
-			switch b.Role {
-			case plan.RoleReceive:
-				sh.in, sh.sent = t.Row(0), true
-			case plan.RoleLogits:
-				sh.logits = t.Row(0)
-				if t.Rows > 1 {
-					sh.probs = t.Row(1)
-				}
-			case plan.RoleTopIDs:
-				sh.id = packed(t, 1, 1)
+		switch b.Role {
+		case plan.RoleReceive:
+			sh.in, sh.sent = t.Row(0), true
+		case plan.RoleLogits:
+			sh.logits = t.Row(0)
+			if t.Rows > 1 {
+				sh.probs = t.Row(1)
 			}
-			continue
+		case plan.RoleTopIDs:
+			sh.id = packed(t, 1, 1)
 		}
-		if b.Device != dev {
-			return fmt.Errorf("model: draft buffer %s on device %d, which runs none of it: %w", b.Name(), b.Device, ErrBadParam)
-		}
+		return true
+	}
+	local := func(b plan.Buffer, t kernels.Tensor) error {
 		// Lifetimes in a pass let one buffer serve several views: the
 		// embedding is read before the residual overwrites x, the fused
 		// states are read from the features' space (free once fused),
@@ -306,6 +272,10 @@ func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		case plan.RoleTopLogits:
 			s.topP = t
 		}
+		return nil
+	}
+	if err := allocDraftBuffers(l, mp, backends, far.bufs, shard, local); err != nil {
+		return err
 	}
 	for _, t := range []kernels.Tensor{m.kvK, m.kvV, m.fused, m.own, s.tokens, s.x, s.in, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
 		if !t.Valid() {

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
@@ -48,6 +49,7 @@ func (m mode) drafting() engine.Drafting {
 type round struct {
 	drafted, accepted int
 	took              time.Duration // since the previous step ended (0 for the first)
+	ids               []int32       // the tokens it accepted
 }
 
 // generate runs one chat message for n tokens (past any end-of-text) and
@@ -67,7 +69,7 @@ func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message 
 			return
 		}
 		now := clock()
-		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted}
+		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted, ids: slices.Clone(ev.IDs)}
 		if !last.IsZero() {
 			rd.took = now.Sub(last)
 		}

@@ -8,13 +8,16 @@
 // Modes: the target alone, a model draft drafting exactly 4 tokens a
 // round, the same draft adaptive (the engine's own choice of length: the
 // Runner's spec.Chooser, from the costs and acceptance it measures, down
-// to the target alone where drafting does not pay), prompt lookup and an
-// EAGLE-3 draft, both adaptive. Each runs chat prompts the demo drafts
+// to the target alone where drafting does not pay), prompt lookup, an
+// EAGLE-3 draft and, asked for, a DFlash draft (-dflash), all adaptive
+// (a DFlash draft's block is also timed alone for every length:
+// dflash.go). Each runs chat prompts the demo drafts
 // know (scripture, fortunes) and prompts they do not (technical jargon),
 // greedy and at temperature 0.7, for -n tokens each. Beside the speedups,
 // a row gives the engine's own measured speedup (engine.Stats.Speedup),
 // the share of rounds that drafted and how many rounds drafted each
-// length ("k:rounds").
+// length ("k:rounds"); a greedy row also says whether its output is the
+// target alone's.
 //
 // The ideal speedup of a row: with a the acceptance rate (the geometric
 // model's estimate, accepted / (accepted + rounds that rejected one)), a
@@ -63,14 +66,14 @@ func main() {
 }
 
 type options struct {
-	target, draft, eagle, backend, label string
-	n, reps, threads                     int
-	clock                                func() time.Time // what every time is read on
-	modes, sets                          []string
-	temps                                []float64
-	seed                                 uint64
-	header                               bool
-	jsonOut                              string
+	target, draft, eagle, dflash, backend, label string
+	n, reps, threads                             int
+	clock                                        func() time.Time // what every time is read on
+	modes, sets                                  []string
+	temps                                        []float64
+	seed                                         uint64
+	header                                       bool
+	jsonOut                                      string
 }
 
 func parse(args []string) (options, error) {
@@ -79,6 +82,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.target, "target", "", "target GGUF (required)")
 	fs.StringVar(&o.draft, "draft", "", "model draft GGUF (modes fixed4, adaptive)")
 	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (mode eagle3)")
+	fs.StringVar(&o.dflash, "dflash", "", "DFlash draft GGUF (mode dflash, not in the default modes)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
 	fs.StringVar(&o.label, "label", "", "device label in the table (default: the backend)")
 	fs.IntVar(&o.n, "n", 64, "tokens generated per prompt")
@@ -149,6 +153,10 @@ type row struct {
 	// its measured one-row pass (engine.Stats.Speedup), over the row's
 	// generations that report one, weighted by their tokens.
 	Engine float64 `json:"engine_speedup"`
+	// Identical says, for a greedy row, whether its tokens are the target
+	// alone's; BlockMS is a DFlash row's block time by drafted tokens.
+	Identical *bool           `json:"identical_to_alone,omitempty"`
+	BlockMS   map[int]float64 `json:"block_ms,omitempty"`
 }
 
 func run(ctx context.Context, args []string) error {
@@ -176,15 +184,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "specbench: %s on %s: target pass ms by rows %s\n", filepath.Base(o.target), o.label, strings.Join(curve, ", "))
 	base := map[string]float64{}
+	baseIDs := map[string][]int32{}
 	var rows []row
 	for _, set := range o.sets {
 		for _, temp := range o.temps {
-			r, _, err := measure(ctx, alone, engine.Drafting{}, o, set, temp)
+			r, rounds, err := measure(ctx, alone, engine.Drafting{}, o, set, temp)
 			if err != nil {
 				alone.Close()
 				return err
 			}
 			base[key(set, temp)] = r.TokS
+			baseIDs[key(set, temp)] = tokensOf(rounds)
 			if slices.Contains(o.modes, "alone") {
 				r.Mode, r.Speedup, r.Ideal = "target alone", 1, 1
 				rows = append(rows, emit(o, r))
@@ -207,6 +217,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		draftStep = c[1]
 	}
+	curves := map[string][]time.Duration{} // DFlash block times by draft (dflash.go)
 	for _, name := range o.modes {
 		m, step, ok := modeFor(name, o)
 		if !ok {
@@ -228,7 +239,21 @@ func run(ctx context.Context, args []string) error {
 				}
 				out.Mode = m.name
 				out.Speedup = out.TokS / base[key(set, temp)]
-				ideal(&out, rounds, verify, step)
+				if temp == 0 {
+					same := slices.Equal(tokensOf(rounds), baseIDs[key(set, temp)])
+					out.Identical = &same
+					fmt.Fprintf(os.Stderr, "specbench: %s, %s, greedy: output identical to the target alone: %v\n", m.name, set, same)
+				}
+				if m.name == dflashMode {
+					blocks, err := dflashBlocks(ctx, r, o, curves)
+					if err != nil {
+						r.Close()
+						return fmt.Errorf("%s: %w", m.name, err)
+					}
+					idealBlocks(&out, rounds, verify, blocks)
+				} else {
+					ideal(&out, rounds, verify, step)
+				}
 				rows = append(rows, emit(o, out))
 			}
 		}
@@ -256,6 +281,8 @@ func modeFor(name string, o options) (mode, time.Duration, bool) {
 		return mode{name: "lookup", lookup: true}, 0, true
 	case "eagle3":
 		return mode{name: "EAGLE-3 adaptive", draft: o.eagle}, 0, o.eagle != ""
+	case "dflash":
+		return mode{name: "DFlash adaptive", draft: o.dflash}, 0, o.dflash != ""
 	}
 	return mode{}, 0, false
 }

@@ -16,7 +16,7 @@ import (
 // shape's count stores the source's blocks in that shape's types.
 func inflateTarget(src *srcModel, sh shape, shapeName, ftype string, typeLayers int, rng *rand.Rand) (*gguf.Writer, *layout, error) {
 	if src.arch != "qwen3" {
-		return nil, nil, fmt.Errorf("inflating %q models: only qwen3 targets (and eagle3 drafts) are inflated", src.arch)
+		return nil, nil, fmt.Errorf("inflating %q models: only qwen3 targets (and eagle3 and dflash drafts) are inflated", src.arch)
 	}
 	types := typesFor(ftype, shape{tied: false}) // the inflated head is its own (inflate.go)
 	if err := checkFits(src, sh, types.base); err != nil {
@@ -119,16 +119,7 @@ func kindStds(src *srcModel, kinds map[string][]int) (map[string]float64, error)
 }
 
 func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
-	n, d, F := src.embd, src.headDim, src.ff
-	qDim, kvDim := src.heads*d, src.kvHeads*d
-	kinds := map[string][]int{
-		"attn_q": {n, qDim}, "attn_k": {n, kvDim}, "attn_v": {n, kvDim}, "attn_output": {qDim, n},
-		"ffn_gate": {n, F}, "ffn_up": {n, F}, "ffn_down": {F, n},
-	}
-	stds, err := kindStds(src, kinds)
-	if err != nil {
-		return err
-	}
+	n := src.embd
 	types := ig.types
 	normMul := float32(math.Sqrt(float64(l.n) / float64(l.N)))
 
@@ -145,12 +136,59 @@ func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
 		return err
 	}
 
+	if err := addBlocks(ig, src, sh, l, sh.layers); err != nil {
+		return err
+	}
+	resFree := l.residualAxis(free)
+	outNorm, err := src.tensor("output_norm.weight", n)
+	if err != nil {
+		return err
+	}
+	on := padVector(outNorm, resFree, normMul)
+	on[l.bias] = l.gain
+	if err := addVector(ig.w, "output_norm.weight", on); err != nil {
+		return err
+	}
+	head := embd // a tied source's head is its embedding
+	if _, ok := src.f.Tensor("output.weight"); ok {
+		if head, err = src.tensor("output.weight", n, src.vocab); err != nil {
+			return err
+		}
+	}
+	headCols := l.residualAxis(free)
+	headCols[l.bias] = zero // real tokens ignore the lane
+	m = &matrix{name: "output.weight", typ: types.head, rows: prefixAxis(src.vocab, sh.vocab, free), cols: headCols,
+		src: head, srcCols: n, scale: 1, pool: ig.pool("output", stdOf(head)),
+		special: func(r int, row []float32) {
+			if r >= src.vocab {
+				row[l.bias] = padWeight
+			}
+		}}
+	return m.add(ig)
+}
+
+// addBlocks writes blocks [0, layers) of a qwen3-style stack (a target's,
+// or a DFlash draft's, whose blocks are the same) at shape sh: the
+// source's blocks where it has them, identities past them (inflate.go).
+func addBlocks(ig *inflater, src *srcModel, sh shape, l *layout, layers int) error {
+	n, d, F := src.embd, src.headDim, src.ff
+	qDim, kvDim := src.heads*d, src.kvHeads*d
+	kinds := map[string][]int{
+		"attn_q": {n, qDim}, "attn_k": {n, kvDim}, "attn_v": {n, kvDim}, "attn_output": {qDim, n},
+		"ffn_gate": {n, F}, "ffn_up": {n, F}, "ffn_down": {F, n},
+	}
+	stds, err := kindStds(src, kinds)
+	if err != nil {
+		return err
+	}
+	types := ig.types
+	normMul := float32(math.Sqrt(float64(l.n) / float64(l.N)))
 	resFree := l.residualAxis(free)
 	headDims := newAxis(l.D, free) // q_norm/k_norm: the source's dims where the heads hold them
 	for i := range l.d {
 		headDims[l.headDim(i)] = i
 	}
-	for b := range sh.layers {
+	for b := range layers {
 		s := b % src.layers // identity blocks take the norms of a source block
 		real := b < src.layers
 		name := func(k string) string { return fmt.Sprintf("blk.%d.%s.weight", b, k) }
@@ -222,29 +260,5 @@ func addTargetTensors(ig *inflater, src *srcModel, sh shape, l *layout) error {
 		}
 	}
 
-	outNorm, err := src.tensor("output_norm.weight", n)
-	if err != nil {
-		return err
-	}
-	on := padVector(outNorm, resFree, normMul)
-	on[l.bias] = l.gain
-	if err := addVector(ig.w, "output_norm.weight", on); err != nil {
-		return err
-	}
-	head := embd // a tied source's head is its embedding
-	if _, ok := src.f.Tensor("output.weight"); ok {
-		if head, err = src.tensor("output.weight", n, src.vocab); err != nil {
-			return err
-		}
-	}
-	headCols := l.residualAxis(free)
-	headCols[l.bias] = zero // real tokens ignore the lane
-	m = &matrix{name: "output.weight", typ: types.head, rows: prefixAxis(src.vocab, sh.vocab, free), cols: headCols,
-		src: head, srcCols: n, scale: 1, pool: ig.pool("output", stdOf(head)),
-		special: func(r int, row []float32) {
-			if r >= src.vocab {
-				row[l.bias] = padWeight
-			}
-		}}
-	return m.add(ig)
+	return nil
 }

@@ -387,27 +387,10 @@ type eaglePair struct {
 
 func loadEaglePair(t *testing.T, targetPath, draftPath string, be kernels.Backend) *eaglePair {
 	t.Helper()
-	tf, err := gguf.Open(targetPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tf.Close() })
-	df, err := gguf.Open(draftPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { df.Close() })
-	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: []device.Device{deviceOf(be)}, Ctx: 256, KV: plan.SameKV(quant.F32)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backends := map[int]kernels.Backend{0: be}
-	pr := &eaglePair{}
-	if pr.target, err = model.LoadPlan(context.Background(), tf, p, &p.Target, backends, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.target.Close() })
-	if pr.draft, err = model.LoadEagle3(context.Background(), df, tf, p, p.Draft, pr.target, backends, nil); err != nil {
+	pp := loadPlanned(t, targetPath, draftPath, be)
+	pr := &eaglePair{target: pp.target}
+	var err error
+	if pr.draft, err = model.LoadEagle3(context.Background(), pp.df, pp.tf, pp.p, pp.p.Draft, pr.target, pp.backends, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -416,6 +399,38 @@ func loadEaglePair(t *testing.T, targetPath, draftPath string, be kernels.Backen
 		}
 	})
 	return pr
+}
+
+// planned is a target loaded by a one-device plan made with its draft,
+// which is left to load.
+type planned struct {
+	target   *model.Model
+	tf, df   *gguf.File
+	p        *plan.Plan
+	backends map[int]kernels.Backend
+}
+
+func loadPlanned(t *testing.T, targetPath, draftPath string, be kernels.Backend) *planned {
+	t.Helper()
+	pp := &planned{backends: map[int]kernels.Backend{0: be}}
+	var err error
+	if pp.tf, err = gguf.Open(targetPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pp.tf.Close() })
+	if pp.df, err = gguf.Open(draftPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pp.df.Close() })
+	pp.p, err = plan.Make(plan.Input{Target: pp.tf, Draft: pp.df, Devices: []device.Device{deviceOf(be)}, Ctx: 256, KV: plan.SameKV(quant.F32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pp.target, err = model.LoadPlan(context.Background(), pp.tf, pp.p, &pp.p.Target, pp.backends, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pp.target.Close() })
+	return pp
 }
 
 // deviceOf describes be for a one-device plan: a CUDA GPU as it reports
@@ -540,7 +555,8 @@ func checkCompatible(t *testing.T, target, eagle string) {
 
 // TestInflateShape checks a real shape, named by -inflate.shape, on the
 // backend -inflate.backend: the F16 inflation exactly as TestInflateF16Exact
-// does, its EAGLE-3 draft as TestInflateEagle3 does, and the Q4_K_M
+// does, its EAGLE-3 and DFlash drafts as TestInflateEagle3 and
+// TestInflateDFlash do, and the Q4_K_M
 // inflation against the F16 source's perplexity and, with issue 4's
 // tolerance, against the CI shape's Q4_K_M with the real shape's types
 // (Q4_K_M gives attn_v and ffn_down Q6_K in blocks that depend on the
@@ -567,6 +583,11 @@ func TestInflateShape(t *testing.T) {
 		eagle := inflateEagle3To(t, f16, sh, *shapeFlag, "F16", dir)
 		checkCompatible(t, f16, eagle)
 		checkEagle3(t, f16, eagle)
+	})
+	t.Run("DFlash", func(t *testing.T) {
+		draft := inflateDFlashTo(t, f16, sh, *shapeFlag, "F16", dir)
+		checkDFlashCompatible(t, f16, draft)
+		checkDFlash(t, f16, draft)
 	})
 	t.Run("Q4_K_M", func(t *testing.T) {
 		q := inflateTo(t, src, sh, *shapeFlag, "Q4_K_M", dir)

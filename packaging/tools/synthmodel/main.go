@@ -9,6 +9,11 @@
 //	synthmodel -inflate factory-target-F16.gguf -shape qwen3-8b -type Q4_K_M -o t.gguf
 //	synthmodel -inflate factory-eagle3-F16.gguf -target t.gguf -shape qwen3-8b -type F16 -o e.gguf
 //
+// or its DFlash draft, at the shape of a real DFlash draft for that target
+// (inflate_dflash.go):
+//
+//	synthmodel -inflate factory-dflash-F16.gguf -target t.gguf -shape qwen3-8b -type F16 -o d.gguf
+//
 // qwen3-30b-a3b is a qwen3moe (128 experts, 8 a token) and takes random
 // weights only:
 //
@@ -75,8 +80,8 @@ func run(args []string) error {
 	shapeName := fs.String("shape", "qwen3-1.7b", "model shape: "+strings.Join(shapeNames(), ", "))
 	ftype := fs.String("type", "Q4_K_M", "file type: F16, Q8_0 or Q4_K_M")
 	vocabPath := fs.String("vocab", "", "GGUF holding the tokenizer (random weights)")
-	inflatePath := fs.String("inflate", "", "trained qwen3 model or EAGLE-3 draft to inflate to the shape")
-	targetPath := fs.String("target", "", "the inflated target an inflated EAGLE-3 draft serves")
+	inflatePath := fs.String("inflate", "", "trained qwen3 model, or EAGLE-3 or DFlash draft, to inflate to the shape")
+	targetPath := fs.String("target", "", "the inflated target an inflated EAGLE-3 or DFlash draft serves")
 	out := fs.String("o", "", "output path (required)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	if err := fs.Parse(args); err != nil {
@@ -104,8 +109,8 @@ func run(args []string) error {
 	return w.WriteFile(*out)
 }
 
-// inflateFile inflates the model at path (with target for an EAGLE-3
-// draft) and writes it to out.
+// inflateFile inflates the model at path (with target for an EAGLE-3 or
+// DFlash draft) and writes it to out.
 func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng *rand.Rand) error {
 	src, err := openSource(path)
 	if err != nil {
@@ -114,15 +119,19 @@ func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng
 	defer src.f.Close()
 	var w *gguf.Writer
 	switch {
-	case src.arch == "eagle3" && target == "":
-		return fmt.Errorf("%s is an EAGLE-3 draft: give -target, the inflated target it serves", path)
-	case src.arch == "eagle3":
+	case (src.arch == "eagle3" || src.arch == "dflash") && target == "":
+		return fmt.Errorf("%s is an %s draft: give -target, the inflated target it serves", path, src.arch)
+	case src.arch == "eagle3" || src.arch == "dflash":
 		t, err := openInflatedTarget(target)
 		if err != nil {
 			return err
 		}
 		defer t.f.Close()
-		if w, err = inflateEagle3(src, t, s, shapeName, ftype, rng); err != nil {
+		inflate := inflateEagle3
+		if src.arch == "dflash" {
+			inflate = inflateDFlash
+		}
+		if w, err = inflate(src, t, s, shapeName, ftype, rng); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	default:

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/spec"
+	"github.com/tandem-run/tandem/kernels"
+)
+
+// demoDFlash is the DFlash draft trained for the demo target.
+const demoDFlash = "../../../engine/testdata/factory-dflash-F16.gguf"
+
+// The real drafts' blocks: Qwen3-8B's DFlash draft reads blocks
+// 2, 10, 18, 26, 34 in llama.cpp's GGUF (Hugging Face's 1, 9, ..., 33 plus
+// one), and the Qwen3-32B draft's ten taps of 64 blocks follow the rule.
+func TestDFlashTargetLayers(t *testing.T) {
+	for _, c := range []struct {
+		blocks, k int
+		want      []int
+	}{
+		{36, 5, []int{2, 10, 18, 26, 34}},
+		{28, 5, []int{2, 8, 14, 20, 26}},
+		{64, 10, []int{2, 9, 15, 22, 29, 35, 42, 49, 55, 62}},
+	} {
+		if got := dflashTargetLayers(c.blocks, c.k); !slices.Equal(got, c.want) {
+			t.Errorf("%d blocks, %d taps: %v, want %v", c.blocks, c.k, got, c.want)
+		}
+	}
+	taps, at := inflatedTaps([]int{1, 4, 6}, 36)
+	if want := []int{1, 4, 6, 26, 34}; !slices.Equal(taps, want) || !slices.Equal(at, []int{0, 1, 2, -1, -1}) {
+		t.Errorf("the demo draft's taps at 36 blocks: %v reading %v, want %v reading the first three", taps, at, want)
+	}
+}
+
+// inflateDFlashTo is inflateTo for the demo DFlash draft against target.
+func inflateDFlashTo(t testing.TB, target string, sh shape, shapeName, ftype, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, fmt.Sprintf("dflash-for-%s-%s.gguf", filepath.Base(target), ftype))
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	s, err := openSource(demoDFlash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.f.Close()
+	ti, err := openInflatedTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ti.f.Close()
+	w, err := inflateDFlash(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(5, 6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFile(out + ".part"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(out+".part", out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dflashPair is a target loaded to feed a DFlash draft.
+type dflashPair struct {
+	target *model.Model
+	draft  *model.DFlash
+}
+
+func loadDFlashPair(t *testing.T, targetPath, draftPath string, be kernels.Backend) *dflashPair {
+	t.Helper()
+	pp := loadPlanned(t, targetPath, draftPath, be)
+	pr := &dflashPair{target: pp.target}
+	var err error
+	if pr.draft, err = model.LoadDFlash(context.Background(), pp.df, pp.tf, pp.p, pp.p.Draft, pr.target, pp.backends, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pr.draft.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return pr
+}
+
+// blocks runs the target on seq[:n] (which hands the draft its states)
+// and drafts a block of each length in ks after seq[n]: each slot's logits
+// over the first vocab ids, block after block, and the smallest gap
+// between their best and the best padding logit.
+func (pr *dflashPair) blocks(t *testing.T, seq []int32, n int, ks []int, vocab int) ([][]float32, float64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pr.target.Forward(ctx, seq[:n], 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	margin := math.Inf(1)
+	var out [][]float32
+	for _, k := range ks {
+		logits, err := pr.draft.Block(ctx, seq[n], n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := len(logits) / k
+		for i := range k {
+			row := logits[i*v : (i+1)*v]
+			out = append(out, slices.Clone(row[:vocab]))
+			if v > vocab {
+				margin = min(margin, float64(slices.Max(row[:vocab])-slices.Max(row[vocab:])))
+			}
+		}
+	}
+	return out, margin
+}
+
+// checkDFlash compares an inflated DFlash draft serving its inflated
+// target with the demo pair: every slot of blocks of 1, 3 and 7 along the
+// oracle's sequences proposes the same top token, with logits within 1e-4
+// of the largest (the weights are the source's F16 values; the norms'
+// weights carry sqrt(n/N) in F32), and padding tokens far below.
+func checkDFlash(t *testing.T, target, draft string) {
+	o := loadOracle(t)
+	be := newBackend(t)
+	src := loadDFlashPair(t, demo(t, "factory-target-F16.gguf"), demoDFlash, be)
+	inf := loadDFlashPair(t, target, draft, be)
+	if got, want := inf.draft.Params().BlockSize, dflashBlock; got != want {
+		t.Errorf("inflated block size %d, want the real draft's %d", got, want)
+	}
+	const vocab = 8192
+	worst, margin := 0.0, math.Inf(1)
+	slots := 0
+	for pi, p := range o.Prompts {
+		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
+		for n := len(p.IDs); n+1 < len(seq); n += 11 {
+			ks := []int{1, 3, src.draft.MaxDraft()}
+			want, _ := src.blocks(t, seq, n, ks, vocab)
+			got, m := inf.blocks(t, seq, n, ks, vocab)
+			margin = min(margin, m)
+			for i := range want {
+				slots++
+				if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
+					t.Errorf("prompt %d, %d tokens, slot %d of blocks %v: top %d, the demo draft's %d", pi, n, i, ks, a, b)
+				}
+				scale := math.Abs(float64(slices.Max(want[i])))
+				for j := range want[i] {
+					worst = max(worst, math.Abs(float64(got[i][j]-want[i][j]))/scale)
+				}
+			}
+		}
+	}
+	t.Logf("%d slots: largest logit difference %.2e of the largest logit; padding at least %.0f below", slots, worst, margin)
+	if worst > 1e-4 {
+		t.Errorf("draft logits differ by %.2e of the largest", worst)
+	}
+	if margin < 100 {
+		t.Errorf("a padding token came within %.1f of the draft's best", margin)
+	}
+}
+
+func TestInflateDFlash(t *testing.T) {
+	dir := t.TempDir()
+	target := inflateTo(t, demo(t, "factory-target-F16.gguf"), ciShape, "ci", "F16", dir)
+	draft := inflateDFlashTo(t, target, ciShape, "ci", "F16", dir)
+	checkDFlashCompatible(t, target, draft)
+	checkDFlash(t, target, draft)
+}
+
+// checkDFlashCompatible: the inflated target serves its inflated DFlash
+// draft, which has the real draft's blocks and taps.
+func checkDFlashCompatible(t *testing.T, target, draft string) {
+	tf, err := gguf.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	df, err := gguf.Open(draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer df.Close()
+	if kind, err := spec.Compatible(tf, df); err != nil || kind != spec.DraftDFlash {
+		t.Errorf("%s: %v %v", filepath.Base(draft), kind, err)
+	}
+	p, err := model.ReadDFlashParams(df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Layers != dflashLayers || len(p.TargetLayers) != dflashTaps {
+		t.Errorf("the inflated draft has %d blocks and reads %v: want %d blocks and %d taps", p.Layers, p.TargetLayers, dflashLayers, dflashTaps)
+	}
+}
