@@ -18,6 +18,7 @@ func runGUICommand(ctx context.Context, args []string, out, errOut io.Writer) er
 	fs.StringVar(&opt.simulate, "simulate", "", "plan for GPUs you do not have, e.g. `rtx4090,rtx4090,cuda:12GiB` (cards: "+cardKeys()+"); never loaded")
 	fs.StringVar(&opt.virtual, "virtual-devices", "", "plan for virtual devices, e.g. `cuda0:24GiB,cuda0:24GiB`, as simulated ones")
 	fs.StringVar(&opt.devicesFile, "devices-file", "", "plan for the devices of an inventory `file` (tandem devices --json), as simulated ones")
+	registerCPUMoE(fs, &opt.cpuMoE, &opt.cpuMoEDraft)
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem gui [--frame-stats FILE] [--simulate CARDS | --virtual-devices SPEC | --devices-file FILE]\n\n"+
 			"Opens the window, as tandem with no arguments does. Simulated devices are planned for, not loaded onto;\n"+

@@ -39,6 +39,8 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	kvType := fs.String("kv-type", plan.KVTypeName(plan.DefaultKVType), "KV cache `type` of K and V: f16, q8_0, q4_0 or f32 (llama.cpp's -ctk)")
 	kvTypeV := fs.String("kv-type-v", "", "the V cache's `type` when it differs from --kv-type (llama.cpp's -ctv)")
 	asJSON := fs.Bool("json", false, "print the plan as JSON, every number in bytes")
+	var cpuMoE, cpuMoEDraft bool
+	registerCPUMoE(fs, &cpuMoE, &cpuMoEDraft)
 	fs.Usage = func() {
 		fmt.Fprintln(errOut, "Usage: tandem plan --model M [--draft D] [flags]\n\n"+
 			"Shows what each device would hold, before anything loads; only the GGUF headers are read.\n"+
@@ -79,6 +81,8 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if in.DraftPlacement, err = parseDraftPlacement(*draftDevs, *borrow); err != nil {
 		return usageError(errOut, err)
 	}
+	inv = hostExperts(inv, &in.TargetPlacement, &in.DraftPlacement, cpuMoE, cpuMoEDraft, device.Host)
+	in.Devices = inv.Devices
 	p, err := plan.Make(in)
 	if err != nil {
 		return err
@@ -200,20 +204,40 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v\n\n", p.Ctx, p.Batch, p.KV)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "DEVICE\tROLE\tWEIGHTS\tEMBEDDING\tHEAD\tKV\tSCRATCH\tDRAFT\tOVERHEAD\tTOTAL\tCAPACITY\t\tVERDICT\t")
 	b := func(n int64) string {
 		if n == 0 {
 			return "-"
 		}
 		return humanize.IBytes(uint64(n))
 	}
+	// The experts' column is there when experts are kept apart (--cpu-moe).
+	var ram []string
+	for _, d := range p.Devices {
+		if n := d.Categories().Experts + d.Draft.Experts; n > 0 {
+			ram = append(ram, fmt.Sprintf("%s of experts in %s (%s)", b(n), d.Device.Label(), d.Device.Name))
+		}
+	}
+	experts := func(c plan.Categories) string {
+		if len(ram) == 0 {
+			return ""
+		}
+		return b(c.Experts) + "\t"
+	}
+	head := "DEVICE\tROLE\tWEIGHTS\t"
+	if len(ram) > 0 {
+		head += "EXPERTS\t"
+	}
+	fmt.Fprintln(tw, head+"EMBEDDING\tHEAD\tKV\tSCRATCH\tDRAFT\tOVERHEAD\tTOTAL\tCAPACITY\t\tVERDICT\t")
 	for _, d := range p.Devices {
 		c := d.Categories()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", d.Device.Label(), d.Role(),
-			b(c.Weights), b(c.Embedding), b(c.Head), b(c.KV), b(c.Scratch), b(c.Draft), b(c.Overhead),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", d.Device.Label(), d.Role(),
+			b(c.Weights), experts(c), b(c.Embedding), b(c.Head), b(c.KV), b(c.Scratch), b(c.Draft), b(c.Overhead),
 			b(d.Total()), b(d.Capacity), d.Verdict())
 	}
 	tw.Flush()
+	if len(ram) > 0 {
+		fmt.Fprintf(out, "\nSystem RAM: %s.\n", strings.Join(ram, "; "))
+	}
 	names := make(map[int]string)
 	for _, d := range p.Devices {
 		names[d.Device.Index] = d.Device.Name
@@ -292,6 +316,9 @@ func changeFlags(c plan.Change) []string {
 			ids = append(ids, strconv.Itoa(d))
 		}
 		flags = append(flags, "--draft-devices "+strings.Join(ids, ","))
+	}
+	if c.ExpertsDevice != nil {
+		flags = append(flags, "--cpu-moe")
 	}
 	return flags
 }

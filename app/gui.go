@@ -33,6 +33,9 @@ type guiOptions struct {
 	// for them are never loaded): device.ParseSimulated's cards and
 	// sizes, device.ParseVirtual's spec, or an inventory file.
 	simulate, virtual, devicesFile string
+	// cpuMoE and cpuMoEDraft turn on keeping the models' experts in
+	// system RAM (--cpu-moe, --cpu-moe-draft) in the saved layout.
+	cpuMoE, cpuMoEDraft bool
 }
 
 // runGUI opens the window (tandem with no arguments).
@@ -79,6 +82,8 @@ func openWindow(opt guiOptions) error {
 	}
 	m.hostInventory = hostInventory
 	m.frames = frames
+	m.set.Layout.TargetCPUMoE = m.set.Layout.TargetCPUMoE || opt.cpuMoE
+	m.set.Layout.DraftCPUMoE = m.set.Layout.DraftCPUMoE || opt.cpuMoEDraft
 	m.openModels()
 
 	// SIGINT/SIGTERM close the window like its close button, so settings are

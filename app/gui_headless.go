@@ -22,6 +22,7 @@ var errHeadless = errors.New("this is the headless build of tandem: it has no wi
 type guiOptions struct {
 	frameStats                     string
 	simulate, virtual, devicesFile string
+	cpuMoE, cpuMoEDraft            bool
 }
 
 // runGUI is tandem with no arguments: here it explains and lists the

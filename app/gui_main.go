@@ -104,6 +104,7 @@ func (m *mainWindow) build() {
 	m.preview = widgets.NewMemoryPreview()
 	m.preview.OnApply = m.applySuggestion
 	m.preview.OnBorrow = m.switchBorrow
+	m.preview.OnExperts = m.switchExperts
 	m.preview.OnRemote = m.useRemote
 
 	m.buildCtx()

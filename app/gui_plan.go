@@ -60,7 +60,52 @@ func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.I
 		in.TargetPlacement.Ratios = nil
 	}
 	in.DraftPlacement = plan.Placement{Devices: l.DraftDevices, Borrow: plan.Borrow(l.Borrow)}
+	if l.TargetCPUMoE || l.DraftCPUMoE {
+		cpu := slices.IndexFunc(inv.Devices, func(d device.Device) bool { return d.Kind == device.CPU })
+		if cpu < 0 {
+			return in, errors.New("These devices have no CPU to keep the experts in system RAM: turn that off, or choose this machine's devices.")
+		}
+		for _, on := range []struct {
+			p  *plan.Placement
+			on bool
+		}{{&in.TargetPlacement, l.TargetCPUMoE}, {&in.DraftPlacement, l.DraftCPUMoE}} {
+			if on.on {
+				on.p.Experts, on.p.ExpertDevice = plan.ExpertsOnDevice, inv.Devices[cpu].Index
+			}
+		}
+	}
 	return in, nil
+}
+
+// expertsView offers, for each model with routed experts, to keep them in
+// system RAM (--cpu-moe), with their size.
+func expertsView(p *plan.Plan) []widgets.ExpertsOption {
+	var out []widgets.ExpertsOption
+	for _, m := range []struct {
+		mp   *plan.ModelPlan
+		name string
+	}{{&p.Target, "target"}, {p.Draft, "draft"}} {
+		if m.mp == nil {
+			continue
+		}
+		if n := m.mp.ExpertBytes(); n > 0 {
+			out = append(out, widgets.ExpertsOption{
+				Text: fmt.Sprintf("Keep the %s's experts in system RAM (%s, llama.cpp's --cpu-moe)", m.name, ibytes(n)),
+				On:   m.mp.Placement.Experts == plan.ExpertsOnDevice, Draft: m.name == "draft",
+			})
+		}
+	}
+	return out
+}
+
+// switchExperts turns keeping a model's experts in system RAM on or off.
+func (m *mainWindow) switchExperts(draft, on bool) {
+	if draft {
+		m.set.Layout.DraftCPUMoE = on
+	} else {
+		m.set.Layout.TargetCPUMoE = on
+	}
+	m.changed()
 }
 
 // kvChoices are the KV cache types the window offers for a layout: those
@@ -117,7 +162,7 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 				{Category: widgets.Weights, Bytes: c.Weights}, {Category: widgets.Embedding, Bytes: c.Embedding},
 				{Category: widgets.Head, Bytes: c.Head}, {Category: widgets.KV, Bytes: c.KV},
 				{Category: widgets.Scratch, Bytes: c.Scratch}, {Category: widgets.Draft, Bytes: c.Draft},
-				{Category: widgets.Overhead, Bytes: c.Overhead},
+				{Category: widgets.Overhead, Bytes: c.Overhead}, {Category: widgets.Experts, Bytes: c.Experts},
 			},
 		})
 		if !b.Fits() {
@@ -138,6 +183,7 @@ func previewOf(p *plan.Plan, err error) widgets.Preview {
 		pv.Suggestions = append(pv.Suggestions, capitalize(s.Text)+".")
 	}
 	pv.Borrow = borrowView(p)
+	pv.Experts = expertsView(p)
 	return pv
 }
 
@@ -259,6 +305,9 @@ func applyChange(l Layout, c plan.Change) Layout {
 	}
 	if c.DraftDevices != nil {
 		l.DraftDevices = slices.Clone(c.DraftDevices)
+	}
+	if c.ExpertsDevice != nil {
+		l.TargetCPUMoE = true // the layout's CPU device, as planInput finds it
 	}
 	return l
 }

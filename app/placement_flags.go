@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/plan"
 )
 
@@ -12,6 +13,7 @@ import (
 // the plan lays them out.
 type placementFlags struct {
 	virtual, targetDevs, draftDevs, split, ratios, head string
+	cpuMoE, cpuMoEDraft                                 bool
 }
 
 func (p *placementFlags) register(fs *flag.FlagSet) {
@@ -21,11 +23,18 @@ func (p *placementFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.split, "split", string(plan.SplitLayer), "how the target spreads over its devices: `layer` or tensor")
 	fs.StringVar(&p.ratios, "ratios", "", "weights of the target's devices, e.g. `3,1` (default: by free memory)")
 	fs.StringVar(&p.head, "head", "", "target's output head: `single`, replicated or split")
+	registerCPUMoE(fs, &p.cpuMoE, &p.cpuMoEDraft)
+}
+
+// registerCPUMoE adds llama.cpp's --cpu-moe and --cpu-moe-draft.
+func registerCPUMoE(fs *flag.FlagSet, target, draft *bool) {
+	fs.BoolVar(target, "cpu-moe", false, "keep the target's routed experts (and their routers) in system RAM, the rest on the GPUs (llama.cpp's --cpu-moe)")
+	fs.BoolVar(draft, "cpu-moe-draft", false, "the same for a mixture-of-experts draft")
 }
 
 // placement is nil when no device flag was given (one device, --backend).
 func (p *placementFlags) placement() (*engine.Placement, error) {
-	if p.virtual == "" && p.targetDevs == "" && p.draftDevs == "" {
+	if p.virtual == "" && p.targetDevs == "" && p.draftDevs == "" && !p.cpuMoE && !p.cpuMoEDraft {
 		return nil, nil
 	}
 	inv, err := loadInventory("", p.virtual)
@@ -40,5 +49,6 @@ func (p *placementFlags) placement() (*engine.Placement, error) {
 	if err != nil {
 		return nil, err
 	}
+	inv = hostExperts(inv, &target, &draft, p.cpuMoE, p.cpuMoEDraft, device.Host)
 	return &engine.Placement{Devices: inv.Devices, Target: target, Draft: draft}, nil
 }

@@ -67,9 +67,13 @@ type Layout struct {
 	Borrow        string    `json:"borrow,omitempty"` // "target" or "copy"
 	Ctx           int       `json:"ctx,omitempty"`
 	// CtxOverride allows a context past the target's trained length.
-	CtxOverride bool           `json:"ctx_past_trained,omitempty"`
-	KVType      string         `json:"kv_type,omitempty"`    // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
-	DeviceIDs   map[int]string `json:"device_ids,omitempty"` // index -> deviceID when saved
+	CtxOverride bool   `json:"ctx_past_trained,omitempty"`
+	KVType      string `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	// TargetCPUMoE and DraftCPUMoE keep a model's routed experts in system
+	// RAM, on the CPU device (--cpu-moe, --cpu-moe-draft).
+	TargetCPUMoE bool           `json:"target_cpu_moe,omitempty"`
+	DraftCPUMoE  bool           `json:"draft_cpu_moe,omitempty"`
+	DeviceIDs    map[int]string `json:"device_ids,omitempty"` // index -> deviceID when saved
 }
 
 // ChatSettings are the sampling and drafting settings of the chat page.

@@ -18,9 +18,12 @@ const (
 	Scratch
 	Draft
 	Overhead
+	// Experts are routed experts kept apart from their blocks, in system
+	// RAM with --cpu-moe; the legend lists them only when a device holds some.
+	Experts
 )
 
-// Categories are all of them, in the order the bars stack them.
+// Categories are all of them but Experts, in the order the bars stack them.
 func Categories() []Category {
 	return []Category{Weights, Embedding, Head, KV, Scratch, Draft, Overhead}
 }
@@ -41,6 +44,8 @@ func (c Category) String() string {
 		return "draft"
 	case Overhead:
 		return "overhead"
+	case Experts:
+		return "experts"
 	}
 	return "other"
 }
@@ -61,6 +66,8 @@ func (c Category) Color() color.Color {
 		return color.NRGBA{R: 0x94, G: 0xa3, B: 0xb8, A: 0xff}
 	case Draft:
 		return color.NRGBA{R: 0x22, G: 0xc5, B: 0x5e, A: 0xff}
+	case Experts:
+		return color.NRGBA{R: 0xec, G: 0x48, B: 0x99, A: 0xff}
 	}
 	return color.NRGBA{R: 0x64, G: 0x74, B: 0x8b, A: 0xff}
 }

@@ -28,6 +28,16 @@ type Preview struct {
 	// Borrow is how a head-sharing draft uses the target tensors it lacks,
 	// one line per way with a one-click switch; nil: it borrows nothing.
 	Borrow *Borrow
+	// Experts offers, per model with routed experts, to keep them in
+	// system RAM (llama.cpp's --cpu-moe), each a check box.
+	Experts []ExpertsOption
+}
+
+// ExpertsOption is one model's choice of keeping its experts in system RAM.
+type ExpertsOption struct {
+	Text  string // "Keep the target's experts in system RAM (17 GiB, llama.cpp's --cpu-moe)"
+	On    bool   // the plan shown keeps them there
+	Draft bool   // the draft's experts, not the target's
 }
 
 // Borrow is what a draft borrows from the target and the ways to use it.
@@ -54,12 +64,16 @@ type MemoryPreview struct {
 	OnBorrow func(i int)
 	// OnRemote is called when the user takes up the remote-engine hint.
 	OnRemote func()
+	// OnExperts is called when the user turns keeping a model's experts
+	// in system RAM on or off.
+	OnExperts func(draft, on bool)
 
 	p       Preview
 	summary *widget.Label
 	bars    *fyne.Container
 	fixes   *fyne.Container
 	borrow  *fyne.Container
+	experts *fyne.Container
 	remote  *fyne.Container
 	legend  fyne.CanvasObject
 	content *fyne.Container
@@ -72,12 +86,14 @@ func NewMemoryPreview() *MemoryPreview {
 		bars:    container.NewVBox(),
 		fixes:   container.NewVBox(),
 		borrow:  container.NewVBox(),
+		experts: container.NewVBox(),
 		remote:  container.NewVBox(),
-		legend:  newLegend(),
+		legend:  newLegend(Categories()),
 	}
 	m.summary.Wrapping = fyne.TextWrapWord
 	m.summary.TextStyle.Bold = true
-	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.borrow, m.fixes, m.remote)
+	m.experts.Hidden = true
+	m.content = container.NewVBox(m.summary, m.bars, m.legend, m.experts, m.borrow, m.fixes, m.remote)
 	m.ExtendBaseWidget(m)
 	return m
 }
@@ -106,6 +122,15 @@ func (m *MemoryPreview) Set(p Preview) {
 	}
 	m.bars.Objects = objs
 	m.bars.Refresh()
+	cats := Categories()
+	if p.holdsExperts() {
+		cats = append(cats, Experts)
+	}
+	if len(cats) != len(m.legend.(*fyne.Container).Objects) {
+		m.legend = newLegend(cats)
+		m.content.Objects[2] = m.legend
+		m.content.Refresh()
+	}
 	m.legend.(*fyne.Container).Hidden = len(p.Devices) == 0
 
 	m.fixes.Objects = nil
@@ -123,6 +148,7 @@ func (m *MemoryPreview) Set(p Preview) {
 		m.fixes.Add(container.NewBorder(nil, nil, nil, apply, text))
 	}
 	m.fixes.Refresh()
+	m.showExperts(p.Experts)
 	m.showBorrow(p.Borrow)
 	m.remote.Objects = nil
 	if p.Remote != "" {
@@ -136,6 +162,30 @@ func (m *MemoryPreview) Set(p Preview) {
 func (m *MemoryPreview) UseRemote() {
 	if m.p.Remote != "" && m.OnRemote != nil {
 		m.OnRemote()
+	}
+}
+
+// showExperts shows a check box per model with routed experts.
+func (m *MemoryPreview) showExperts(opts []ExpertsOption) {
+	m.experts.Objects = nil
+	for _, o := range opts {
+		c := widget.NewCheck(o.Text, nil)
+		c.SetChecked(o.On)
+		c.OnChanged = func(on bool) { m.SetExperts(o.Draft, on) }
+		m.experts.Add(c)
+	}
+	m.experts.Hidden = len(opts) == 0 // no gap in the column without them
+	m.experts.Refresh()
+}
+
+// SetExperts turns a model's experts in system RAM on or off as if its
+// check box were clicked.
+func (m *MemoryPreview) SetExperts(draft, on bool) {
+	for _, o := range m.p.Experts {
+		if o.Draft == draft && o.On != on && m.OnExperts != nil {
+			m.OnExperts(draft, on)
+			return
+		}
 	}
 }
 
@@ -189,10 +239,22 @@ func (m *MemoryPreview) CreateRenderer() fyne.WidgetRenderer {
 	return widget.NewSimpleRenderer(m.content)
 }
 
-// newLegend is a row of colour swatches, one per category.
-func newLegend() fyne.CanvasObject {
+// holdsExperts reports whether a device of p holds routed experts apart.
+func (p Preview) holdsExperts() bool {
+	for _, d := range p.Devices {
+		for _, s := range d.Segments {
+			if s.Category == Experts && s.Bytes > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// newLegend is a row of colour swatches, one per category of cats.
+func newLegend(cats []Category) fyne.CanvasObject {
 	row := container.New(layout.NewRowWrapLayout())
-	for _, c := range Categories() {
+	for _, c := range cats {
 		sw := canvas.NewRectangle(c.Color())
 		sw.SetMinSize(fyne.NewSize(12, 12))
 		sw.CornerRadius = 2

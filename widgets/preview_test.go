@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 )
@@ -73,4 +74,53 @@ func TestMemoryPreviewRemoteHint(t *testing.T) {
 	if len(buttonsNamed(p, "Use a remote server…")) != 0 {
 		t.Error("the remote hint stays once the layout fits")
 	}
+}
+
+// Experts kept in system RAM: the CPU's bar beside the GPU's holds them,
+// the legend names them only then, and the check box turns them off.
+func TestMemoryPreviewExperts(t *testing.T) {
+	test.NewTempApp(t)
+	p := NewMemoryPreview()
+	var calls [][2]bool
+	p.OnExperts = func(draft, on bool) { calls = append(calls, [2]bool{draft, on}) }
+	cpu := DeviceMemory{Label: "CPU · host memory", Role: "target", Capacity: 64 * gib,
+		Segments: []Segment{{Weights, 0}, {Scratch, gib / 64}, {Experts, 17 * gib}}}
+	p.Set(Preview{Devices: []DeviceMemory{fitting(), cpu}, Fits: true, Summary: "Fits.",
+		Experts: []ExpertsOption{{Text: "Keep the target's experts in system RAM (17 GiB)", On: true}}})
+	w := test.NewTempWindow(t, p)
+	w.Resize(fyne.NewSize(520, 480))
+	if !legendNames(p, "experts") {
+		t.Error("the legend does not name the experts the CPU holds")
+	}
+	if got := cpu.Breakdown(); got != "scratch 16 MiB · experts 17 GiB" {
+		t.Errorf("CPU breakdown %q", got)
+	}
+	var boxes []*widget.Check
+	for _, o := range test.LaidOutObjects(p) {
+		if c, ok := o.(*widget.Check); ok {
+			boxes = append(boxes, c)
+		}
+	}
+	if len(boxes) != 1 || !boxes[0].Checked {
+		t.Fatalf("%d check boxes, want one, checked", len(boxes))
+	}
+	test.Tap(boxes[0])
+	p.SetExperts(false, true) // on already: nothing to do
+	if len(calls) != 1 || calls[0] != [2]bool{false, false} {
+		t.Errorf("calls %v, want the target's experts turned off once", calls)
+	}
+	p.Set(Preview{Devices: []DeviceMemory{fitting()}, Fits: true, Summary: "Fits."})
+	if legendNames(p, "experts") {
+		t.Error("the legend names experts after a plan without them")
+	}
+}
+
+// legendNames reports whether the preview's legend has an entry named s.
+func legendNames(p *MemoryPreview, s string) bool {
+	for _, o := range test.LaidOutObjects(p.legend) {
+		if t, ok := o.(*canvas.Text); ok && t.Text == s && t.Visible() {
+			return true
+		}
+	}
+	return false
 }

@@ -328,6 +328,12 @@ func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
 				return err
 			}
 			last := seg[1] == m.params.Layers
+			if m.experts != nil {
+				if err := m.expertSegment(ctx, pt, seg, b, first, pt == inline); err != nil {
+					return err
+				}
+				continue
+			}
 			err := pt.progs.run(ctx, progKey{kind: progStage, block: seg[0], n: b}, func() []kernels.Op {
 				x := pt.s.x.RowSlice(0, b)
 				var ops []kernels.Op

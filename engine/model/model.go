@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -37,6 +38,7 @@ type Model struct {
 	head    []plan.Holder // where the head's matmul runs
 	n       int           // cached positions
 	cap     *capture      // block inputs handed to an EAGLE-3 draft (Capture)
+	experts *part         // the device of the routed experts when they are apart (experts.go); nil: with their blocks
 
 	// host staging, sized once
 	tokens, positions, outIdx []int32
@@ -119,8 +121,16 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		// each share.
 		return nil, fmt.Errorf("model: %s: %s blocks under a tensor split: %w (use a layer split)", mp.Role, params.Arch, ErrUnsupported)
 	}
+	devs := mp.Placement.Devices
+	apart := mp.Placement.Experts == plan.ExpertsOnDevice
+	if apart {
+		if !params.arch.moe {
+			return nil, fmt.Errorf("model: %s: experts on device %d, but %s blocks have none: %w", mp.Role, mp.Placement.ExpertDevice, params.Arch, ErrBadParam)
+		}
+		devs = append(slices.Clone(devs), mp.Placement.ExpertDevice)
+	}
 	var bes []kernels.Backend
-	for _, d := range mp.Placement.Devices {
+	for _, d := range devs {
 		be, ok := backends[d]
 		if !ok {
 			return nil, fmt.Errorf("model: %s: no backend for device %d", mp.Role, d)
@@ -135,10 +145,14 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		m.byDev[d] = pt
 		bes = append(bes, be)
 	}
+	if apart {
+		m.experts = m.parts[len(m.parts)-1]
+		bes = bes[:len(bes)-1]
+	}
 	if err := params.checkOps(bes); err != nil {
 		return nil, err
 	}
-	if err := checkTensors(f, params.specs(&weights{}), bes); err != nil {
+	if err := m.checkTensors(f, params, bes); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -19,18 +19,20 @@ type progKey struct {
 type progKind uint8
 
 const (
-	progEmbed   progKind = iota // token lookup
-	progStage                   // layer split: the part's blocks (from one captured block to the next)
-	progAttn                    // tensor split: a block's attention, partial output
-	progFFN                     // tensor split: a block's FFN, partial output
-	progFinish                  // tensor split: the last block's sum into the stream
-	progReduce                  // tensor split: a share added to the sum received
-	progHead                    // output norm and the part's head rows, and what headKind adds
-	progFuse                    // EAGLE-3: the target's states into the fused ones
-	progDraft                   // EAGLE-3: the layer on fused states, and the head
-	progStep                    // EAGLE-3: the layer on its own last output, and the head
-	progFarHead                 // EAGLE-3: its rows of the target's head, where the target keeps them
-	progChain                   // greedy drafting: steps 2..k, each on the last one's argmax (chain.go)
+	progEmbed    progKind = iota // token lookup
+	progStage                    // layer split: the part's blocks (from one captured block to the next)
+	progAttn                     // tensor split: a block's attention, partial output
+	progFFN                      // tensor split: a block's FFN, partial output
+	progFinish                   // tensor split: the last block's sum into the stream
+	progReduce                   // tensor split: a share added to the sum received
+	progHead                     // output norm and the part's head rows, and what headKind adds
+	progFuse                     // EAGLE-3: the target's states into the fused ones
+	progDraft                    // EAGLE-3: the layer on fused states, and the head
+	progStep                     // EAGLE-3: the layer on its own last output, and the head
+	progFarHead                  // EAGLE-3: its rows of the target's head, where the target keeps them
+	progChain                    // greedy drafting: steps 2..k, each on the last one's argmax (chain.go)
+	progExperts                  // experts apart (experts.go): a block's routed experts on the expert device
+	progResidual                 // experts apart: the experts' output added to the block's stream
 )
 
 // maxPrograms bounds each backend's program cache by batch sizes; prompts

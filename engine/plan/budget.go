@@ -12,12 +12,13 @@ import (
 
 // Usage is what one model holds on one device, in bytes, by category.
 // Scratch includes the receive buffers for activations crossing devices.
+// Experts are routed experts kept apart from their blocks (ExpertsOnDevice).
 type Usage struct {
-	Weights, Embedding, Head, KV, Scratch int64
+	Weights, Embedding, Head, KV, Scratch, Experts int64
 }
 
 // Total is the sum of the categories.
-func (u Usage) Total() int64 { return sum(u.Weights, u.Embedding, u.Head, u.KV, u.Scratch) }
+func (u Usage) Total() int64 { return sum(u.Weights, u.Embedding, u.Head, u.KV, u.Scratch, u.Experts) }
 
 func (u *Usage) addTensor(c Class, n int64) {
 	switch c {
@@ -25,6 +26,8 @@ func (u *Usage) addTensor(c Class, n int64) {
 		u.Embedding = sum(u.Embedding, n)
 	case ClassHead:
 		u.Head = sum(u.Head, n)
+	case ClassExperts:
+		u.Experts = sum(u.Experts, n)
 	default:
 		u.Weights = sum(u.Weights, n)
 	}

@@ -143,6 +143,7 @@ type local struct {
 	quantized int64 // widest activation an integer product reads (workspace.go)
 	half      int64 // widest activation an F16 product reads (workspace.go)
 	runs      bool  // one of the model's devices: it takes token ids and positions
+	experts   bool  // runs the routed experts of blocks held elsewhere (ExpertsOnDevice)
 }
 
 // scratch lists the f32 scratch buffers of a model, per device (see Buffer).
@@ -170,7 +171,7 @@ func (m *model) scratch(ctx, batch int64) []Buffer {
 				add(d, RoleFFNGate, l.ffn, batch)
 			}
 			add(d, RoleFFNUp, l.ffn, batch)
-		} else if l.norm && l.head {
+		} else if l.norm && l.head || l.experts {
 			add(d, RoleNormed, s.Embd, batch)
 		}
 		if l.head {
@@ -241,6 +242,15 @@ func (m *model) locals() map[int]*local {
 	}
 	for _, d := range m.normDevs {
 		at(d).norm = true
+	}
+	if m.p.Experts == ExpertsOnDevice {
+		// Each block's normalised FFN input crosses to the experts, whose
+		// output (in their normed buffer) crosses back to the block.
+		e := at(m.p.ExpertDevice)
+		e.runs, e.experts, e.receives = true, true, true
+		for _, d := range m.blockDevices() {
+			at(d).receives = true
+		}
 	}
 	if len(s.TargetLayers) > 0 {
 		at(m.p.Devices[0]).features = s.TargetHidden * int64(len(s.TargetLayers))

@@ -241,6 +241,9 @@ func (m *model) placeTensors(target *model) error {
 		}
 		m.tensors = append(m.tensors, pt)
 	}
+	if m.p.Experts == ExpertsOnDevice && !slices.ContainsFunc(m.tensors, func(t Tensor) bool { return t.Class == ClassExperts }) {
+		return fmt.Errorf("plan: %s %s: experts on device %d, but the model has no routed experts", m.role, m.file.Path, m.p.ExpertDevice)
+	}
 	if m.inPlace {
 		return nil
 	}
@@ -271,6 +274,11 @@ func (m *model) place(t *gguf.TensorInfo, file Role) (Tensor, error) {
 		return mirror(newTensor(t, file, m.role, ClassHead, -1), t, m.normDevs), nil
 	}
 	if b, suffix, ok := blockOf(t.Name); ok {
+		if m.p.Experts == ExpertsOnDevice && isExpert(suffix) {
+			pt := newTensor(t, file, m.role, ClassExperts, b)
+			pt.Shards = []Shard{whole(t, m.p.ExpertDevice)}
+			return pt, nil
+		}
 		return m.placeBlockTensor(newTensor(t, file, m.role, ClassWeights, b), t, b, suffix)
 	}
 	pt := newTensor(t, file, m.role, ClassWeights, -1)

@@ -55,6 +55,20 @@ const (
 	BorrowCopy Borrow = "copy"
 )
 
+// Experts is where a mixture-of-experts model keeps its routed experts.
+type Experts string
+
+const (
+	// ExpertsWithBlocks keeps each block's experts with the rest of it.
+	ExpertsWithBlocks Experts = ""
+	// ExpertsOnDevice keeps every block's experts, and the router that
+	// picks them, on Placement.ExpertDevice, the host's memory in practice
+	// (llama.cpp's --cpu-moe): the block's attention, norms and the head
+	// stay on Devices, and each block's normalised FFN input crosses to the
+	// expert device and its output comes back.
+	ExpertsOnDevice Experts = "device"
+)
+
 // Placement says where one model runs.
 type Placement struct {
 	// Devices are device indices, in pipeline order for a layer split.
@@ -69,6 +83,10 @@ type Placement struct {
 	HeadDevice int
 	// Borrow applies to drafts that borrow target tensors; "" is BorrowInPlace.
 	Borrow Borrow
+	// Experts and ExpertDevice say where routed experts live; ExpertDevice
+	// is read only for ExpertsOnDevice and must not be one of Devices.
+	Experts      Experts
+	ExpertDevice int
 }
 
 // resolve checks p against the devices and fills in the defaults: Split,
@@ -120,6 +138,19 @@ func (p Placement) resolve(role Role, devs []device.Device) (Placement, error) {
 	case BorrowInPlace, BorrowCopy:
 	default:
 		return r, fmt.Errorf("plan: %s: borrow %q (want target or copy)", role, r.Borrow)
+	}
+	switch r.Experts {
+	case ExpertsWithBlocks:
+		r.ExpertDevice = -1
+	case ExpertsOnDevice:
+		if _, ok := findDevice(devs, r.ExpertDevice); !ok {
+			return r, fmt.Errorf("plan: %s: expert device %d is not in the inventory", role, r.ExpertDevice)
+		}
+		if seen[r.ExpertDevice] {
+			return r, fmt.Errorf("plan: %s: expert device %d is also one of the model's devices %v", role, r.ExpertDevice, r.Devices)
+		}
+	default:
+		return r, fmt.Errorf("plan: %s: experts %q (want \"\" or device)", role, r.Experts)
 	}
 	ratios, err := normRatios(role, p.Ratios, r.Devices, devs)
 	if err != nil {

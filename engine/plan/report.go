@@ -29,7 +29,9 @@ type DeviceReport struct {
 
 // Categories splits a device's total: the target's parts, the draft's
 // whole share, and the context overhead. Scratch includes the backend's
-// workspace, which serves both models.
+// workspace, which serves both models. Experts are the target's routed
+// experts kept apart from their blocks (ExpertsOnDevice), on the host's
+// memory with --cpu-moe: the system RAM the plan needs beside the GPUs.
 type Categories struct {
 	Weights   int64 `json:"weights"`
 	Embedding int64 `json:"embedding"`
@@ -38,6 +40,7 @@ type Categories struct {
 	Scratch   int64 `json:"scratch"`
 	Draft     int64 `json:"draft"`
 	Overhead  int64 `json:"overhead"`
+	Experts   int64 `json:"experts,omitempty"`
 }
 
 // SuggestionReport is a suggestion without its plan.
@@ -67,7 +70,7 @@ func (b Budget) Categories() Categories {
 	t := b.Target
 	return Categories{
 		Weights: t.Weights, Embedding: t.Embedding, Head: t.Head, KV: t.KV, Scratch: sum(t.Scratch, b.Workspace.Total()),
-		Draft: b.Draft.Total(), Overhead: b.Overhead,
+		Draft: b.Draft.Total(), Overhead: b.Overhead, Experts: t.Experts,
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -32,6 +34,9 @@ type Change struct {
 	Borrow        Borrow   `json:"borrow,omitempty"`
 	Ctx           int      `json:"ctx,omitempty"`
 	DraftDevices  []int    `json:"draft_devices,omitempty"` // the draft alone on these
+	// ExpertsDevice keeps the target's routed experts on this device, the
+	// CPU's memory (--cpu-moe).
+	ExpertsDevice *int `json:"experts_device,omitempty"`
 }
 
 // Apply is in with the change made; a suggestion's plan is Make of it.
@@ -60,7 +65,27 @@ func (c Change) Apply(in Input) Input {
 	if c.DraftDevices != nil {
 		in.DraftPlacement = Placement{Devices: slices.Clone(c.DraftDevices), Borrow: in.DraftPlacement.Borrow}
 	}
+	if c.ExpertsDevice != nil {
+		in.TargetPlacement.Experts, in.TargetPlacement.ExpertDevice = ExpertsOnDevice, *c.ExpertsDevice
+	}
 	return in
+}
+
+// expertsToCPU is the CPU device of in's inventory (its last) that the
+// target's routed experts could move to: there is one, the target's experts
+// are with its blocks, and it does not run the target.
+func expertsToCPU(in Input, p *Plan) (int, bool) {
+	tp := p.Target.Placement
+	if tp.Experts == ExpertsOnDevice || p.Target.ExpertBytes() == 0 {
+		return 0, false
+	}
+	cpu := -1
+	for _, d := range in.Devices {
+		if d.Kind == device.CPU {
+			cpu = d.Index
+		}
+	}
+	return cpu, cpu >= 0 && !slices.Contains(tp.Devices, cpu)
 }
 
 // minSuggestedCtx is the smallest context worth suggesting.
@@ -83,6 +108,13 @@ func suggest(in Input, p *Plan) []Suggestion {
 	q8 := SameKV(quant.Q8_0)
 	smallerKV := in.KV != q8 && q8.RunsOnAll(in.modelDevices())
 
+	if cpu, ok := expertsToCPU(in, p); ok {
+		// The trick people use for a big MoE on small GPUs: nothing of the
+		// model's quality is given up, only the experts' speed.
+		dev, _ := findDevice(in.Devices, cpu)
+		try(fmt.Sprintf("keep the target's experts (%s) in system RAM, on %s (llama.cpp's --cpu-moe)", humanize.IBytes(uint64(p.Target.ExpertBytes())), dev.Label()),
+			Change{ExpertsDevice: &cpu})
+	}
 	if len(tp.Devices) > 1 {
 		if ratios, ok := fittingRatios(in, p); ok {
 			try("spread the target "+strings.ReplaceAll(intString(ratios), ",", ":")+" over its devices", Change{Ratios: ratios})

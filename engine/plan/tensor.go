@@ -14,7 +14,32 @@ const (
 	ClassWeights   Class = "weights"   // block tensors and small globals
 	ClassEmbedding Class = "embedding" // an untied token embedding
 	ClassHead      Class = "head"      // output head, its norm, a tied embedding
+	ClassExperts   Class = "experts"   // routed experts and their router (ExpertsOnDevice)
 )
+
+// ExpertBytes is the size of mp's routed experts and routers wherever they
+// are placed: what keeping them apart (ExpertsOnDevice) moves; 0 for a
+// model without experts.
+func (mp *ModelPlan) ExpertBytes() int64 {
+	var n int64
+	for i := range mp.Tensors {
+		t := &mp.Tensors[i]
+		if _, suffix, ok := blockOf(t.Name); ok && isExpert(suffix) {
+			n = sum(n, t.Bytes())
+		}
+	}
+	return n
+}
+
+// isExpert reports whether a block tensor's suffix is a routed expert
+// tensor or the router that feeds them: what ExpertsOnDevice moves.
+func isExpert(suffix string) bool {
+	switch suffix {
+	case "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_inp.weight":
+		return true
+	}
+	return false
+}
 
 // Tensor is one GGUF tensor and where its bytes go.
 type Tensor struct {

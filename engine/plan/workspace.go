@@ -22,7 +22,9 @@ func (m *model) workspaces(devs []device.Device, ctx, batch int64) map[int]works
 		if l.kv > 0 {
 			p.Heads, p.HeadDim = int(l.heads), int(max(m.shape.HeadDimK, m.shape.HeadDimV))
 		}
-		if l.blocks {
+		// The MoE scratch goes where the experts run: with their blocks, or
+		// on the expert device when they are apart (ExpertsOnDevice).
+		if l.blocks && m.p.Experts != ExpertsOnDevice || l.experts {
 			p.Experts, p.ExpertsUsed, p.ExpertFF, p.Embd = m.experts()
 		}
 		if s := workspace.For(p); s.Total() > 0 {

@@ -26,6 +26,24 @@ type Model struct {
 	Embedding, Head quant.Type
 	ContextLength   uint32
 	TargetLayers    []int32 // eagle3: target blocks whose inputs it reads
+	// qwen3moe: routed experts per block, used per token, one's FFN width;
+	// the blocks have these instead of a dense FFN.
+	Experts, ExpertsUsed int
+	ExpertFFN            int64
+}
+
+// Qwen3_30B_A3B is the shape of Qwen3-30B-A3B (qwen3moe: 128 experts of
+// width 768, 8 used per token) with weights of type w; for Q4_K the head
+// is Q6_K, the rest Q4_K (llama.cpp's Q4_K_M gives half the down experts
+// Q6_K; this shape does not).
+func Qwen3_30B_A3B(w quant.Type) Model {
+	m := Model{Arch: "qwen3moe", Blocks: 48, Embd: 2048, FFN: 6144, Heads: 32, KVHeads: 4, HeadDim: 128,
+		Vocab: 151936, Weights: w, Down: w, Embedding: w, Head: w, ContextLength: 40960,
+		Experts: 128, ExpertsUsed: 8, ExpertFFN: 768}
+	if w == quant.Q4_K {
+		m.Head = quant.Q6_K
+	}
+	return m
 }
 
 // Qwen3_8B is the shape of Qwen3-8B with weights of type w (Q4_K_M-like:
@@ -73,6 +91,11 @@ func (m Model) WriteFile(path string) error {
 	w.AddKV(a+".attention.head_count_kv", uint32(m.KVHeads))
 	w.AddKV(a+".attention.key_length", uint32(m.HeadDim))
 	w.AddKV(a+".attention.value_length", uint32(m.HeadDim))
+	if m.Experts > 0 {
+		w.AddKV(a+".expert_count", uint32(m.Experts))
+		w.AddKV(a+".expert_used_count", uint32(m.ExpertsUsed))
+		w.AddKV(a+".expert_feed_forward_length", uint32(m.ExpertFFN))
+	}
 	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
 	var errs []error
 	add := func(name string, t quant.Type, dims ...int64) {
@@ -101,11 +124,19 @@ func (m Model) WriteFile(path string) error {
 		add(p+"attn_k.weight", m.Weights, in, kv)
 		add(p+"attn_v.weight", m.Weights, in, kv)
 		add(p+"attn_output.weight", m.Weights, q, m.Embd)
-		if a == "qwen3" {
+		if a == "qwen3" || a == "qwen3moe" {
 			add(p+"attn_q_norm.weight", quant.F32, m.HeadDim)
 			add(p+"attn_k_norm.weight", quant.F32, m.HeadDim)
 		}
 		add(p+"ffn_norm.weight", quant.F32, m.Embd)
+		if m.Experts > 0 {
+			e := int64(m.Experts)
+			add(p+"ffn_gate_inp.weight", quant.F32, m.Embd, e)
+			add(p+"ffn_gate_exps.weight", m.Weights, m.Embd, m.ExpertFFN, e)
+			add(p+"ffn_up_exps.weight", m.Weights, m.Embd, m.ExpertFFN, e)
+			add(p+"ffn_down_exps.weight", m.Down, m.ExpertFFN, m.Embd, e)
+			continue
+		}
 		add(p+"ffn_gate.weight", m.Weights, m.Embd, m.FFN)
 		add(p+"ffn_up.weight", m.Weights, m.Embd, m.FFN)
 		add(p+"ffn_down.weight", m.Down, m.FFN, m.Embd)
