@@ -82,26 +82,44 @@ func (v *ChatView) SetSuggestions(prompts []string) {
 	v.suggestions.Refresh()
 }
 
-// SetMessages replaces the transcript.
+// SetMessages replaces the transcript. Only the messages that changed are
+// rendered again, and the list is laid out without refreshing the others:
+// refreshing a message's rich text measures and shapes all its text again,
+// which on a long conversation costs frames each time an answer starts.
 func (v *ChatView) SetMessages(msgs []ChatMessage) {
-	v.msgs = append(v.msgs[:0], msgs...)
+	old := v.msgs
+	v.msgs = append([]ChatMessage(nil), msgs...)
 	for len(v.bubbles) < len(msgs) {
 		v.bubbles = append(v.bubbles, v.newBubble(len(v.bubbles)))
 	}
 	v.bubbles = v.bubbles[:len(msgs)]
-	v.list.Objects = v.list.Objects[:0]
+	objs := make([]fyne.CanvasObject, 0, max(len(msgs), 1))
 	for i, m := range msgs {
-		v.bubbles[i].set(m, v.canRegenerate(i))
-		v.list.Objects = append(v.list.Objects, v.bubbles[i].box)
+		regen := v.canRegenerate(i)
+		if i >= len(old) || old[i] != m || v.bubbles[i].regenShown != regen {
+			v.bubbles[i].set(m, regen)
+		}
+		objs = append(objs, v.bubbles[i].box)
 	}
 	if len(msgs) == 0 {
-		v.list.Objects = append(v.list.Objects, v.empty)
+		objs = append(objs, v.empty)
 	}
-	v.list.Refresh()
+	v.list.Objects = objs
+	v.relayout()
 	v.scroll.ScrollToBottom()
 }
 
-// UpdateMessage replaces message i, the only one re-rendered.
+// relayout places the messages again after some changed, and has the
+// scroller take the list's new height; no message is refreshed.
+func (v *ChatView) relayout() {
+	v.list.Layout.Layout(v.list.Objects, v.list.Size())
+	v.scroll.Refresh()
+	canvas.Refresh(v.list) // repaint only: the list has no texture of its own
+}
+
+// UpdateMessage replaces message i, the only one re-rendered: the end of
+// an answer (its cursor gone, its statistics and buttons shown) touches
+// that message alone.
 func (v *ChatView) UpdateMessage(i int, m ChatMessage) {
 	if i < 0 || i >= len(v.msgs) {
 		return
@@ -139,19 +157,25 @@ type bubble struct {
 	edit, regen, copy *widget.Button
 	body              *fyne.Container // one block widget per chatBlock
 	blocks            []blockView
-	stats             *canvas.Text
-	bg                *canvas.Rectangle
-	box               *fyne.Container
-	raw, text         string // the message as written; as shown (with the cursor)
-	onCopy            func(string)
+	// stats is the answer's statistics, wrapped rather than one line: a
+	// line wider than the transcript would widen the window (a resize of
+	// the OS window, the slowest frame there is, at the end of each answer).
+	stats      *widget.RichText
+	statsText  string
+	regenShown bool
+	bg         *canvas.Rectangle
+	box        *fyne.Container
+	raw, text  string // the message as written; as shown (with the cursor)
+	onCopy     func(string)
 }
 
 func (v *ChatView) newBubble(i int) *bubble {
 	b := &bubble{
-		who:   widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		body:  container.NewVBox(),
-		stats: canvas.NewText("", nil),
-		bg:    canvas.NewRectangle(nil),
+		who:  widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
+		body: container.NewVBox(),
+		stats: widget.NewRichText(&widget.TextSegment{Style: widget.RichTextStyle{
+			ColorName: theme.ColorNamePlaceHolder, SizeName: theme.SizeNameCaptionText}}),
+		bg: canvas.NewRectangle(nil),
 	}
 	b.onCopy = func(s string) {
 		if v.OnCopy != nil {
@@ -169,6 +193,8 @@ func (v *ChatView) newBubble(i int) *bubble {
 			v.OnRegenerate(i)
 		}
 	})
+	b.stats.Wrapping = fyne.TextWrapWord
+	b.stats.Hide()
 	b.edit.Importance, b.regen.Importance, b.copy.Importance = widget.LowImportance, widget.LowImportance, widget.LowImportance
 	b.bg.CornerRadius = theme.InputRadiusSize()
 	head := container.NewHBox(b.who, layout.NewSpacer(), b.copy, b.edit, b.regen)
@@ -197,11 +223,13 @@ func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 		b.text = text
 		b.showBlocks(splitBlocks(text))
 	}
-	b.stats.Text = m.Stats
-	b.stats.Hidden = m.Stats == ""
-	b.stats.Color = themeColor(theme.ColorNamePlaceHolder)
-	b.stats.TextSize = theme.CaptionTextSize()
-	b.stats.Refresh()
+	if m.Stats != b.statsText {
+		b.statsText = m.Stats
+		b.stats.Segments[0].(*widget.TextSegment).Text = m.Stats
+		b.stats.Hidden = m.Stats == ""
+		b.stats.Refresh()
+	}
+	b.regenShown = canRegenerate
 	b.edit.Refresh()
 	b.regen.Refresh()
 	b.copy.Refresh()

@@ -204,3 +204,34 @@ func TestChatViewEmptyAndClear(t *testing.T) {
 	}
 	v.UpdateMessage(3, ChatMessage{Text: "ignored"}) // out of range: no panic
 }
+
+// A statistics line longer than the transcript is wide wraps: it does not
+// widen the transcript (and the window, which a resize makes the slowest
+// frame there is). Setting the transcript again with one more message
+// renders the new one and keeps the widgets of those before it.
+func TestChatViewLongStatsWrapAndSetKeepsEarlier(t *testing.T) {
+	v, _ := newTestChat(t)
+	msgs := []ChatMessage{{Role: "user", Text: "Quote Genesis 1:3."}, {Role: "assistant", Text: "And God said, Let there be light"}}
+	v.SetMessages(msgs)
+	narrow := v.MinSize().Width
+	msgs[1].Stats = strings.Repeat("12345 tokens, 713.9 tok/s · ", 20) + "drafting off: drafting costs more than it saves on this pair"
+	v.UpdateMessage(1, msgs[1])
+	if w := v.MinSize().Width; w > narrow {
+		t.Errorf("a long statistics line widened the transcript from %v to %v", narrow, w)
+	}
+	if drawn := drawnTexts(v); !strings.Contains(drawn, "drafting off") {
+		t.Errorf("the statistics are not drawn: %q", drawn)
+	}
+	prose := v.bubbles[1].blocks[0].prose
+	segs := prose.Segments
+	v.SetMessages(append(msgs, ChatMessage{Role: "user", Text: "And verse 4?"}))
+	if v.bubbles[1].blocks[0].prose != prose || &prose.Segments[0] != &segs[0] {
+		t.Error("setting the transcript again rendered an unchanged message anew")
+	}
+	if got := bodyText(v, 2); got != "And verse 4?" {
+		t.Errorf("the new message shows %q", got)
+	}
+	if n := len(buttonsNamed(v, "Regenerate")); n != 0 {
+		t.Errorf("%d Regenerate buttons after a user message, want 0", n)
+	}
+}

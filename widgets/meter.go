@@ -1,6 +1,8 @@
 package widgets
 
 import (
+	"strings"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/theme"
@@ -55,12 +57,16 @@ func (r *meterRenderer) Objects() []fyne.CanvasObject {
 	return []fyne.CanvasObject{r.track, r.fill, r.text}
 }
 
+// MinSize is not as wide as the caption: a caption wider than the window
+// would widen it (the chat's meter at the end of an answer, a window
+// resize and the slowest frame there is); Layout elides it instead.
 func (r *meterRenderer) MinSize() fyne.Size {
 	t := r.text.MinSize()
-	return fyne.NewSize(max(120, t.Width), t.Height+meterHeight+theme.Padding())
+	return fyne.NewSize(120, t.Height+meterHeight+theme.Padding())
 }
 
 func (r *meterRenderer) Layout(size fyne.Size) {
+	r.text.Text = elide(r.m.text, size.Width, r.text.TextSize, r.text.TextStyle)
 	th := r.text.MinSize().Height
 	r.text.Move(fyne.NewPos(0, 0))
 	r.text.Resize(fyne.NewSize(size.Width, th))
@@ -74,11 +80,29 @@ func (r *meterRenderer) Layout(size fyne.Size) {
 func (r *meterRenderer) Refresh() {
 	r.track.FillColor = themeColor(theme.ColorNameInputBackground)
 	r.fill.FillColor = Draft.Color()
-	r.text.Text = r.m.text
 	r.text.Color = themeColor(theme.ColorNamePlaceHolder)
 	r.text.TextSize = theme.CaptionTextSize()
 	r.Layout(r.m.Size())
 	r.track.Refresh()
 	r.fill.Refresh()
 	r.text.Refresh()
+}
+
+// elide is text cut with an ellipsis to fit width (all of it when it fits).
+func elide(text string, width, size float32, style fyne.TextStyle) string {
+	fits := func(s string) bool { return fyne.MeasureText(s, size, style).Width <= width }
+	if fits(text) {
+		return text
+	}
+	runes := []rune(text)
+	lo, hi := 0, len(runes) // runes[:lo]+"…" fits; runes[:hi]+"…" does not
+	for lo+1 < hi {
+		mid := (lo + hi) / 2
+		if fits(string(runes[:mid]) + "…") {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return strings.TrimRight(string(runes[:lo]), " ·,") + "…"
 }
