@@ -47,6 +47,10 @@ type meterRenderer struct {
 	m           *Meter
 	track, fill *canvas.Rectangle
 	text        *canvas.Text
+	// full, width and size are the caption, the width and the text size
+	// text was elided for.
+	full        string
+	width, size float32
 }
 
 const meterHeight = 6
@@ -66,7 +70,10 @@ func (r *meterRenderer) MinSize() fyne.Size {
 }
 
 func (r *meterRenderer) Layout(size fyne.Size) {
-	r.text.Text = elide(r.m.text, size.Width, r.text.TextSize, r.text.TextStyle)
+	if r.m.text != r.full || size.Width != r.width || r.text.TextSize != r.size {
+		r.full, r.width, r.size = r.m.text, size.Width, r.text.TextSize
+		r.text.Text = elide(r.m.text, size.Width, r.text.TextSize, r.text.TextStyle)
+	}
 	th := r.text.MinSize().Height
 	r.text.Move(fyne.NewPos(0, 0))
 	r.text.Resize(fyne.NewSize(size.Width, th))
@@ -88,21 +95,24 @@ func (r *meterRenderer) Refresh() {
 	r.text.Refresh()
 }
 
-// elide is text cut with an ellipsis to fit width (all of it when it fits).
+// elide is text cut with an ellipsis to fit width (all of it when it
+// fits). Each measurement of a new string shapes it, and the meter's
+// caption changes with every streamed chunk, so the cut is guessed from
+// the widths' ratio and corrected, a few measurements rather than a search.
 func elide(text string, width, size float32, style fyne.TextStyle) string {
-	fits := func(s string) bool { return fyne.MeasureText(s, size, style).Width <= width }
-	if fits(text) {
+	full := fyne.MeasureText(text, size, style).Width
+	if full <= width {
 		return text
 	}
 	runes := []rune(text)
-	lo, hi := 0, len(runes) // runes[:lo]+"…" fits; runes[:hi]+"…" does not
-	for lo+1 < hi {
-		mid := (lo + hi) / 2
-		if fits(string(runes[:mid]) + "…") {
-			lo = mid
-		} else {
-			hi = mid
+	n := int(float32(len(runes)) * width / full)
+	for n > 0 {
+		s := strings.TrimRight(string(runes[:n]), " ·,") + "…"
+		w := fyne.MeasureText(s, size, style).Width
+		if w <= width {
+			return s
 		}
+		n -= 1 + int(float32(n)*(w-width)/w)
 	}
-	return strings.TrimRight(string(runes[:lo]), " ·,") + "…"
+	return "…"
 }
