@@ -235,3 +235,82 @@ func TestChatViewLongStatsWrapAndSetKeepsEarlier(t *testing.T) {
 		t.Errorf("%d Regenerate buttons after a user message, want 0", n)
 	}
 }
+
+// A streamed chunk and the end of an answer refresh that answer alone: the
+// messages before it are not measured, wrapped and drawn again (the
+// scroller refreshes its content on every update, and a container's
+// refresh refreshes all it holds). The probe is an earlier message's text
+// changed behind its widget's back: it shows only if something refreshed
+// that message.
+func TestChatViewUpdateRefreshesOneMessage(t *testing.T) {
+	v, _ := newTestChat(t)
+	v.SetMessages([]ChatMessage{{Role: "user", Text: "Quote Genesis 1:3."}, {Role: "assistant", Text: "And God said"},
+		{Role: "user", Text: "And verse 4?"}, {Role: "assistant", Streaming: true}})
+	if drawn := renderedTexts(v); !strings.Contains(drawn, "And God said") {
+		t.Fatalf("drawn %q", drawn)
+	}
+	probe := firstText(v.bubbles[1].blocks[0].prose.Segments)
+	if probe == nil {
+		t.Fatal("no text segment in the first answer")
+	}
+	probe.Text = "probe"
+	text := ""
+	for _, piece := range []string{"And God saw", " the light,", " that it was good"} {
+		text += piece
+		v.UpdateMessage(3, ChatMessage{Role: "assistant", Text: text, Streaming: true})
+	}
+	v.UpdateMessage(3, ChatMessage{Role: "assistant", Text: text, Stats: "9 tokens, 99.0 tok/s"})
+	drawn := renderedTexts(v)
+	if strings.Contains(drawn, "probe") {
+		t.Error("updating the last answer refreshed the first one")
+	}
+	if !strings.Contains(drawn, text) || !strings.Contains(drawn, "9 tokens") || len(buttonsNamed(v, "Regenerate")) != 1 {
+		t.Errorf("the last answer is not drawn whole: %q", drawn)
+	}
+}
+
+// renderedTexts is the text of the canvas texts inside o as its widgets'
+// renderers hold them now (drawnTexts makes the renderers anew).
+func renderedTexts(o fyne.CanvasObject) string {
+	var b strings.Builder
+	var walk func(o fyne.CanvasObject)
+	walk = func(o fyne.CanvasObject) {
+		if !o.Visible() {
+			return
+		}
+		switch c := o.(type) {
+		case *canvas.Text:
+			b.WriteString(c.Text)
+		case fyne.Widget:
+			for _, ch := range test.WidgetRenderer(c).Objects() {
+				walk(ch)
+			}
+		case *fyne.Container:
+			for _, ch := range c.Objects {
+				walk(ch)
+			}
+		}
+	}
+	walk(o)
+	return b.String()
+}
+
+// firstText is the first text segment in segs, lists' and paragraphs'
+// items included.
+func firstText(segs []widget.RichTextSegment) *widget.TextSegment {
+	for _, s := range segs {
+		switch t := s.(type) {
+		case *widget.TextSegment:
+			return t
+		case *widget.ParagraphSegment:
+			if r := firstText(t.Texts); r != nil {
+				return r
+			}
+		case *widget.ListSegment:
+			if r := firstText(t.Items); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
