@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -64,6 +65,13 @@ func openWindow(opt guiOptions) error {
 	if err != nil {
 		return err
 	}
+	// One more P than the default, for the window's thread: Fyne's main
+	// goroutine is locked to it and makes a cgo call for every GL call; when
+	// sysmon hands its P to the engine's goroutines during such a call, the
+	// thread waits for a P on return, up to a preemption slice each time,
+	// while a model computes (166 ms of such waits in one answer of the
+	// demo pair on 2 cores, perf sched; none with the extra P).
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	a := fyneapp.NewWithID(appID)
 	a.SetIcon(fyne.NewStaticResource("tandem.png", assets.Icon()))
 	post := fyne.Do

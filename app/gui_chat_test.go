@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/engine/spec"
 )
 
 // loadedHarness is a harness with the demo pair chosen on the CPU and fake
@@ -414,5 +415,50 @@ func TestSamplingPresetsInThePanel(t *testing.T) {
 	reqs := model.requests()
 	if s := reqs[len(reqs)-1].Sampling; s.Temperature != 0.7 || s.RepeatPenalty != 1.3 || s.TopP != 0.9 {
 		t.Errorf("request sampling %+v", s)
+	}
+}
+
+// verboseModel answers like model, with the statistics of a long answer
+// whose draft was turned off: the longest line the chat shows under an
+// answer and in its meter.
+type verboseModel struct{ *fakeModel }
+
+func (v verboseModel) Generate(ctx context.Context, req engine.Request, emit func(engine.Event)) (engine.Stats, error) {
+	s, err := v.fakeModel.Generate(ctx, req, func(ev engine.Event) {
+		ev.Stats.DraftOff = spec.ReasonCosts
+		emit(ev)
+	})
+	s.GeneratedTokens, s.Drafted, s.Accepted, s.DecodeSeconds = 12345, 23456, 12345, 98.7
+	s.PromptTokens, s.PrefillSeconds, s.DraftOff = 54321, 12.3, spec.ReasonCosts
+	return s, err
+}
+
+// The end of an answer leaves the window's minimum size alone, so the
+// window is not resized (under Xvfb the slowest frame of all: two stalls
+// over 100 ms in frames.json came from an answer's statistics line, wider
+// than the transcript, growing the window by 21 pixels), and it renders
+// the answer alone: the messages before it keep their widgets and text.
+func TestAnswerEndKeepsWindowSize(t *testing.T) {
+	model := &fakeModel{pieces: []string{"And God", " said,", " Let there be light"}}
+	h := loadedHarness(t, model)
+	c := h.m.chat
+	c.local = verboseModel{model}
+	before := h.win.Content().MinSize()
+	c.input.SetText("Quote Genesis 1:3.")
+	c.sendInput()
+	h.waitFor("the first answer", func() bool { return c.cancel == nil })
+	first := c.view.Messages()
+	c.input.SetText("And verse 4?")
+	c.sendInput()
+	h.waitFor("the second answer", func() bool { return c.cancel == nil })
+	msgs := c.view.Messages()
+	if len(msgs) != 4 || !strings.Contains(msgs[3].Stats, "drafting off") || !strings.Contains(c.meter.Text(), "drafting off") {
+		t.Fatalf("transcript %+v, meter %q", msgs, c.meter.Text())
+	}
+	if after := h.win.Content().MinSize(); after.Width > before.Width {
+		t.Errorf("the window's minimum width went from %v to %v after two answers with a long statistics line", before.Width, after.Width)
+	}
+	if !slices.Equal(msgs[:2], first) {
+		t.Errorf("the first exchange changed: %+v, was %+v", msgs[:2], first)
 	}
 }

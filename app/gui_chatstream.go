@@ -230,7 +230,13 @@ func (c *chatPage) finished(conv *Conversation, i int, label string, s engine.St
 	}
 	c.save(conv)
 	if conv == c.conv {
-		c.showTranscript(-1)
+		if i < len(conv.Messages) && len(c.view.Messages()) == len(conv.Messages) {
+			// Only the answer changed (its cursor, statistics and buttons):
+			// the messages before it are neither rendered nor refreshed.
+			c.view.UpdateMessage(i, chatMessage(conv.Messages[i], false))
+		} else {
+			c.showTranscript(-1)
+		}
 		c.showMeter(s, c.live.ttft, cmp.Or(s.DecodeTokS(), c.live.rate))
 	}
 	c.refresh()
@@ -249,12 +255,17 @@ func (c *chatPage) showTranscript(streaming int) {
 	var msgs []widgets.ChatMessage
 	if c.conv != nil {
 		for i, m := range c.conv.Messages {
-			cm := widgets.ChatMessage{Role: m.Role, Text: m.Content, Streaming: i == streaming}
-			if m.Stats != nil {
-				cm.Stats = m.Stats.summary()
-			}
-			msgs = append(msgs, cm)
+			msgs = append(msgs, chatMessage(m, i == streaming))
 		}
 	}
 	c.view.SetMessages(msgs)
+}
+
+// chatMessage is m as the transcript shows it.
+func chatMessage(m Message, streaming bool) widgets.ChatMessage {
+	cm := widgets.ChatMessage{Role: m.Role, Text: m.Content, Streaming: streaming}
+	if m.Stats != nil {
+		cm.Stats = m.Stats.summary()
+	}
+	return cm
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine/chat"
 	"github.com/tandem-run/tandem/engine/grammar"
+	"github.com/tandem-run/tandem/engine/internal/schematest"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 )
@@ -186,7 +187,7 @@ func TestConstrainedDraftingIsChosen(t *testing.T) {
 		{"factory-draft-Q8_0.gguf", 12 * time.Millisecond, false, true},
 	} {
 		r := timedPair(t, c.draft, c.perPass)
-		con := schemaConstraint(t, r, testSchema)
+		con := schemaConstraint(t, r, schematest.Person)
 		prompt, err := r.promptTokens(context.Background(), Request{Messages: msgs, Constraint: con})
 		if err != nil {
 			t.Fatal(err)

@@ -8,50 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/tandem-run/tandem/engine/chat"
 	"github.com/tandem-run/tandem/engine/grammar"
+	"github.com/tandem-run/tandem/engine/internal/schematest"
 	"github.com/tandem-run/tandem/engine/sample"
 )
-
-// testSchema has a required field of each kind the server's acceptance
-// names: string, number, enum and array. The bounds keep greedy output of
-// the demo model (which never chose JSON by itself) within the token
-// budget.
-const testSchema = `{"type": "object",
- "properties": {
-  "name": {"type": "string", "maxLength": 24},
-  "score": {"type": "number"},
-  "mood": {"enum": ["happy", "sad", "calm"]},
-  "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
- "required": ["name", "score", "mood", "tags"],
- "additionalProperties": false}`
-
-// validator compiles schema with the JSON-schema library on its own: the
-// check of the output does not go through the grammar.
-func validator(t *testing.T, schema string) func(text string) error {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("mem://schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(text string) error {
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-		if err != nil {
-			return err
-		}
-		return sch.Validate(v)
-	}
-}
 
 func schemaConstraint(t *testing.T, r *Runner, schema string) *grammar.Constraint {
 	t.Helper()
@@ -126,11 +87,11 @@ func TestConstrainedGreedyIsTheMaskedTargets(t *testing.T) {
 		"lookup":     load(t, Config{Target: target, Lookup: true}),
 		"EAGLE-3":    load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf")}),
 	}
-	valid := validator(t, testSchema)
+	valid := schematest.Validator(t, schematest.Person)
 	msgs := []chat.Message{{Role: "user", Content: "Tell me a fortune."}}
 	const maxTokens = 256
 	for name, r := range runners {
-		c := schemaConstraint(t, r, testSchema)
+		c := schemaConstraint(t, r, schematest.Person)
 		prompt, err := r.promptTokens(context.Background(), Request{Messages: msgs, Constraint: c})
 		if err != nil {
 			t.Fatal(err)
@@ -159,8 +120,8 @@ func TestConstrainedGreedyIsTheMaskedTargets(t *testing.T) {
 // logits).
 func TestConstrainedSampledValidates(t *testing.T) {
 	r := load(t, Config{Target: modelPath(t, "factory-target-Q8_0.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf")})
-	c := schemaConstraint(t, r, testSchema)
-	valid := validator(t, testSchema)
+	c := schemaConstraint(t, r, schematest.Person)
+	valid := schematest.Validator(t, schematest.Person)
 	msgs := []chat.Message{{Role: "user", Content: "Quote Genesis 1:3."}}
 	for seed := range uint64(6) {
 		s := Sampling{Temperature: 0.9, TopK: 40, Seed: seed}
@@ -207,7 +168,7 @@ func TestConstrainedStopsWhenComplete(t *testing.T) {
 func TestConstraintAndToolsRefused(t *testing.T) {
 	a := load(t, Config{Target: modelPath(t, "factory-target-Q8_0.gguf")})
 	b := load(t, Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf")})
-	c := schemaConstraint(t, a, testSchema)
+	c := schemaConstraint(t, a, schematest.Person)
 	if _, err := b.Generate(context.Background(), Request{Prompt: "x", Constraint: c}, nil); err == nil {
 		t.Error("another runner's constraint was used")
 	}

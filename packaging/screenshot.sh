@@ -53,8 +53,12 @@ go build -o "$work/fakehub" ./packaging/fakehub
 
 display=:$((90 + RANDOM % 100))
 # NICE=-10 raises the app and Xvfb above other work on a shared machine, so
-# frames.json measures the app rather than its neighbours.
+# frames.json measures the app rather than its neighbours; on a machine
+# loaded past its cores (a load average of 20 on 2) that is not enough, and
+# RT=1 runs both round-robin at real-time priority 1 (root or CAP_SYS_NICE;
+# the kernel's real-time throttling still leaves the neighbours 5%).
 nice=(nice -n "${NICE:-0}")
+if [ -n "${RT:-}" ]; then nice=(chrt -r 1 "${nice[@]}"); fi
 "${nice[@]}" Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
 xvfb_pid=$!
 export DISPLAY=$display LANGUAGE=en GSETTINGS_BACKEND=memory NO_AT_BRIDGE=1

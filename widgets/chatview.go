@@ -54,7 +54,7 @@ func NewChatView() *ChatView {
 	note.Alignment = fyne.TextAlignCenter
 	v.empty = container.NewVBox(note, container.NewCenter(v.suggestions))
 	v.empty.Objects[1].Hide()
-	v.scroll = container.NewVScroll(v.list)
+	v.scroll = container.NewVScroll(newMessageList(v.list))
 	v.list.Add(v.empty)
 	v.ExtendBaseWidget(v)
 	return v
@@ -79,29 +79,42 @@ func (v *ChatView) SetSuggestions(prompts []string) {
 			}
 		}))
 	}
-	v.suggestions.Refresh()
+	// The note and suggestions are laid out anew, and the column around
+	// them (it refreshes no message; see messageList).
+	v.empty.Refresh()
+	v.scroll.Refresh()
 }
 
-// SetMessages replaces the transcript.
+// SetMessages replaces the transcript. Only the messages that changed are
+// rendered again, and the list is laid out without refreshing the others:
+// refreshing a message's rich text measures and shapes all its text again,
+// which on a long conversation costs frames each time an answer starts.
 func (v *ChatView) SetMessages(msgs []ChatMessage) {
-	v.msgs = append(v.msgs[:0], msgs...)
+	old := v.msgs
+	v.msgs = append([]ChatMessage(nil), msgs...)
 	for len(v.bubbles) < len(msgs) {
 		v.bubbles = append(v.bubbles, v.newBubble(len(v.bubbles)))
 	}
 	v.bubbles = v.bubbles[:len(msgs)]
-	v.list.Objects = v.list.Objects[:0]
+	objs := make([]fyne.CanvasObject, 0, max(len(msgs), 1))
 	for i, m := range msgs {
-		v.bubbles[i].set(m, v.canRegenerate(i))
-		v.list.Objects = append(v.list.Objects, v.bubbles[i].box)
+		regen := v.canRegenerate(i)
+		if i >= len(old) || old[i] != m || v.bubbles[i].regenShown != regen {
+			v.bubbles[i].set(m, regen)
+		}
+		objs = append(objs, v.bubbles[i].box)
 	}
 	if len(msgs) == 0 {
-		v.list.Objects = append(v.list.Objects, v.empty)
+		objs = append(objs, v.empty)
 	}
-	v.list.Refresh()
+	v.list.Objects = objs
+	v.scroll.Refresh() // lays the list out (messageList), refreshes no message
 	v.scroll.ScrollToBottom()
 }
 
-// UpdateMessage replaces message i, the only one re-rendered.
+// UpdateMessage replaces message i, the only one re-rendered: the end of
+// an answer (its cursor gone, its statistics and buttons shown) touches
+// that message alone.
 func (v *ChatView) UpdateMessage(i int, m ChatMessage) {
 	if i < 0 || i >= len(v.msgs) {
 		return
@@ -109,8 +122,8 @@ func (v *ChatView) UpdateMessage(i int, m ChatMessage) {
 	follow := v.atEnd()
 	v.msgs[i] = m
 	v.bubbles[i].set(m, v.canRegenerate(i))
-	// Only the scroller is refreshed: it lays the list out again when the
-	// message grew, without refreshing every other message.
+	// The scroller takes the list's new height; its content, a
+	// messageList, lays the messages out without refreshing them.
 	v.scroll.Refresh()
 	if follow {
 		v.scroll.ScrollToBottom()
@@ -133,25 +146,73 @@ func (v *ChatView) CreateRenderer() fyne.WidgetRenderer {
 	return widget.NewSimpleRenderer(v.scroll)
 }
 
+// messageList is the column of messages inside the scroller. The scroller
+// refreshes its content whenever it is refreshed (for every streamed
+// chunk), and a container's Refresh refreshes everything in it: the text
+// of every message measured, wrapped and shaped again, more work per chunk
+// the longer the conversation. A message refreshes what changes in it
+// itself, so a messageList's Refresh only lays the column out again.
+type messageList struct {
+	widget.BaseWidget
+	box *fyne.Container
+}
+
+func newMessageList(box *fyne.Container) *messageList {
+	l := &messageList{box: box}
+	l.ExtendBaseWidget(l)
+	return l
+}
+
+func (l *messageList) CreateRenderer() fyne.WidgetRenderer { return messageListRenderer{l.box} }
+
+type messageListRenderer struct{ box *fyne.Container }
+
+func (r messageListRenderer) Layout(size fyne.Size) {
+	if r.box.Size() == size {
+		r.box.Layout.Layout(r.box.Objects, size) // Resize would do nothing
+		return
+	}
+	r.box.Resize(size)
+}
+
+func (r messageListRenderer) MinSize() fyne.Size { return r.box.MinSize() }
+
+func (r messageListRenderer) Refresh() {
+	r.Layout(r.box.Size())
+	canvas.Refresh(r.box) // a repaint: the column has no texture to free
+}
+
+func (r messageListRenderer) Objects() []fyne.CanvasObject { return []fyne.CanvasObject{r.box} }
+
+func (messageListRenderer) Destroy() {}
+
 // bubble is one message's widgets.
 type bubble struct {
 	who               *widget.Label
 	edit, regen, copy *widget.Button
 	body              *fyne.Container // one block widget per chatBlock
 	blocks            []blockView
-	stats             *canvas.Text
-	bg                *canvas.Rectangle
-	box               *fyne.Container
-	raw, text         string // the message as written; as shown (with the cursor)
-	onCopy            func(string)
+	// stats is the answer's statistics, wrapped rather than one line: a
+	// line wider than the transcript would widen the window (a resize of
+	// the OS window, the slowest frame there is, at the end of each answer).
+	stats      *widget.RichText
+	statsText  string
+	regenShown bool
+	role       string
+	bg         *canvas.Rectangle
+	head       *fyne.Container // who and the buttons
+	box        *fyne.Container
+	raw, text  string // the message as written; as shown (with the cursor)
+	onCopy     func(string)
 }
 
 func (v *ChatView) newBubble(i int) *bubble {
 	b := &bubble{
-		who:   widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		body:  container.NewVBox(),
-		stats: canvas.NewText("", nil),
-		bg:    canvas.NewRectangle(nil),
+		who:  widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
+		body: container.NewVBox(),
+		stats: widget.NewRichText(&widget.TextSegment{Style: widget.RichTextStyle{
+			ColorName: theme.ColorNamePlaceHolder, SizeName: theme.SizeNameCaptionText}}),
+		bg: canvas.NewRectangle(nil),
 	}
 	b.onCopy = func(s string) {
 		if v.OnCopy != nil {
@@ -169,26 +230,40 @@ func (v *ChatView) newBubble(i int) *bubble {
 			v.OnRegenerate(i)
 		}
 	})
+	b.stats.Wrapping = fyne.TextWrapWord
+	b.stats.Hide()
 	b.edit.Importance, b.regen.Importance, b.copy.Importance = widget.LowImportance, widget.LowImportance, widget.LowImportance
 	b.bg.CornerRadius = theme.InputRadiusSize()
-	head := container.NewHBox(b.who, layout.NewSpacer(), b.copy, b.edit, b.regen)
-	b.box = container.NewStack(b.bg, container.NewPadded(container.NewVBox(head, b.body, b.stats)))
+	b.copy.Hide()
+	b.edit.Hide()
+	b.regen.Hide()
+	b.head = container.NewHBox(b.who, layout.NewSpacer(), b.copy, b.edit, b.regen)
+	b.box = container.NewStack(b.bg, container.NewPadded(container.NewVBox(b.head, b.body, b.stats)))
 	return b
 }
 
+// set shows m, touching only what changed: the messages are not refreshed
+// as a whole (see messageList).
 func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 	user := m.Role == "user"
-	b.who.SetText("Assistant")
-	b.bg.FillColor = themeColor(theme.ColorNameInputBackground)
-	if user {
-		b.who.SetText("You")
-		b.bg.FillColor = withAlpha(themeColor(theme.ColorNamePrimary), 0x26)
+	if m.Role != b.role {
+		b.role = m.Role
+		b.who.SetText("Assistant")
+		b.bg.FillColor = themeColor(theme.ColorNameInputBackground)
+		if user {
+			b.who.SetText("You")
+			b.bg.FillColor = withAlpha(themeColor(theme.ColorNamePrimary), 0x26)
+		}
+		b.bg.Refresh()
 	}
-	b.bg.Refresh()
-	b.edit.Hidden = !user
-	b.regen.Hidden = !canRegenerate
 	b.raw = m.Text
-	b.copy.Hidden = m.Streaming || m.Text == ""
+	buttons := showIf(b.edit, user)
+	buttons = showIf(b.regen, canRegenerate) || buttons
+	buttons = showIf(b.copy, !m.Streaming && m.Text != "") || buttons
+	if buttons {
+		b.head.Refresh() // its layout: the buttons shown moved
+	}
+	b.regenShown = canRegenerate
 	text := m.Text
 	if m.Streaming {
 		text += " ▍"
@@ -197,14 +272,25 @@ func (b *bubble) set(m ChatMessage, canRegenerate bool) {
 		b.text = text
 		b.showBlocks(splitBlocks(text))
 	}
-	b.stats.Text = m.Stats
-	b.stats.Hidden = m.Stats == ""
-	b.stats.Color = themeColor(theme.ColorNamePlaceHolder)
-	b.stats.TextSize = theme.CaptionTextSize()
-	b.stats.Refresh()
-	b.edit.Refresh()
-	b.regen.Refresh()
-	b.copy.Refresh()
+	if m.Stats != b.statsText {
+		b.statsText = m.Stats
+		b.stats.Segments[0].(*widget.TextSegment).Text = m.Stats
+		b.stats.Refresh()
+		showIf(b.stats, m.Stats != "")
+	}
+}
+
+// showIf shows or hides o and reports whether that changed it.
+func showIf(o fyne.CanvasObject, show bool) bool {
+	if o.Visible() == show {
+		return false
+	}
+	if show {
+		o.Show()
+	} else {
+		o.Hide()
+	}
+	return true
 }
 
 // blockView is the widget of one of a message's blocks: a code block, or
@@ -254,11 +340,19 @@ func (b *bubble) showBlocks(blocks []chatBlock) {
 		}
 	}
 	b.blocks = b.blocks[:len(blocks)]
+	same := len(b.body.Objects) == len(b.blocks)
+	for i, v := range b.blocks {
+		same = same && b.body.Objects[i] == v.object()
+	}
+	if same {
+		return // the block that changed refreshed itself
+	}
 	b.body.Objects = b.body.Objects[:0]
 	for _, v := range b.blocks {
 		b.body.Objects = append(b.body.Objects, v.object())
 	}
-	b.body.Refresh()
+	b.body.Layout.Layout(b.body.Objects, b.body.Size())
+	canvas.Refresh(b.body)
 }
 
 // segmentsText is the text of rich text segments, lists' items included.

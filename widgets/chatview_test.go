@@ -204,3 +204,113 @@ func TestChatViewEmptyAndClear(t *testing.T) {
 	}
 	v.UpdateMessage(3, ChatMessage{Text: "ignored"}) // out of range: no panic
 }
+
+// A statistics line longer than the transcript is wide wraps: it does not
+// widen the transcript (and the window, which a resize makes the slowest
+// frame there is). Setting the transcript again with one more message
+// renders the new one and keeps the widgets of those before it.
+func TestChatViewLongStatsWrapAndSetKeepsEarlier(t *testing.T) {
+	v, _ := newTestChat(t)
+	msgs := []ChatMessage{{Role: "user", Text: "Quote Genesis 1:3."}, {Role: "assistant", Text: "And God said, Let there be light"}}
+	v.SetMessages(msgs)
+	narrow := v.MinSize().Width
+	msgs[1].Stats = strings.Repeat("12345 tokens, 713.9 tok/s · ", 20) + "drafting off: drafting costs more than it saves on this pair"
+	v.UpdateMessage(1, msgs[1])
+	if w := v.MinSize().Width; w > narrow {
+		t.Errorf("a long statistics line widened the transcript from %v to %v", narrow, w)
+	}
+	if drawn := drawnTexts(v); !strings.Contains(drawn, "drafting off") {
+		t.Errorf("the statistics are not drawn: %q", drawn)
+	}
+	prose := v.bubbles[1].blocks[0].prose
+	segs := prose.Segments
+	v.SetMessages(append(msgs, ChatMessage{Role: "user", Text: "And verse 4?"}))
+	if v.bubbles[1].blocks[0].prose != prose || &prose.Segments[0] != &segs[0] {
+		t.Error("setting the transcript again rendered an unchanged message anew")
+	}
+	if got := bodyText(v, 2); got != "And verse 4?" {
+		t.Errorf("the new message shows %q", got)
+	}
+	if n := len(buttonsNamed(v, "Regenerate")); n != 0 {
+		t.Errorf("%d Regenerate buttons after a user message, want 0", n)
+	}
+}
+
+// A streamed chunk and the end of an answer refresh that answer alone: the
+// messages before it are not measured, wrapped and drawn again (the
+// scroller refreshes its content on every update, and a container's
+// refresh refreshes all it holds). The probe is an earlier message's text
+// changed behind its widget's back: it shows only if something refreshed
+// that message.
+func TestChatViewUpdateRefreshesOneMessage(t *testing.T) {
+	v, _ := newTestChat(t)
+	v.SetMessages([]ChatMessage{{Role: "user", Text: "Quote Genesis 1:3."}, {Role: "assistant", Text: "And God said"},
+		{Role: "user", Text: "And verse 4?"}, {Role: "assistant", Streaming: true}})
+	if drawn := renderedTexts(v); !strings.Contains(drawn, "And God said") {
+		t.Fatalf("drawn %q", drawn)
+	}
+	probe := firstText(v.bubbles[1].blocks[0].prose.Segments)
+	if probe == nil {
+		t.Fatal("no text segment in the first answer")
+	}
+	probe.Text = "probe"
+	text := ""
+	for _, piece := range []string{"And God saw", " the light,", " that it was good"} {
+		text += piece
+		v.UpdateMessage(3, ChatMessage{Role: "assistant", Text: text, Streaming: true})
+	}
+	v.UpdateMessage(3, ChatMessage{Role: "assistant", Text: text, Stats: "9 tokens, 99.0 tok/s"})
+	drawn := renderedTexts(v)
+	if strings.Contains(drawn, "probe") {
+		t.Error("updating the last answer refreshed the first one")
+	}
+	if !strings.Contains(drawn, text) || !strings.Contains(drawn, "9 tokens") || len(buttonsNamed(v, "Regenerate")) != 1 {
+		t.Errorf("the last answer is not drawn whole: %q", drawn)
+	}
+}
+
+// renderedTexts is the text of the canvas texts inside o as its widgets'
+// renderers hold them now (drawnTexts makes the renderers anew).
+func renderedTexts(o fyne.CanvasObject) string {
+	var b strings.Builder
+	var walk func(o fyne.CanvasObject)
+	walk = func(o fyne.CanvasObject) {
+		if !o.Visible() {
+			return
+		}
+		switch c := o.(type) {
+		case *canvas.Text:
+			b.WriteString(c.Text)
+		case fyne.Widget:
+			for _, ch := range test.WidgetRenderer(c).Objects() {
+				walk(ch)
+			}
+		case *fyne.Container:
+			for _, ch := range c.Objects {
+				walk(ch)
+			}
+		}
+	}
+	walk(o)
+	return b.String()
+}
+
+// firstText is the first text segment in segs, lists' and paragraphs'
+// items included.
+func firstText(segs []widget.RichTextSegment) *widget.TextSegment {
+	for _, s := range segs {
+		switch t := s.(type) {
+		case *widget.TextSegment:
+			return t
+		case *widget.ParagraphSegment:
+			if r := firstText(t.Texts); r != nil {
+				return r
+			}
+		case *widget.ListSegment:
+			if r := firstText(t.Items); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}

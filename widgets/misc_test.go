@@ -1,6 +1,7 @@
 package widgets
 
 import (
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
@@ -68,6 +69,32 @@ func TestMeter(t *testing.T) {
 	r.Layout(fyne.NewSize(200, 30))
 	if w := r.fill.Size().Width; w != 50 {
 		t.Errorf("fill %v wide, want a quarter of 200", w)
+	}
+}
+
+// A caption wider than the meter is cut with an ellipsis rather than
+// widening the meter (and the window around it); the whole caption is
+// still the meter's Text and shows whole once there is room.
+func TestMeterElidesCaption(t *testing.T) {
+	test.NewTempApp(t)
+	m := NewMeter()
+	long := "acceptance 46% (6 of 13 drafted) · 30 tokens, 713.9 tok/s · first token after 0.06 s · drafting off: drafting costs more than it saves on this pair"
+	m.Set(0.46, long)
+	r := test.TempWidgetRenderer(t, m).(*meterRenderer)
+	if w := m.MinSize().Width; w > 120 {
+		t.Errorf("meter min width %v with a long caption, want 120", w)
+	}
+	r.Layout(fyne.NewSize(300, 30))
+	shown := r.text.Text
+	if !strings.HasSuffix(shown, "…") || !strings.HasPrefix(long, strings.TrimSuffix(shown, "…")) || r.text.MinSize().Width > 300 {
+		t.Errorf("at 300 wide the caption shows %q (%v wide)", shown, r.text.MinSize().Width)
+	}
+	if m.Text() != long {
+		t.Errorf("Text() %q", m.Text())
+	}
+	r.Layout(fyne.NewSize(2000, 30))
+	if r.text.Text != long {
+		t.Errorf("at 2000 wide the caption shows %q", r.text.Text)
 	}
 }
 

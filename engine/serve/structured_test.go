@@ -13,49 +13,12 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/engine/internal/schematest"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
-
-// personSchema has a required field of each kind: string, number, enum,
-// array. The bounds keep the demo model's output (it was never trained on
-// JSON) within the token budget.
-const personSchema = `{"type": "object",
- "properties": {
-  "name": {"type": "string", "maxLength": 24},
-  "score": {"type": "number"},
-  "mood": {"enum": ["happy", "sad", "calm"]},
-  "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
- "required": ["name", "score", "mood", "tags"],
- "additionalProperties": false}`
-
-// schemaValidator checks text with the JSON-schema library alone, apart
-// from the grammar the server compiled from the same schema.
-func schemaValidator(t *testing.T, schema string) func(string) error {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("mem://s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("mem://s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(text string) error {
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-		if err != nil {
-			return err
-		}
-		return sch.Validate(v)
-	}
-}
 
 func openaiClient(srv *httptest.Server) *openai.Client {
 	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"),
@@ -117,7 +80,7 @@ func TestJSONSchemaOverHTTP(t *testing.T) {
 		"draft":        openaiClient(startServer(t, load(sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf")), Options{})),
 		"target alone": openaiClient(startServer(t, load(""), Options{})),
 	}
-	valid := schemaValidator(t, personSchema)
+	valid := schematest.Validator(t, schematest.Person)
 	greedy := map[string]string{}
 	for name, client := range servers {
 		for _, sampled := range []bool{false, true} {
@@ -128,7 +91,7 @@ func TestJSONSchemaOverHTTP(t *testing.T) {
 					MaxTokens:      openai.Int(400),
 					Temperature:    openai.Float(0),
 					Seed:           openai.Int(3),
-					ResponseFormat: jsonSchemaFormat(personSchema),
+					ResponseFormat: jsonSchemaFormat(schematest.Person),
 				}
 				if sampled {
 					params.Temperature = openai.Float(0.8)
@@ -228,7 +191,7 @@ func TestToolRoundTrip(t *testing.T) {
 	defer r.Close()
 	srv := startServer(t, r, Options{})
 	client := openaiClient(srv)
-	valid := schemaValidator(t, weatherParams)
+	valid := schematest.Validator(t, weatherParams)
 	base := openai.ChatCompletionNewParams{
 		Model:      "demo",
 		Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
@@ -352,7 +315,7 @@ func TestStructuredBadRequests(t *testing.T) {
 		{"qwen3", openai.ChatCompletionNewParams{Tools: tools, N: openai.Int(2)}, nil, "n", "n must be 1"},
 		{"qwen3", openai.ChatCompletionNewParams{}, []option.RequestOption{option.WithJSONSet("grammar", "root ::= \"a\" root")}, "grammar", "allows nothing"},
 		{"qwen3", openai.ChatCompletionNewParams{}, []option.RequestOption{option.WithJSONSet("grammar", "root ::= \"a")}, "grammar", "syntax"},
-		{"qwen3", openai.ChatCompletionNewParams{Tools: tools, ResponseFormat: jsonSchemaFormat(personSchema),
+		{"qwen3", openai.ChatCompletionNewParams{Tools: tools, ResponseFormat: jsonSchemaFormat(schematest.Person),
 			ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}}, nil, "response_format", "tools"},
 		{"qwen3", openai.ChatCompletionNewParams{Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: "f", Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "array", "uniqueItems": true}}}})},
