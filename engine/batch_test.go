@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// collect runs req on r and returns the ids it emitted and its statistics.
+func collect(ctx context.Context, r *Runner, req Request, onToken func()) ([]int32, Stats, error) {
+	var ids []int32
+	st, err := r.Generate(ctx, req, func(e Event) {
+		if e.Kind == EventToken {
+			ids = append(ids, e.IDs...)
+			if onToken != nil {
+				onToken()
+			}
+		}
+	})
+	return ids, st, err
+}
+
+// Twice as many greedy requests as slots, sent at once to a runner of the
+// demo pair that decodes 3 together: each must be the target's own
+// greedy output from transformers, whichever requests it shared passes
+// with, and say that drafting was off.
+func TestParallelIsSoloGreedy(t *testing.T) {
+	prompts := loadOracle(t)
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"),
+		Context: 256, Parallel: 3})
+	type result struct {
+		ids []int32
+		st  Stats
+		err error
+	}
+	got := make([]result, 2*len(prompts))
+	var wg sync.WaitGroup
+	for i := range got {
+		p := prompts[i%len(prompts)]
+		wg.Go(func() {
+			req := Request{PromptIDs: p.IDs, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true}
+			ids, st, err := collect(context.Background(), r, req, nil)
+			got[i] = result{ids, st, err}
+		})
+	}
+	wg.Wait()
+	for i, g := range got {
+		want := prompts[i%len(prompts)].Target.Greedy
+		switch {
+		case g.err != nil:
+			t.Errorf("request %d: %v", i, g.err)
+		case !slices.Equal(g.ids, want):
+			t.Errorf("request %d:\n got %v\nwant %v", i, g.ids, want)
+		case g.st.FinishReason != "length" || g.st.GeneratedTokens != len(want) || g.st.Steps != len(want):
+			t.Errorf("request %d: finish %q, %d tokens in %d steps, want length, %d in %d", i, g.st.FinishReason, g.st.GeneratedTokens, g.st.Steps, len(want), len(want))
+		case g.st.Drafted != 0 || g.st.DraftOff != ReasonBatched:
+			t.Errorf("request %d: drafted %d, drafting off because %q", i, g.st.Drafted, g.st.DraftOff)
+		}
+	}
+}
+
+// Sampled requests, each with its own seed and settings, decoded together
+// with greedy ones, are each what the request gives alone on a runner of
+// one sequence.
+func TestParallelSampledIsSolo(t *testing.T) {
+	prompts := loadOracle(t)[:4]
+	target := modelPath(t, "factory-target-F16.gguf")
+	solo := load(t, Config{Target: target, Context: 128})
+	together := load(t, Config{Target: target, Context: 128, Parallel: 4})
+	reqs := make([]Request, len(prompts))
+	for i, p := range prompts {
+		reqs[i] = Request{PromptIDs: p.IDs, MaxTokens: 24, IgnoreEOS: true}
+		if i%2 == 1 {
+			reqs[i].Sampling = Sampling{Temperature: 0.9, TopK: 40, Seed: uint64(7 + i)}
+		}
+		if i == 3 {
+			reqs[i].Sampling.RepeatPenalty = 1.3
+		}
+	}
+	want := make([][]int32, len(reqs))
+	for i, req := range reqs {
+		ids, _, err := collect(context.Background(), solo, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = ids
+	}
+	got := make([][]int32, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { got[i], _, errs[i] = collect(context.Background(), together, req, nil) })
+	}
+	wg.Wait()
+	for i := range reqs {
+		if errs[i] != nil || !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d (%+v): %v\n got %v\nwant %v", i, reqs[i].Sampling, errs[i], got[i], want[i])
+		}
+	}
+}
+
+// A request cancelled mid-generation stops at once and frees its slot for
+// a request waiting for one; a request cancelled while it waits for a
+// slot leaves; the others are unharmed.
+func TestParallelCancel(t *testing.T) {
+	prompts := loadOracle(t)
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Context: 256, Parallel: 2})
+	long := Request{PromptIDs: prompts[0].IDs, MaxTokens: 200, IgnoreEOS: true}
+
+	// Two long requests fill the slots; the first is cancelled after 5
+	// tokens, the second runs on.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	started := make(chan struct{}, 2)
+	var n1 int
+	var wg sync.WaitGroup
+	var st1, st2 Stats
+	var err1, err2 error
+	wg.Go(func() {
+		_, st1, err1 = collect(ctx1, r, long, func() {
+			if n1++; n1 == 1 {
+				started <- struct{}{}
+			}
+			if n1 == 5 {
+				cancel1()
+			}
+		})
+	})
+	n2 := 0
+	wg.Go(func() {
+		_, st2, err2 = collect(ctx2, r, long, func() {
+			if n2++; n2 == 1 {
+				started <- struct{}{}
+			}
+		})
+	})
+	<-started
+	<-started
+	// A request that waits for a slot and gives up.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	cancel3()
+	if ids, st, err := collect(ctx3, r, long, nil); err != nil || st.FinishReason != "cancelled" || len(ids) != 0 {
+		t.Errorf("cancelled while waiting: %v, finish %q, %d tokens", err, st.FinishReason, len(ids))
+	}
+	// A request that gets the first one's slot and is the target's own.
+	p := prompts[1]
+	ids, st, err := collect(context.Background(), r, Request{PromptIDs: p.IDs, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true}, nil)
+	if err != nil || !slices.Equal(ids, p.Target.Greedy) {
+		t.Errorf("after the cancellation: %v, %v\nwant %v (%+v)", err, ids, p.Target.Greedy, st)
+	}
+	cancel2()
+	wg.Wait()
+	if err1 != nil || st1.FinishReason != "cancelled" || st1.GeneratedTokens < 5 || st1.GeneratedTokens >= 100 {
+		t.Errorf("cancelled after 5 tokens: %v, finish %q after %d tokens", err1, st1.FinishReason, st1.GeneratedTokens)
+	}
+	if err2 != nil || st2.FinishReason != "cancelled" {
+		t.Errorf("second: %v, finish %q", err2, st2.FinishReason)
+	}
+	// The runner is whole afterwards.
+	ids, _, err = collect(context.Background(), r, Request{PromptIDs: p.IDs, MaxTokens: 8, IgnoreEOS: true}, nil)
+	if err != nil || !slices.Equal(ids, p.Target.Greedy[:8]) {
+		t.Errorf("afterwards: %v, %v", err, ids)
+	}
+}
+
+// A head-sharing draft reads the target's states of one sequence: a runner
+// of several is refused with it, not loaded wrong.
+func TestParallelRefusesEagle3(t *testing.T) {
+	_, err := Load(context.Background(), Config{Target: modelPath(t, "factory-target-F16.gguf"),
+		Draft: modelPath(t, "factory-eagle3-F16.gguf"), Context: 128, Parallel: 2, Backend: *backend}, nil)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+}
