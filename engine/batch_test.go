@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -173,5 +174,43 @@ func TestParallelRefusesEagle3(t *testing.T) {
 		Draft: modelPath(t, "factory-eagle3-F16.gguf"), Context: 128, Parallel: 2, Backend: *backend}, nil)
 	if err == nil {
 		t.Fatal("loaded")
+	}
+}
+
+// The demo pair as the window bundles it (Q4_K_M target, Q8_0 draft),
+// twice as many greedy requests as its 8 slots: each is what the runner of
+// one sequence, drafting, generates for it alone. On the GPU
+// (-engine.backend=cuda) this is issue 23's "none mixed up" on CUDA.
+func TestParallelDemoPair(t *testing.T) {
+	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
+	solo := load(t, cfg)
+	cfg.Parallel = 8
+	together := load(t, cfg)
+	const distinct, tokens = 8, 32
+	want := make([][]int32, distinct)
+	drafted := 0
+	for i := range want {
+		ids, st, err := collect(context.Background(), solo, Request{Prompt: fmt.Sprintf("Chapter %d.", i+1), MaxTokens: tokens, IgnoreEOS: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i], drafted = ids, drafted+st.Drafted
+	}
+	if drafted == 0 {
+		t.Error("the solo runner never drafted")
+	}
+	got := make([][]int32, 2*distinct)
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			got[i], _, errs[i] = collect(context.Background(), together, Request{Prompt: fmt.Sprintf("Chapter %d.", i%distinct+1), MaxTokens: tokens, IgnoreEOS: true}, nil)
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || !slices.Equal(got[i], want[i%distinct]) {
+			t.Errorf("request %d: %v\n got %v\nwant %v", i, errs[i], got[i], want[i%distinct])
+		}
 	}
 }
