@@ -200,7 +200,7 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 	}
 	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v", p.Ctx, p.Batch, p.KV)
 	if p.Parallel > 1 {
-		fmt.Fprintf(out, ", %d parallel sequences (the target's KV is %d caches of the context)", p.Parallel, p.Parallel)
+		fmt.Fprintf(out, ", %d parallel sequences (the target's KV, and a draft model's, is %d caches of the context)", p.Parallel, p.Parallel)
 	}
 	fmt.Fprint(out, "\n\n")
 

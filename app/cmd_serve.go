@@ -34,7 +34,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "require \"Authorization: Bearer KEY\" of every request (default $TANDEM_API_KEY)")
 	fs.StringVar(&f.alias, "alias", "", "the model id clients see (default: the target file's name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 128, "requests that may wait for the model; more are answered 429")
-	fs.IntVar(&f.parallel, "parallel", 1, "requests decoded together, one target pass a step over all of them (each holds a KV cache of --ctx; the draft is then not used)")
+	fs.IntVar(&f.parallel, "parallel", 1, "requests decoded together, one target pass a step over all of them (each holds a KV cache of --ctx; only a draft model drafts for them)")
 	fs.IntVar(&f.maxClient, "max-client-requests", 0, "requests one client address may have in flight; more are answered 429 (default half of --max-queue)")
 	fs.Func("allow-origin", "let web pages of this `origin` (http://localhost:3000; * for any) call the API from a browser; repeat or separate by commas", func(s string) error {
 		for o := range strings.SplitSeq(s, ",") {
@@ -99,10 +99,7 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 		drafting = "prompt lookup"
 	}
 	if f.parallel > 1 {
-		drafting = fmt.Sprintf("%d requests decoded together, %s unused", f.parallel, drafting)
-		if cfg.Draft == "" && !cfg.Lookup {
-			drafting = fmt.Sprintf("%d requests decoded together", f.parallel)
-		}
+		drafting = fmt.Sprintf("%s, %d requests decoded together", drafting, f.parallel)
 	}
 	fmt.Fprintf(out, "tandem serve: %s (%s) on http://%s/v1\n", name, drafting, ln.Addr())
 	return s.Serve(ctx, ln)

@@ -6,13 +6,21 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/engine/spec"
 )
 
-// ReasonBatched is why drafting is off on a runner that decodes several
-// requests together (Config.Parallel > 1).
-const ReasonBatched = "requests are decoded together in one batch (--parallel), without a draft"
+// Why drafting is off for a request on a runner that decodes several
+// together (Config.Parallel > 1): only a draft model drafts for a batch
+// (prompt lookup and head-sharing drafts serve one sequence), and only for
+// greedy, unconstrained requests (the others' tokens are picked on the
+// host, where the drafts' rows would cost more than they bring).
+const (
+	ReasonBatched       = "requests decoded together (--parallel) are drafted by a draft model only"
+	ReasonBatchedSample = "sampled, penalised or constrained requests decoded together (--parallel) are not drafted"
+)
 
 // batch decodes the generations of concurrent Generate calls together:
 // each holds one of the target's KV slots, and each step is one target
@@ -27,9 +35,11 @@ const ReasonBatched = "requests are decoded together in one batch (--parallel), 
 type batch struct {
 	slots chan int      // free KV slots
 	turn  chan struct{} // holds one token: the right to run the models
-	// active are the sequences decoding, in the order they joined; only
-	// the holder of turn reads or changes it.
-	active []*batchSeq
+	// active are the sequences decoding, in the order they joined, and
+	// chooser the draft length of their steps; only the holder of turn
+	// reads or changes them.
+	active  []*batchSeq
+	chooser batchChooser
 }
 
 func newBatch(slots int) *batch {
@@ -45,7 +55,12 @@ func newBatch(slots int) *batch {
 type batchSeq struct {
 	g      *generation
 	slot   int
-	cached int // positions the slot holds: history[:cached]
+	cached int // positions the target's slot holds: history[:cached]
+	// draftCached are the positions the draft model's slot holds; k and
+	// drafted this step's draft length and proposals.
+	draftCached int
+	k           int
+	drafted     []int32
 
 	mu       sync.Mutex
 	events   []Event       // emitted by the step, not yet handed to the caller
@@ -150,18 +165,20 @@ func (r *Runner) join(ctx context.Context, s *batchSeq) (bool, error) {
 	if r.target == nil {
 		return false, errors.New("engine: runner is closed")
 	}
-	g, m := s.g, r.target.m
+	g := s.g
 	start := r.now()
-	for s.cached < len(g.history)-1 {
-		if err := ctx.Err(); err != nil {
+	prompt := []pending{{slot: s.slot, tokens: g.history[:len(g.history)-1]}}
+	if err := runPending(ctx, r.target.m, r.placed.plan.Batch, prompt); err != nil {
+		return false, err
+	}
+	s.cached = len(g.history) - 1
+	// The draft reads the prompt too, unless the request will not draft.
+	if s.canDraft() {
+		dm := r.batchDraft()
+		if err := runPending(ctx, dm, r.placed.plan.Batch, prompt); err != nil {
 			return false, err
 		}
-		n := min(r.placed.plan.Batch, len(g.history)-1-s.cached)
-		seq := model.Seq{Slot: s.slot, Pos: s.cached, Tokens: g.history[s.cached : s.cached+n]}
-		if _, err := m.ForwardSeqs(ctx, []model.Seq{seq}); err != nil {
-			return false, err
-		}
-		s.cached += n
+		s.draftCached = len(g.history) - 1
 	}
 	g.stats.PrefillSeconds = r.now().Sub(start).Seconds()
 	if g.grammarComplete() {
@@ -182,11 +199,13 @@ func (b *batch) leave(s *batchSeq) {
 	}
 }
 
-// step runs one target pass over the next row of every active sequence,
-// in groups of at most a batch of rows, and accepts each sequence's token
-// under its own sampling and grammar. A pass does not stop for one
-// caller's cancelled context: the others' tokens are in it. The caller
-// holds turn.
+// step runs one target pass over the rows of every active sequence, in
+// groups of at most a batch of rows: for a greedy sequence, when the
+// runner has a draft model and drafting pays (batchChooser), the draft's
+// proposals after its last token, else that token alone; each sequence
+// accepts its tokens under its own sampling and grammar. A pass does not
+// stop for one caller's cancelled context: the others' tokens are in it.
+// The caller holds turn.
 func (r *Runner) step(b *batch) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -197,23 +216,80 @@ func (r *Runner) step(b *batch) {
 		b.active = nil
 		return
 	}
-	all := b.active
-	for len(all) > 0 {
-		n := min(len(all), r.placed.plan.Batch)
-		r.stepGroup(all[:n])
-		all = all[n:]
+	k := 0
+	if r.batchDraft() != nil {
+		k = b.chooser.next()
+	}
+	start, made := r.now(), 0
+	group, rows := []*batchSeq(nil), 0
+	for _, s := range b.active {
+		s.k = s.draftLength(k)
+		if n := len(s.g.history) - s.cached + s.k; rows+n > r.placed.plan.Batch && len(group) > 0 {
+			made += r.stepGroup(group)
+			group, rows = nil, 0
+		}
+		group = append(group, s)
+		rows += len(s.g.history) - s.cached + s.k
+	}
+	if len(group) > 0 {
+		made += r.stepGroup(group)
+	}
+	if r.batchDraft() != nil {
+		b.chooser.record(k, made, r.now().Sub(start))
 	}
 	b.active = slices.DeleteFunc(b.active, (*batchSeq).done)
 }
 
-// stepGroup is step's pass over seqs, whose rows fit one batch.
-func (r *Runner) stepGroup(seqs []*batchSeq) {
+// batchDraft is the draft model of a runner that decodes several
+// sequences at once, with a slot for each; nil when there is none.
+func (r *Runner) batchDraft() *model.Model {
+	d, ok := r.draft.(*modelDrafter)
+	if !ok || d.seq.m.Slots() != r.target.m.Slots() {
+		return nil
+	}
+	return d.seq.m
+}
+
+// draftLength is how many tokens s drafts this step when the batch drafts
+// k: a fixed length the request asked for, else k, for greedy requests
+// that allow drafting, within the tokens left.
+func (s *batchSeq) draftLength(k int) int {
+	g := s.g
+	if !s.canDraft() {
+		return 0
+	}
+	if g.drafting.Fixed() {
+		k = g.drafting.Max
+	}
+	return max(0, min(k, g.remaining()-1))
+}
+
+// canDraft reports whether s's steps may draft: a draft model drafts for
+// the batch and s is greedy and unconstrained and allows it.
+func (s *batchSeq) canDraft() bool {
+	g := s.g
+	return g.r.batchDraft() != nil && !g.req.NoDraft && onDevice(g.req)
+}
+
+// stepGroup is step's passes over seqs, whose rows fit one batch: the
+// draft's, then the target's. It returns the tokens the sequences made.
+func (r *Runner) stepGroup(seqs []*batchSeq) int {
 	ctx := context.Background()
+	fail := func(err error) int {
+		for _, s := range seqs {
+			s.finish(fmt.Errorf("engine: a pass over %d sequences: %w", len(seqs), err))
+		}
+		return 0
+	}
+	if err := r.draftAll(ctx, seqs); err != nil {
+		return fail(err)
+	}
 	m := r.target.m
 	rows := make([]model.Seq, len(seqs))
 	argmax := true // every sequence picks by argmax, so only ids cross to the host
 	for i, s := range seqs {
-		rows[i] = model.Seq{Slot: s.slot, Pos: s.cached, Tokens: s.g.history[s.cached:], Out: 1}
+		toks := append(s.g.history[s.cached:len(s.g.history):len(s.g.history)], s.drafted...)
+		rows[i] = model.Seq{Slot: s.slot, Pos: s.cached, Tokens: toks, Out: len(s.drafted) + 1}
 		argmax = argmax && onDevice(s.g.req)
 	}
 	var ids []int32
@@ -225,40 +301,159 @@ func (r *Runner) stepGroup(seqs []*batchSeq) {
 		logits, err = m.ForwardSeqs(ctx, rows)
 	}
 	if err != nil {
-		for _, s := range seqs {
-			s.finish(fmt.Errorf("engine: a pass over %d sequences: %w", len(seqs), err))
-		}
-		return
+		return fail(err)
 	}
-	vocab := m.Params().Vocab
-	for i, s := range seqs {
-		g := s.g
+	vocab, row, made := m.Params().Vocab, 0, 0
+	for _, s := range seqs {
+		g, n := s.g, len(s.drafted)+1
 		var out []int32
 		if argmax {
-			out = []int32{ids[i]}
+			mine := ids[row : row+n]
+			a := spec.GreedyAccepted(s.drafted, mine)
+			out = append(s.drafted[:a:a], mine[a])
 		} else {
-			row := logits[i*vocab : (i+1)*vocab]
-			_, _, masks, err := g.speculate(nil, nil)
+			mine := logits[row*vocab : (row+n)*vocab]
+			_, _, masks, err := g.speculate(s.drafted, nil)
 			if err == nil {
-				maskRows(row, masks)
-				out, err = g.verify(row, nil, nil)
+				maskRows(mine, masks)
+				out, err = g.verify(mine, s.drafted, nil)
 			}
 			if err != nil {
 				s.finish(err)
+				row += n
 				continue
 			}
 		}
-		s.cached = len(g.history)
-		g.stats.Steps++
-		out, err := g.advanceGrammar(out)
-		if err != nil {
-			s.finish(err)
-			continue
+		row += n
+		made += len(out)
+		s.accepted(out)
+	}
+	return made
+}
+
+// accepted takes out, the drafted tokens the target kept and its own
+// next one, into s's generation, and finishes s when it is done.
+func (s *batchSeq) accepted(out []int32) {
+	g, n := s.g, len(s.g.history)
+	kept := len(out) - 1
+	s.cached = n + kept // the rows of the tokens kept are the target's own
+	if len(s.drafted) > 0 {
+		// The draft ran the drafted tokens but the last; those kept stay.
+		s.draftCached = min(s.draftCached, n+min(kept, len(s.drafted)-1))
+		g.stats.Drafted += len(s.drafted)
+		g.stats.Accepted += kept
+		for len(g.stats.AcceptedAt) < len(s.drafted) {
+			g.stats.AcceptedAt = append(g.stats.AcceptedAt, 0)
 		}
-		if g.accept(out) {
-			s.finish(nil)
+		for i := range kept {
+			g.stats.AcceptedAt[i]++
 		}
 	}
+	g.stats.Steps++
+	if s.canDraft() {
+		g.stats.DraftK, g.stats.Drafting, g.stats.DraftOff = s.k, s.k > 0, ""
+		if s.k == 0 {
+			g.stats.DraftOff = spec.ReasonCosts
+		}
+	}
+	out, err := g.advanceGrammar(out)
+	if err != nil {
+		s.finish(err)
+		return
+	}
+	if g.accept(out) {
+		s.finish(nil)
+	}
+}
+
+// draftAll drafts s.k tokens greedily for each of seqs with the draft
+// model, all sequences in each pass: first what the draft's slot lacks of
+// each history, then one row per sequence and drafted token.
+func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq) error {
+	var drafting []*batchSeq
+	for _, s := range seqs {
+		s.drafted = s.drafted[:0]
+		if s.k > 0 {
+			drafting = append(drafting, s)
+		}
+	}
+	if len(drafting) == 0 {
+		return nil
+	}
+	dm := r.batchDraft()
+	var behind []pending
+	for _, s := range drafting {
+		if h := s.g.history; s.draftCached < len(h)-1 {
+			behind = append(behind, pending{slot: s.slot, pos: s.draftCached, tokens: h[s.draftCached : len(h)-1]})
+			s.draftCached = len(h) - 1
+		}
+	}
+	if err := runPending(ctx, dm, r.placed.plan.Batch, behind); err != nil {
+		for _, s := range drafting {
+			s.draftCached = 0 // what the slot holds is unknown
+		}
+		return err
+	}
+	for j := 0; len(drafting) > 0; j++ {
+		rows := make([]model.Seq, len(drafting))
+		for i, s := range drafting {
+			last := s.g.history[len(s.g.history)-1]
+			if j > 0 {
+				last = s.drafted[j-1]
+			}
+			rows[i] = model.Seq{Slot: s.slot, Pos: s.draftCached, Tokens: []int32{last}, Out: 1}
+		}
+		ids, err := dm.ForwardSeqsArgmax(ctx, rows)
+		if err != nil {
+			for _, s := range drafting {
+				s.draftCached = 0
+			}
+			return err
+		}
+		for i, s := range drafting {
+			s.draftCached++
+			s.drafted = append(s.drafted, ids[i])
+		}
+		drafting = slices.DeleteFunc(drafting, func(s *batchSeq) bool { return len(s.drafted) >= s.k })
+	}
+	return nil
+}
+
+// pending is tokens to run into a slot with no results wanted (a prompt,
+// or what a draft lacks of a history).
+type pending struct {
+	slot, pos int
+	tokens    []int32
+}
+
+// runPending runs the pending tokens on m in passes of at most batch rows.
+func runPending(ctx context.Context, m *model.Model, batch int, work []pending) error {
+	var rows []model.Seq
+	n := 0
+	flush := func() error {
+		if len(rows) == 0 {
+			return nil
+		}
+		_, err := m.ForwardSeqs(ctx, rows)
+		rows, n = rows[:0], 0
+		return err
+	}
+	for _, w := range work {
+		for len(w.tokens) > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			take := min(len(w.tokens), batch-n)
+			rows = append(rows, model.Seq{Slot: w.slot, Pos: w.pos, Tokens: w.tokens[:take]})
+			w.pos, w.tokens, n = w.pos+take, w.tokens[take:], n+take
+			if n == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
 }
 
 // done reports whether s is finished.
@@ -266,4 +461,84 @@ func (s *batchSeq) done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.finished
+}
+
+// batchLengths are the draft lengths a batch's steps choose from, and
+// batchRound the steps each choice is measured over.
+var batchLengths = [...]int{0, 2, 4, 6}
+
+const (
+	batchRound   = 16
+	batchExplore = 8 // every batchExplore-th round measures another length again
+)
+
+// batchChooser picks the draft length of a batch's steps by the tokens per
+// second the steps made at each: a draft pass over every sequence costs
+// what it costs on the loaded pair and batch (little on a GPU, nearly a
+// target pass's rows on a CPU), which the measurement weighs against the
+// tokens the drafts bring. Each length is measured once, the best is used,
+// and now and then another is measured again, as the batch's sequences
+// change.
+type batchChooser struct {
+	rate    [len(batchLengths)]float64 // tokens per second, 0 until measured
+	cur     int                        // index of the length in use
+	left    int                        // steps of the round left
+	rounds  int
+	explore int // the next length to measure again
+	made    int
+	took    time.Duration
+}
+
+// next is the draft length of the next step.
+func (c *batchChooser) next() int {
+	if c.left == 0 {
+		c.decide()
+	}
+	c.left--
+	return batchLengths[c.cur]
+}
+
+// decide chooses the length of the next round.
+func (c *batchChooser) decide() {
+	c.rounds++
+	c.left = batchRound
+	for i, r := range c.rate {
+		if r == 0 {
+			c.cur = i
+			return
+		}
+	}
+	best := 0
+	for i, r := range c.rate {
+		if r > c.rate[best] {
+			best = i
+		}
+	}
+	c.cur = best
+	if c.rounds%batchExplore == 0 {
+		c.explore = (c.explore + 1) % len(batchLengths)
+		if c.explore == best {
+			c.explore = (c.explore + 1) % len(batchLengths)
+		}
+		c.cur = c.explore
+	}
+}
+
+// record counts a step of length k that made tokens in took.
+func (c *batchChooser) record(k, made int, took time.Duration) {
+	if batchLengths[c.cur] != k {
+		return
+	}
+	c.made += made
+	c.took += took
+	if c.left > 0 || c.took <= 0 {
+		return
+	}
+	rate := float64(c.made) / c.took.Seconds()
+	if c.rate[c.cur] == 0 {
+		c.rate[c.cur] = rate
+	} else {
+		c.rate[c.cur] = (c.rate[c.cur] + rate) / 2
+	}
+	c.made, c.took = 0, 0
 }

@@ -86,7 +86,14 @@ func (r *Runner) newGeneration(ctx context.Context, req Request, emit func(Event
 	g.stats.PromptTokens = len(prompt)
 	switch {
 	case r.draft != nil && r.batch != nil:
-		g.stats.DraftOff = ReasonBatched
+		switch {
+		case r.batchDraft() == nil:
+			g.stats.DraftOff = ReasonBatched
+		case req.NoDraft:
+			g.stats.DraftOff = ReasonNoDraft
+		case !onDevice(req):
+			g.stats.DraftOff = ReasonBatchedSample
+		}
 	case r.draft != nil && req.NoDraft:
 		g.stats.DraftOff = ReasonNoDraft
 	case r.draft != nil:

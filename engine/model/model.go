@@ -159,11 +159,17 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 	if err := m.loadTensors(ctx, f, mp, progress); err != nil {
 		return nil, err
 	}
-	if mp.Role == plan.Target {
-		m.slots = max(1, p.Parallel)
-	}
 	if err := m.allocBuffers(p, mp); err != nil {
 		return nil, err
+	}
+	// The plan gives a model a KV cache of the context per sequence it
+	// decodes at once (plan.Input.Parallel).
+	for _, pt := range m.parts {
+		for _, k := range pt.kvK {
+			if k.Valid() {
+				m.slots = max(1, k.Rows/m.ctx)
+			}
+		}
 	}
 	b, embd := m.batch, params.Embd
 	m.tokens, m.positions, m.outIdx = make([]int32, b), make([]int32, b), make([]int32, b)

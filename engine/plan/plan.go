@@ -53,7 +53,8 @@ type Input struct {
 	KV KVTypes
 	// Parallel is how many sequences the target decodes together (tandem
 	// serve --parallel): it holds a KV cache of Ctx tokens for each, one
-	// pool of Parallel slots per block. A draft keeps one. 0: 1.
+	// pool of Parallel slots per block, and so does a draft model; a draft
+	// that reads the target's states keeps one. 0: 1.
 	Parallel int
 }
 
@@ -273,8 +274,10 @@ func checkFeatures(d, t *model) error {
 
 // export turns the layout into the ModelPlan, with its KV and scratch buffers.
 func (m *model) export(in Input) (ModelPlan, error) {
+	// A draft model decodes each sequence alongside the target; a draft
+	// that reads the target's states (EAGLE-3, DFlash) serves one.
 	slots := int64(1)
-	if m.role == Target {
+	if m.role == Target || len(m.shape.TargetLayers) == 0 {
 		slots = int64(in.Parallel)
 	}
 	kv, err := m.kvBuffers(int64(in.Ctx)*slots, in.KV)
