@@ -39,6 +39,9 @@ type Config struct {
 	// target pass a step, without a draft (Stats.DraftOff says so).
 	// 0 or 1: one at a time, with the draft.
 	Parallel int
+	// padBatch runs a batch's passes over every slot, as on a GPU, on
+	// any device: for tests of that layout on the CPU.
+	padBatch bool
 	// Placement spreads the models over several devices (placement.go);
 	// nil runs both on the one device of Backend and GPU.
 	Placement *Placement

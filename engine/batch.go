@@ -40,10 +40,11 @@ type batch struct {
 	// reads or changes them.
 	active  []*batchSeq
 	chooser batchChooser
+	padded  bool // every step runs every slot (paddedWidth): the target runs on a GPU
 }
 
-func newBatch(slots int) *batch {
-	b := &batch{slots: make(chan int, slots), turn: make(chan struct{}, 1)}
+func newBatch(slots int, padded bool) *batch {
+	b := &batch{slots: make(chan int, slots), turn: make(chan struct{}, 1), padded: padded}
 	for s := range slots {
 		b.slots <- s
 	}
@@ -221,18 +222,28 @@ func (r *Runner) step(b *batch) {
 		k = b.chooser.next()
 	}
 	start, made := r.now(), 0
-	group, rows := []*batchSeq(nil), 0
 	for _, s := range b.active {
 		s.k = s.draftLength(k)
+	}
+	if width := r.paddedWidth(b); width > 0 {
+		made = r.stepGroup(b.active, width)
+		if r.batchDraft() != nil {
+			b.chooser.record(k, made, r.now().Sub(start))
+		}
+		b.active = slices.DeleteFunc(b.active, (*batchSeq).done)
+		return
+	}
+	group, rows := []*batchSeq(nil), 0
+	for _, s := range b.active {
 		if n := len(s.g.history) - s.cached + s.k; rows+n > r.placed.plan.Batch && len(group) > 0 {
-			made += r.stepGroup(group)
+			made += r.stepGroup(group, 0)
 			group, rows = nil, 0
 		}
 		group = append(group, s)
 		rows += len(s.g.history) - s.cached + s.k
 	}
 	if len(group) > 0 {
-		made += r.stepGroup(group)
+		made += r.stepGroup(group, 0)
 	}
 	if r.batchDraft() != nil {
 		b.chooser.record(k, made, r.now().Sub(start))
@@ -271,9 +282,42 @@ func (s *batchSeq) canDraft() bool {
 	return g.r.batchDraft() != nil && !g.req.NoDraft && onDevice(g.req)
 }
 
+// paddedWidth is the rows every slot runs in a step of b when the
+// target's passes keep one shape, or 0 when they follow the sequences.
+//
+// A pass's program is compiled for its slots and rows, and on a GPU
+// compiling (capturing a CUDA graph) costs many passes while a row more
+// costs next to nothing: there every step runs every slot, free ones too,
+// with as many rows as the widest sequence needs, the others' filled up
+// after their own rows, so a batch compiles one program a draft length
+// however its sequences come and go. A filler row writes its slot's cache
+// past what the slot holds, where the sequence's own rows land before any
+// row reads them. On a CPU each row costs its work: the passes follow the
+// sequences.
+func (r *Runner) paddedWidth(b *batch) int {
+	if !b.padded || len(b.active) == 0 {
+		return 0
+	}
+	width := 0
+	for _, s := range b.active {
+		width = max(width, len(s.g.history)-s.cached+s.k)
+	}
+	m := r.target.m
+	if m.Slots()*width > r.placed.plan.Batch {
+		return 0
+	}
+	for _, s := range b.active {
+		if s.cached+width > m.Context() {
+			return 0
+		}
+	}
+	return width
+}
+
 // stepGroup is step's passes over seqs, whose rows fit one batch: the
-// draft's, then the target's. It returns the tokens the sequences made.
-func (r *Runner) stepGroup(seqs []*batchSeq) int {
+// draft's, then the target's, each over every slot with width rows when
+// width > 0 (paddedWidth). It returns the tokens the sequences made.
+func (r *Runner) stepGroup(seqs []*batchSeq, width int) int {
 	ctx := context.Background()
 	fail := func(err error) int {
 		for _, s := range seqs {
@@ -281,16 +325,26 @@ func (r *Runner) stepGroup(seqs []*batchSeq) int {
 		}
 		return 0
 	}
-	if err := r.draftAll(ctx, seqs); err != nil {
+	if err := r.draftAll(ctx, seqs, width > 0); err != nil {
 		return fail(err)
 	}
 	m := r.target.m
 	rows := make([]model.Seq, len(seqs))
-	argmax := true // every sequence picks by argmax, so only ids cross to the host
+	first := make([]int, len(seqs)) // each sequence's first wanted row in the results
+	argmax := true                  // every sequence picks by argmax, so only ids cross to the host
+	out := 0
 	for i, s := range seqs {
 		toks := append(s.g.history[s.cached:len(s.g.history):len(s.g.history)], s.drafted...)
 		rows[i] = model.Seq{Slot: s.slot, Pos: s.cached, Tokens: toks, Out: len(s.drafted) + 1}
 		argmax = argmax && onDevice(s.g.req)
+		first[i] = out
+		out += rows[i].Out
+	}
+	if width > 0 {
+		rows = padded(rows, m.Slots(), width)
+		for i, s := range seqs { // every row of every slot is a result
+			first[i] = s.slot*width + len(s.g.history) - s.cached - 1
+		}
 	}
 	var ids []int32
 	var logits []float32
@@ -303,9 +357,9 @@ func (r *Runner) stepGroup(seqs []*batchSeq) int {
 	if err != nil {
 		return fail(err)
 	}
-	vocab, row, made := m.Params().Vocab, 0, 0
-	for _, s := range seqs {
-		g, n := s.g, len(s.drafted)+1
+	vocab, made := m.Params().Vocab, 0
+	for i, s := range seqs {
+		g, n, row := s.g, len(s.drafted)+1, first[i]
 		var out []int32
 		if argmax {
 			mine := ids[row : row+n]
@@ -320,15 +374,32 @@ func (r *Runner) stepGroup(seqs []*batchSeq) int {
 			}
 			if err != nil {
 				s.finish(err)
-				row += n
 				continue
 			}
 		}
-		row += n
 		made += len(out)
 		s.accepted(out)
 	}
 	return made
+}
+
+// padded lays rows over all slots in slot order, width rows each, every
+// row's result wanted: a sequence's rows filled up after its own with its
+// last token, a free slot's with token 0 from position 0.
+func padded(rows []model.Seq, slots, width int) []model.Seq {
+	out := make([]model.Seq, slots)
+	for s := range out {
+		out[s] = model.Seq{Slot: s, Tokens: make([]int32, width), Out: width}
+	}
+	for _, r := range rows {
+		t := out[r.Slot].Tokens
+		n := copy(t, r.Tokens)
+		for i := n; i < width; i++ {
+			t[i] = r.Tokens[n-1]
+		}
+		out[r.Slot].Pos = r.Pos
+	}
+	return out
 }
 
 // accepted takes out, the drafted tokens the target kept and its own
@@ -369,7 +440,7 @@ func (s *batchSeq) accepted(out []int32) {
 // draftAll drafts s.k tokens greedily for each of seqs with the draft
 // model, all sequences in each pass: first what the draft's slot lacks of
 // each history, then one row per sequence and drafted token.
-func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq) error {
+func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq, pad bool) error {
 	var drafting []*batchSeq
 	for _, s := range seqs {
 		s.drafted = s.drafted[:0]
@@ -395,13 +466,30 @@ func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq) error {
 		return err
 	}
 	for j := 0; len(drafting) > 0; j++ {
-		rows := make([]model.Seq, len(drafting))
+		// Padded, every slot runs a row (paddedWidth): a slot not drafting
+		// now a filler at the next position its draft cache would write.
+		var rows []model.Seq
+		if pad {
+			rows = make([]model.Seq, dm.Slots())
+			for i := range rows {
+				rows[i] = model.Seq{Slot: i, Tokens: []int32{0}, Out: 1}
+			}
+			for _, s := range seqs {
+				rows[s.slot].Pos = s.draftCached
+			}
+		}
+		at := make([]int, len(drafting)) // each drafting sequence's row
 		for i, s := range drafting {
 			last := s.g.history[len(s.g.history)-1]
 			if j > 0 {
 				last = s.drafted[j-1]
 			}
-			rows[i] = model.Seq{Slot: s.slot, Pos: s.draftCached, Tokens: []int32{last}, Out: 1}
+			row := model.Seq{Slot: s.slot, Pos: s.draftCached, Tokens: []int32{last}, Out: 1}
+			if pad {
+				rows[s.slot], at[i] = row, s.slot
+			} else {
+				rows, at[i] = append(rows, row), i
+			}
 		}
 		ids, err := dm.ForwardSeqsArgmax(ctx, rows)
 		if err != nil {
@@ -412,7 +500,7 @@ func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq) error {
 		}
 		for i, s := range drafting {
 			s.draftCached++
-			s.drafted = append(s.drafted, ids[i])
+			s.drafted = append(s.drafted, ids[at[i]])
 		}
 		drafting = slices.DeleteFunc(drafting, func(s *batchSeq) bool { return len(s.drafted) >= s.k })
 	}

@@ -25,11 +25,18 @@ func collect(ctx context.Context, r *Runner, req Request, onToken func()) ([]int
 // Twice as many greedy requests as slots, sent at once to a runner of the
 // demo pair that decodes 3 together, every other one drafting 3 tokens a
 // step: each must be the target's own greedy output from transformers,
-// whichever requests it shared passes with.
+// whichever requests it shared passes with. Padded, every step runs every
+// slot with the widest sequence's rows, as on a GPU.
 func TestParallelIsSoloGreedy(t *testing.T) {
+	for _, pad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("padded=%v", pad), func(t *testing.T) { parallelIsSoloGreedy(t, pad) })
+	}
+}
+
+func parallelIsSoloGreedy(t *testing.T, pad bool) {
 	prompts := loadOracle(t)
 	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"),
-		Context: 256, Parallel: 3})
+		Context: 256, Parallel: 3, padBatch: pad})
 	type result struct {
 		ids []int32
 		st  Stats

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/engine/plan"
@@ -126,7 +127,11 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		if r.draftKind == spec.DraftEagle3 || r.draftKind == spec.DraftDFlash {
 			return nil, fmt.Errorf("engine: %d parallel sequences with a %s draft, which reads the target's states of one sequence: %w", n, r.draftKind, model.ErrUnsupported)
 		}
-		r.batch = newBatch(n)
+		gpu := false
+		for _, b := range p.Devices {
+			gpu = gpu || b.Device.Kind != device.CPU
+		}
+		r.batch = newBatch(n, gpu || cfg.padBatch)
 	}
 	return r, nil
 }

@@ -48,10 +48,12 @@ type programs struct {
 	be    kernels.Backend
 	where string // the device, in messages
 	m     map[progKey]kernels.Program
+	used  map[shape]uint64 // when each shape last ran, in runs
+	runs  uint64
 }
 
 func newPrograms(be kernels.Backend, where string) programs {
-	return programs{be: be, where: where, m: map[progKey]kernels.Program{}}
+	return programs{be: be, where: where, m: map[progKey]kernels.Program{}, used: map[shape]uint64{}}
 }
 
 // run runs the program of key, compiling it with ops on first use.
@@ -69,6 +71,8 @@ func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op
 		p.evict(key)
 		p.m[key] = prog
 	}
+	p.runs++
+	p.used[shape{key.n, key.seqs}] = p.runs
 	if err := prog.Run(ctx); err != nil {
 		return fmt.Errorf("model: %s: %w", p.where, err)
 	}
@@ -83,8 +87,8 @@ type shape struct {
 }
 
 // evict bounds the cache: when maxPrograms shapes of rows are cached, the
-// programs of one shape other than one row of one sequence (decode) and
-// key's go.
+// programs of the shape run least recently, other than one row of one
+// sequence (decode) and key's, go.
 func (p *programs) evict(key progKey) {
 	shapes := map[shape]bool{}
 	for k := range p.m {
@@ -93,18 +97,26 @@ func (p *programs) evict(key progKey) {
 	if len(shapes) < maxPrograms {
 		return
 	}
+	var old shape
+	found := false
 	for sh := range shapes {
 		if sh == (shape{1, ""}) || sh == (shape{key.n, key.seqs}) {
 			continue
 		}
-		for k, prog := range p.m {
-			if k.n == sh.n && k.seqs == sh.seqs {
-				_ = prog.Close()
-				delete(p.m, k)
-			}
+		if !found || p.used[sh] < p.used[old] {
+			old, found = sh, true
 		}
+	}
+	if !found {
 		return
 	}
+	for k, prog := range p.m {
+		if k.n == old.n && k.seqs == old.seqs {
+			_ = prog.Close()
+			delete(p.m, k)
+		}
+	}
+	delete(p.used, old)
 }
 
 // close releases every program.
