@@ -168,15 +168,16 @@ func (r *Runner) join(ctx context.Context, s *batchSeq) (bool, error) {
 	}
 	g := s.g
 	start := r.now()
-	prompt := []pending{{slot: s.slot, tokens: g.history[:len(g.history)-1]}}
-	if err := runPending(ctx, r.target.m, r.placed.plan.Batch, prompt); err != nil {
+	prompt := g.history[:len(g.history)-1]
+	next := func(o *batchSeq) int { return o.cached }
+	if err := r.prefill(ctx, r.target.m, s, prompt, next); err != nil {
 		return false, err
 	}
 	s.cached = len(g.history) - 1
 	// The draft reads the prompt too, unless the request will not draft.
 	if s.canDraft() {
-		dm := r.batchDraft()
-		if err := runPending(ctx, dm, r.placed.plan.Batch, prompt); err != nil {
+		next := func(o *batchSeq) int { return o.draftCached }
+		if err := r.prefill(ctx, r.batchDraft(), s, prompt, next); err != nil {
 			return false, err
 		}
 		s.draftCached = len(g.history) - 1
@@ -188,6 +189,58 @@ func (r *Runner) join(ctx context.Context, s *batchSeq) (bool, error) {
 	}
 	r.batch.active = append(r.batch.active, s)
 	return true, nil
+}
+
+// prefill runs prompt into s's slot of m (the target or the draft model).
+// Padded (paddedWidth), each pass runs every slot with as many rows as the
+// chunk, a power of two, so a prompt's passes share the programs of the
+// steps: the other active sequences' slots get filler rows from next(o),
+// the position the sequence writes next, which its own rows overwrite
+// before any row reads them.
+func (r *Runner) prefill(ctx context.Context, m *model.Model, s *batchSeq, prompt []int32, next func(*batchSeq) int) error {
+	b, batch := r.batch, r.placed.plan.Batch
+	if !b.padded || len(prompt) == 0 {
+		return runPending(ctx, m, batch, []pending{{slot: s.slot, tokens: prompt}})
+	}
+	most := 1 // the widest chunk: a power of two with every slot in a batch
+	for 2*most*m.Slots() <= batch {
+		most *= 2
+	}
+	for pos := 0; pos < len(prompt); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		width := 1
+		for width < min(len(prompt)-pos, most) {
+			width *= 2
+		}
+		width = min(width, most)
+		rows := make([]model.Seq, m.Slots())
+		for i := range rows {
+			rows[i] = model.Seq{Slot: i, Tokens: make([]int32, width)}
+		}
+		fits := pos+width <= m.Context()
+		for _, o := range b.active {
+			rows[o.slot].Pos = next(o)
+			fits = fits && next(o)+width <= m.Context()
+		}
+		n := min(width, len(prompt)-pos)
+		own := model.Seq{Slot: s.slot, Pos: pos, Tokens: rows[s.slot].Tokens}
+		copy(own.Tokens, prompt[pos:pos+n])
+		for i := n; i < width; i++ {
+			own.Tokens[i] = prompt[pos+n-1]
+		}
+		rows[s.slot] = own
+		if !fits { // near the end of a context: this chunk alone
+			own.Tokens = own.Tokens[:n]
+			rows = []model.Seq{own}
+		}
+		if _, err := m.ForwardSeqs(ctx, rows); err != nil {
+			return err
+		}
+		pos += n
+	}
+	return nil
 }
 
 // leave takes s out of the active sequences. The caller holds turn.
