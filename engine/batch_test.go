@@ -189,9 +189,17 @@ func TestParallelRefusesEagle3(t *testing.T) {
 
 // The demo pair as the window bundles it (Q4_K_M target, Q8_0 draft),
 // twice as many greedy requests as its 8 slots: each is what the runner of
-// one sequence, drafting, generates for it alone. On the GPU
-// (-engine.backend=cuda) this is issue 23's "none mixed up" on CUDA.
+// one sequence, drafting, generates for it alone. On the CPU every row's
+// logits are the same whatever the pass's shape. CUDA's kernels round
+// differently for different numbers of rows, and this target's greedy
+// text has near ties: on the H200 even one request at a time, drafting,
+// gave 9 of 32 streams other text than alone, so there the check is
+// serveload's (F16 target: a stream that turns at a near tie, or one
+// that follows another prompt's text).
 func TestParallelDemoPair(t *testing.T) {
+	if *backend != "cpu" {
+		t.Skip("exact only where the rounding does not follow the pass's shape (the CPU)")
+	}
 	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
 	solo := load(t, cfg)
 	cfg.Parallel = 8
