@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"flag"
 	"math"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,29 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda"
 )
+
+// familyBackend is where the family oracle tests load the fixtures: the
+// GPU machine runs them with -model.backend=cuda.
+var familyBackend = flag.String("model.backend", "cpu", "backend the family oracle tests load the fixtures on: cpu or cuda")
+
+// newFamilyBackend opens -model.backend's backend.
+func newFamilyBackend(t *testing.T) kernels.Backend {
+	t.Helper()
+	switch *familyBackend {
+	case "cpu":
+		return cpu.New(cpu.Options{})
+	case "cuda":
+		be, err := cuda.Open(cuda.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}
+	t.Fatalf("-model.backend %q: cpu or cuda", *familyBackend)
+	return nil
+}
 
 // familyOracle is testdata/<fixture>-oracle.json, made with
 // packaging/tools/familyfixtures.py: transformers in float32 on the tiny
@@ -47,16 +70,19 @@ type familyOracle struct {
 // familyFixtures are the architectures of issue 22 with their fixtures.
 var familyFixtures = []string{"qwen3moe-tiny-F16", "gemma3-tiny-F16"}
 
-// openFixture loads testdata/<name>.gguf on the CPU with its oracle.
+// openFixture loads testdata/<name>.gguf on -model.backend's backend
+// with its oracle.
 func openFixture(t *testing.T, name string) (*Model, *familyOracle) {
 	t.Helper()
 	f, err := gguf.Open(filepath.Join("testdata", name+".gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := cpu.New(cpu.Options{})
+	be := newFamilyBackend(t)
 	m, err := Load(context.Background(), f, be, Options{Context: 256})
 	if err != nil {
+		be.Close()
+		f.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -127,7 +153,7 @@ func TestFamilyOracleTeacherForced(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("largest logit error: %.2e of the largest reference logit", worst)
+			t.Logf("largest logit error on %s: %.2e of the largest reference logit", *familyBackend, worst)
 		})
 	}
 }
@@ -148,8 +174,8 @@ func TestFamilyOracleGreedy(t *testing.T) {
 	}
 }
 
-// noOp is a CPU backend that lacks one op, as the CUDA backend lacks the
-// MoE, GeGLU, Scale and sliding-window kernels.
+// noOp is a CPU backend that lacks one op, as a backend without the MoE,
+// GeGLU, Scale or sliding-window kernels would.
 type noOp struct {
 	kernels.Backend
 	lacks string // an op name

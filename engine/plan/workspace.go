@@ -21,11 +21,28 @@ func (m *model) workspaces(devs []device.Device, ctx, batch int64) map[int]works
 		if l.kv > 0 {
 			p.Heads, p.HeadDim = int(l.heads), int(max(m.shape.HeadDimK, m.shape.HeadDimV))
 		}
+		if l.blocks {
+			p.Experts, p.ExpertsUsed, p.ExpertFF, p.Embd = m.experts()
+		}
 		if s := workspace.For(p); s.Total() > 0 {
 			out[d] = s
 		}
 	}
 	return out
+}
+
+// experts are the mixture-of-experts shape of the model's blocks (the
+// CUDA backend's MoE scratch is sized by it): experts per block, experts a
+// token uses, one expert's width, the residual's width; zeros for a dense
+// model. The width is the 3-D gate tensor's, which the file must hold.
+func (m *model) experts() (experts, used, ff, embd int) {
+	e, _ := m.file.ArchUint("expert_count")
+	u, _ := m.file.ArchUint("expert_used_count")
+	t, ok := m.file.Tensor("blk.0.ffn_gate_exps.weight")
+	if e == 0 || u == 0 || !ok || len(t.Dims) != 3 || e > 1<<16 || u > e {
+		return 0, 0, 0, 0
+	}
+	return int(e), int(u), int(t.Dims[1]), int(m.shape.Embd)
 }
 
 // quantizedInputs is the widest activation of block b that a product with

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"path/filepath"
 	"testing"
 
+	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan/plantest"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
@@ -54,5 +56,27 @@ func TestWorkspaceBudget(t *testing.T) {
 		if b.Workspace.Total() != 0 {
 			t.Errorf("CPU device %d has a workspace %v", b.Device.Index, b.Workspace)
 		}
+	}
+}
+
+// A mixture-of-experts model's GPU reserves the CUDA backend's MoE scratch
+// (routing, and per routed pair its expert activations and output) for the
+// batch; the dense models above reserve none.
+func TestWorkspaceExperts(t *testing.T) {
+	f, err := gguf.Open(filepath.Join("..", "model", "testdata", "qwen3moe-tiny-F16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const ctx, batch = 256, 16
+	p := mustMake(t, Input{Target: f, Devices: inventory(t, "1x24GB.json"), Ctx: ctx, Batch: batch, KV: SameKV(quant.F16),
+		TargetPlacement: Placement{Devices: []int{0}}})
+	experts, _ := f.ArchUint("expert_count")
+	used, _ := f.ArchUint("expert_used_count")
+	gate, _ := f.Tensor("blk.0.ffn_gate_exps.weight")
+	embd, _ := f.ArchUint("embedding_length")
+	want := workspace.MoEFor(batch, int(used), int(experts), int(embd), int(gate.Dims[1])).Bytes
+	if got := budgetFor(t, p, 0).Workspace[workspace.MoE]; got != want || want == 0 {
+		t.Errorf("MoE scratch %d bytes, want %d", got, want)
 	}
 }

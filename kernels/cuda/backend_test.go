@@ -67,6 +67,15 @@ func checkKernels(t *testing.T, dir string) {
 		"get_rows_f32_any", "set_rows_f32", "set_rows_f16", "add_f32", "mul_f32", "swiglu_f32",
 		"copy_f32_f32", "copy_f32_f16", "copy_f16_f32", "copy_f16_f16", "rope_f32",
 		"attention_f32", "attention_f16", "spin"}
+	want = append(want, "moe_topk", "moe_group", "moe_sum", "geglu_f32", "scale_f32")
+	for _, name := range moeTypes {
+		want = append(want, "moe_logits_"+name, "moe_gate_up_"+name, "moe_down_"+name)
+	}
+	for _, k := range windowCaches {
+		for _, v := range windowCaches {
+			want = append(want, "attention_window_"+k+"_"+v)
+		}
+	}
 	for _, name := range weightKernels {
 		want = append(want, "mm_"+name, "get_rows_"+name)
 		for _, nb := range []int{1, 2, 4, 8} {

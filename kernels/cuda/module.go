@@ -30,7 +30,9 @@ func hasDir(fsys fs.FS, dir string) bool {
 // kernels rather than at Open: the attention over quantized or mixed KV
 // caches (attention_kv.ptx, 28 kernels) takes the driver seconds to
 // JIT-compile, which a model with an F16 cache should not pay.
-var lazyModules = map[string]bool{"attention_kv.ptx": true}
+// The mixture-of-experts kernels (moe.ptx, a route and two products for
+// every weight type) likewise wait for a model that has experts.
+var lazyModules = map[string]bool{"attention_kv.ptx": true, "moe.ptx": true}
 
 // kernelIndex is the backend's kernels by name: those of loaded modules,
 // and for the lazy ones not loaded yet, the module's file.

@@ -76,8 +76,9 @@ func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
 
 // Supports reports whether the backend runs op with its operand types
 // (the weight type of MatMul and GetRows, the cache types of SetRows and
-// Attention: F32, F16, Q8_0 and Q4_0, K and V of any two; every other op
-// is supported). Shape limits (widths in whole 32-element groups, head
+// Attention: F32, F16, Q8_0 and Q4_0, K and V of any two, F32 and F16
+// for sliding-window attention; MoE's router and experts, gate and up of
+// one type; every other op is supported). Shape limits (widths in whole 32-element groups, head
 // sizes up to 256) are Compile's to report.
 func (be *Backend) Supports(op kernels.Op) bool {
 	switch o := op.(type) {
@@ -93,9 +94,12 @@ func (be *Backend) Supports(op kernels.Op) bool {
 	case kernels.Attention:
 		_, kOK := kvCaches[o.K.Type]
 		_, vOK := kvCaches[o.V.Type]
-		return kOK && vOK && o.Window == 0
-	case kernels.MoE, kernels.GeGLU, kernels.Scale:
-		return false // no kernels yet: qwen3moe and gemma3 run on the CPU backend
+		if o.Window > 0 {
+			return supportsWindow(o)
+		}
+		return kOK && vOK
+	case kernels.MoE:
+		return supportsMoE(o)
 	}
 	return true
 }
@@ -193,7 +197,16 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		}
 		return 1, c.rope(o)
 	case kernels.Attention:
+		if o.Window > 0 {
+			return 1, c.windowAttention(o)
+		}
 		return 1, c.attention(o, c.quantizesNext(ops, i+1, o.Dst))
+	case kernels.MoE:
+		return 1, c.moe(o)
+	case kernels.GeGLU:
+		return 1, c.binary("geglu_f32", o.Dst, o.Gate, o.Up)
+	case kernels.Scale:
+		return 1, c.scale(o)
 	case kernels.Softmax:
 		return 1, c.softmax(o)
 	case kernels.Argmax:
@@ -235,6 +248,12 @@ func outputs(op kernels.Op) []kernels.Tensor {
 		return []kernels.Tensor{o.Ids, o.Vals}
 	case kernels.Copy:
 		return []kernels.Tensor{o.Dst}
+	case kernels.MoE:
+		return []kernels.Tensor{o.Dst}
+	case kernels.GeGLU:
+		return []kernels.Tensor{o.Dst}
+	case kernels.Scale:
+		return []kernels.Tensor{o.Dst}
 	}
 	return nil
 }
@@ -268,6 +287,12 @@ func inputs(op kernels.Op) []kernels.Tensor {
 		return []kernels.Tensor{o.X}
 	case kernels.Copy:
 		return []kernels.Tensor{o.Src}
+	case kernels.MoE:
+		return []kernels.Tensor{o.X, o.Router, o.Gate, o.Up, o.Down}
+	case kernels.GeGLU:
+		return []kernels.Tensor{o.Gate, o.Up}
+	case kernels.Scale:
+		return []kernels.Tensor{o.X}
 	}
 	return nil
 }
@@ -304,13 +329,13 @@ func supported(op kernels.Op) error {
 			}
 		}
 	case kernels.Attention:
+		if o.Window > 0 {
+			return windowSupported(o)
+		}
 		_, kOK := kvCaches[o.K.Type]
 		_, vOK := kvCaches[o.V.Type]
 		if !kOK || !vOK {
 			return fmt.Errorf("%w: K %v, V %v caches", kernels.ErrUnsupported, o.K.Type, o.V.Type)
-		}
-		if o.Window > 0 {
-			return fmt.Errorf("%w: sliding-window attention", kernels.ErrUnsupported)
 		}
 		if o.HeadDim%32 != 0 || o.HeadDim > 256 {
 			return fmt.Errorf("%w: head size %d (multiples of 32 up to 256)", kernels.ErrUnsupported, o.HeadDim)
@@ -324,8 +349,8 @@ func supported(op kernels.Op) error {
 		if chunks := (o.X.Cols + topKChunk - 1) / topKChunk; chunks*o.Ids.Cols > topKMaxCandidates {
 			return fmt.Errorf("%w: top %d of %d", kernels.ErrUnsupported, o.Ids.Cols, o.X.Cols)
 		}
-	case kernels.MoE, kernels.GeGLU, kernels.Scale:
-		return fmt.Errorf("%w: no CUDA kernel yet", kernels.ErrUnsupported)
+	case kernels.MoE:
+		return moeSupported(o)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ const (
 	Attention               // attention partial results, per key split
 	Counters                // attention splits finished per (head, query), or rows per group of 32 of a fused gate/up product; left at zero
 	TopK                    // top-k candidates per chunk
+	MoE                     // a mixture-of-experts op's routing, its pairs' activations and outputs (MoELayout)
 	NumRegions
 )
 
@@ -149,6 +150,42 @@ func CounterBytes(units int) int64 { return round(int64(units) * 4) }
 // TopKBytes is candidates (value, index) pairs per row.
 func TopKBytes(rows, candidates int) int64 { return round(int64(rows) * int64(candidates) * 8) }
 
+// MoELayout is where a mixture-of-experts op of rows rows, used experts
+// a row out of experts, width n and expert width ff keeps its scratch, in
+// bytes from the region's start: per row its router logits; per routed pair (row*used + rank) its
+// expert and weight; per expert its pair count and first slot, the
+// experts in use and their number; the pairs sorted by expert (slot ->
+// pair, pair -> slot); then per slot the SwiGLU activations (ff floats)
+// and the expert's output (n floats). Bytes is the region's size.
+type MoELayout struct {
+	Logits, IDs, Weights, Count, First, Active, NActive, Order, Slot, Act, Out, Bytes int64
+}
+
+// MoEFor lays out the scratch of a mixture-of-experts op.
+func MoEFor(rows, used, experts, n, ff int) MoELayout {
+	pairs := int64(rows) * int64(used)
+	var l MoELayout
+	at := int64(0)
+	take := func(bytes int64) int64 {
+		o := at
+		at += round(bytes)
+		return o
+	}
+	l.Logits = take(4 * int64(rows) * int64(experts))
+	l.IDs = take(4 * pairs)
+	l.Weights = take(4 * pairs)
+	l.Count = take(4 * int64(experts))
+	l.First = take(4 * int64(experts))
+	l.Active = take(4 * int64(experts))
+	l.NActive = take(4)
+	l.Order = take(4 * pairs)
+	l.Slot = take(4 * pairs)
+	l.Act = take(4 * pairs * int64(ff))
+	l.Out = take(4 * pairs * int64(n))
+	l.Bytes = at
+	return l
+}
+
 // Pass is the largest forward pass a model runs on a device.
 type Pass struct {
 	Rows int // most tokens in one pass
@@ -159,6 +196,9 @@ type Pass struct {
 	// Quantized is the widest activation an integer product reads (see
 	// QuantizesActivations; 0: none).
 	Quantized int
+	// Experts > 0: the blocks' FFNs are mixtures of Experts experts of
+	// width ExpertFF, ExpertsUsed a row, over a residual of width Embd.
+	Experts, ExpertsUsed, ExpertFF, Embd int
 }
 
 // For is the workspace that holds whatever a backend compiles for passes
@@ -176,6 +216,9 @@ func For(p Pass) Sizes {
 		_, all := Q8Layout(p.Rows, p.Quantized)
 		s[Q8] = max(2*fused, all)
 		s[Counters] = CounterBytes(p.Quantized / 32)
+	}
+	if p.Experts > 0 {
+		s[MoE] = MoEFor(p.Rows, p.ExpertsUsed, p.Experts, p.Embd, p.ExpertFF).Bytes
 	}
 	if p.Heads > 0 && p.HeadDim > 0 {
 		most := p.Heads * p.Rows

@@ -82,3 +82,30 @@ func TestSizesLayout(t *testing.T) {
 		}
 	}
 }
+
+// A mixture-of-experts pass reserves its routing and pairs' scratch, and
+// the layout's parts do not overlap.
+func TestMoELayout(t *testing.T) {
+	l := MoEFor(5, 8, 128, 2048, 768)
+	parts := []struct{ off, bytes int64 }{
+		{l.Logits, 4 * 5 * 128}, {l.IDs, 4 * 40}, {l.Weights, 4 * 40}, {l.Count, 4 * 128}, {l.First, 4 * 128}, {l.Active, 4 * 128},
+		{l.NActive, 4}, {l.Order, 4 * 40}, {l.Slot, 4 * 40}, {l.Act, 4 * 40 * 768}, {l.Out, 4 * 40 * 2048},
+	}
+	end := int64(0)
+	for i, p := range parts {
+		if p.off < end || p.off%Align != 0 {
+			t.Errorf("part %d at %d overlaps the one before (ending at %d) or is unaligned", i, p.off, end)
+		}
+		end = p.off + p.bytes
+	}
+	if l.Bytes < end {
+		t.Errorf("region of %d bytes, parts end at %d", l.Bytes, end)
+	}
+	s := For(Pass{Rows: 5, Experts: 128, ExpertsUsed: 8, ExpertFF: 768, Embd: 2048})
+	if s[MoE] != l.Bytes {
+		t.Errorf("For reserves %d bytes of MoE scratch, the layout needs %d", s[MoE], l.Bytes)
+	}
+	if s := For(Pass{Rows: 5}); s[MoE] != 0 {
+		t.Errorf("a dense pass reserves %d bytes of MoE scratch", s[MoE])
+	}
+}

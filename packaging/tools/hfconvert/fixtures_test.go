@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,8 +12,30 @@ import (
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
+	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda"
 )
+
+// backend is where TestQuantizedFixtures runs the re-encoded fixtures: the
+// GPU machine runs it with -hfconvert.backend=cuda.
+var backend = flag.String("hfconvert.backend", "cpu", "backend the quantized fixtures run on: cpu or cuda")
+
+func newBackend(t *testing.T) kernels.Backend {
+	t.Helper()
+	switch *backend {
+	case "cpu":
+		return cpu.New(cpu.Options{})
+	case "cuda":
+		be, err := cuda.Open(cuda.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}
+	t.Fatalf("-hfconvert.backend %q: cpu or cuda", *backend)
+	return nil
+}
 
 // fixtureDir holds the F16 fixtures of issue 22 and their transformers
 // oracles (engine/model's tests check the F16 files).
@@ -65,7 +88,7 @@ func TestQuantizedFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			be := cpu.New(cpu.Options{})
+			be := newBackend(t)
 			defer be.Close()
 			m, err := model.Load(context.Background(), f, be, model.Options{Context: 256})
 			if err != nil {
@@ -113,8 +136,8 @@ func TestQuantizedFixtures(t *testing.T) {
 			share := float64(agree) / float64(positions)
 			slices.Sort(errs)
 			p95 := errs[len(errs)*95/100]
-			t.Logf("top-1 %d/%d (%.1f%%), logit error %.3g at the 95th percentile, %.3g largest; greedy 16 tokens %d/%d prompts",
-				agree, positions, 100*share, p95, errs[len(errs)-1], greedyOK, len(o.Prompts))
+			t.Logf("%s: top-1 %d/%d (%.1f%%), logit error %.3g at the 95th percentile, %.3g largest; greedy 16 tokens %d/%d prompts",
+				*backend, agree, positions, 100*share, p95, errs[len(errs)-1], greedyOK, len(o.Prompts))
 			if share < c.top1 || p95 > c.logit || greedyOK < c.greedy {
 				t.Errorf("outside the bars: top-1 at least %.0f%%, 95th percentile logit error at most %g, greedy at least %d prompts",
 					100*c.top1, c.logit, c.greedy)

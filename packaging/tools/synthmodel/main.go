@@ -9,6 +9,11 @@
 //	synthmodel -inflate factory-target-F16.gguf -shape qwen3-8b -type Q4_K_M -o t.gguf
 //	synthmodel -inflate factory-eagle3-F16.gguf -target t.gguf -shape qwen3-8b -type F16 -o e.gguf
 //
+// qwen3-30b-a3b is a qwen3moe (128 experts, 8 a token) and takes random
+// weights only:
+//
+//	synthmodel -shape qwen3-30b-a3b -type Q4_K_M -vocab vocab-qwen3.gguf -o moe.gguf
+//
 // The tokenizer (and so the vocabulary size) is copied from a vocabulary
 // GGUF such as ../shared/testdata/vocab/vocab-qwen3.gguf, padded as the
 // Hugging Face conversion pads Qwen's to the embedding's row count. Weight
@@ -35,16 +40,24 @@ import (
 )
 
 // shape is a Qwen3 model's hyper-parameters (from its config.json).
+// experts > 0 makes it a qwen3moe: every block's FFN is experts routed
+// experts of width expertFF, used of them a token.
 type shape struct {
 	embd, layers, heads, kvHeads, headDim, ff, vocab int
 	tied                                             bool
+	experts, used, expertFF                          int
 }
 
 var shapes = map[string]shape{
-	"qwen3-0.6b": {1024, 28, 16, 8, 128, 3072, 151936, true},
-	"qwen3-1.7b": {2048, 28, 16, 8, 128, 6144, 151936, true},
-	"qwen3-4b":   {2560, 36, 32, 8, 128, 9728, 151936, true},
-	"qwen3-8b":   {4096, 36, 32, 8, 128, 12288, 151936, false},
+	"qwen3-0.6b": {1024, 28, 16, 8, 128, 3072, 151936, true, 0, 0, 0},
+	"qwen3-1.7b": {2048, 28, 16, 8, 128, 6144, 151936, true, 0, 0, 0},
+	"qwen3-4b":   {2560, 36, 32, 8, 128, 9728, 151936, true, 0, 0, 0},
+	"qwen3-8b":   {4096, 36, 32, 8, 128, 12288, 151936, false, 0, 0, 0},
+	// Qwen3-30B-A3B's config.json: hidden 2048, 48 layers, 32 query and 4
+	// KV heads of 128, intermediate_size 6144 (no dense block uses it:
+	// decoder_sparse_step 1, no mlp_only_layers), 128 experts of
+	// moe_intermediate_size 768, 8 a token, untied head.
+	"qwen3-30b-a3b": {2048, 48, 32, 4, 128, 6144, 151936, false, 128, 8, 768},
 }
 
 // fileTypes maps a llama.cpp file type name to its general.file_type.
@@ -79,6 +92,9 @@ func run(args []string) error {
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0x5eed))
 	if *inflatePath != "" {
+		if s.experts > 0 {
+			return fmt.Errorf("shape %s is a mixture of experts: it takes random weights (-vocab), not -inflate", *shapeName)
+		}
 		return inflateFile(*inflatePath, *targetPath, s, *shapeName, *ftype, *out, rng)
 	}
 	w, err := build(s, *shapeName, *ftype, *vocabPath, rng)
@@ -118,32 +134,43 @@ func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng
 }
 
 func shapeNames() []string {
-	return []string{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}
+	return []string{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b"}
 }
 
 // build lays out the metadata and tensors of one synthetic file.
 func build(s shape, name, ftype, vocabPath string, rng *rand.Rand) (*gguf.Writer, error) {
 	w := &gguf.Writer{}
-	w.AddKV("general.architecture", "qwen3")
+	arch := "qwen3"
+	if s.experts > 0 {
+		arch = "qwen3moe"
+	}
+	w.AddKV("general.architecture", arch)
 	w.AddKV("general.name", "synthetic "+name+" "+ftype)
 	w.AddKV("general.file_type", fileTypes[ftype])
 	w.AddKV("general.quantization_version", uint32(2))
-	w.AddKV("qwen3.block_count", uint32(s.layers))
-	w.AddKV("qwen3.context_length", uint32(40960))
-	w.AddKV("qwen3.embedding_length", uint32(s.embd))
-	w.AddKV("qwen3.feed_forward_length", uint32(s.ff))
-	w.AddKV("qwen3.attention.head_count", uint32(s.heads))
-	w.AddKV("qwen3.attention.head_count_kv", uint32(s.kvHeads))
-	w.AddKV("qwen3.attention.key_length", uint32(s.headDim))
-	w.AddKV("qwen3.attention.value_length", uint32(s.headDim))
-	w.AddKV("qwen3.rope.freq_base", float32(1e6))
-	w.AddKV("qwen3.attention.layer_norm_rms_epsilon", float32(1e-6))
+	w.AddKV(arch+".block_count", uint32(s.layers))
+	w.AddKV(arch+".context_length", uint32(40960))
+	w.AddKV(arch+".embedding_length", uint32(s.embd))
+	w.AddKV(arch+".feed_forward_length", uint32(s.ff))
+	w.AddKV(arch+".attention.head_count", uint32(s.heads))
+	w.AddKV(arch+".attention.head_count_kv", uint32(s.kvHeads))
+	w.AddKV(arch+".attention.key_length", uint32(s.headDim))
+	w.AddKV(arch+".attention.value_length", uint32(s.headDim))
+	w.AddKV(arch+".rope.freq_base", float32(1e6))
+	w.AddKV(arch+".attention.layer_norm_rms_epsilon", float32(1e-6))
+	if s.experts > 0 {
+		w.AddKV(arch+".expert_count", uint32(s.experts))
+		w.AddKV(arch+".expert_used_count", uint32(s.used))
+		w.AddKV(arch+".expert_feed_forward_length", uint32(s.expertFF))
+	}
 	if err := addTokenizer(w, vocabPath, s.vocab); err != nil {
 		return nil, err
 	}
 
 	pools := map[[2]int]*rowPool{}
-	matrix := func(tname string, typ quant.Type, cols, rows int) error {
+	// matrix writes a tensor of rows x cols, or with experts > 1 a 3-D
+	// expert tensor {cols, rows, experts} (the rows of each expert in turn).
+	tensor := func(tname string, typ quant.Type, cols, rows, experts int) error {
 		key := [2]int{int(typ), cols}
 		p, ok := pools[key]
 		if !ok {
@@ -154,10 +181,15 @@ func build(s shape, name, ftype, vocabPath string, rng *rand.Rand) (*gguf.Writer
 			pools[key] = p
 		}
 		start := rng.IntN(len(p.rows))
-		return w.AddTensorFunc(tname, typ, []int64{int64(cols), int64(rows)}, func(out io.Writer) error {
-			return p.write(out, start, rows)
+		dims := []int64{int64(cols), int64(rows)}
+		if experts > 1 {
+			dims = append(dims, int64(experts))
+		}
+		return w.AddTensorFunc(tname, typ, dims, func(out io.Writer) error {
+			return p.write(out, start, rows*max(experts, 1))
 		})
 	}
+	matrix := func(tname string, typ quant.Type, cols, rows int) error { return tensor(tname, typ, cols, rows, 1) }
 	norm := func(tname string, n int) error {
 		v := make([]float32, n)
 		for i := range v {
@@ -186,10 +218,29 @@ func build(s shape, name, ftype, vocabPath string, rng *rand.Rand) (*gguf.Writer
 			norm(b+"attn_q_norm.weight", s.headDim),
 			norm(b+"attn_k_norm.weight", s.headDim),
 			norm(b+"ffn_norm.weight", s.embd),
-			matrix(b+"ffn_gate.weight", types.base, s.embd, s.ff),
-			matrix(b+"ffn_up.weight", types.base, s.embd, s.ff),
-			matrix(b+"ffn_down.weight", types.more(l, s.layers), s.ff, s.embd),
 		} {
+			if err != nil {
+				return nil, err
+			}
+		}
+		var ffn []error
+		if s.experts == 0 {
+			ffn = []error{
+				matrix(b+"ffn_gate.weight", types.base, s.embd, s.ff),
+				matrix(b+"ffn_up.weight", types.base, s.embd, s.ff),
+				matrix(b+"ffn_down.weight", types.more(l, s.layers), s.ff, s.embd),
+			}
+		} else {
+			// llama.cpp keeps the router in F32 whatever the file type and
+			// gives the down experts the more-bits rule of ffn_down.
+			ffn = []error{
+				matrix(b+"ffn_gate_inp.weight", quant.F32, s.embd, s.experts),
+				tensor(b+"ffn_gate_exps.weight", types.base, s.embd, s.expertFF, s.experts),
+				tensor(b+"ffn_up_exps.weight", types.base, s.embd, s.expertFF, s.experts),
+				tensor(b+"ffn_down_exps.weight", types.more(l, s.layers), s.expertFF, s.embd, s.experts),
+			}
+		}
+		for _, err := range ffn {
 			if err != nil {
 				return nil, err
 			}
