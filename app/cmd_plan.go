@@ -38,6 +38,7 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	batch := fs.Int("batch", 0, fmt.Sprintf("most `tokens` per forward pass (prefill chunk, verification batch; default: %d, at most the context)", plan.DefaultBatch))
 	kvType := fs.String("kv-type", plan.KVTypeName(plan.DefaultKVType), "KV cache `type` of K and V: f16, q8_0, q4_0 or f32 (llama.cpp's -ctk)")
 	kvTypeV := fs.String("kv-type-v", "", "the V cache's `type` when it differs from --kv-type (llama.cpp's -ctv)")
+	parallel := fs.Int("parallel", 1, "sequences the target decodes together (tandem serve --parallel): a KV cache of the context for `each`")
 	asJSON := fs.Bool("json", false, "print the plan as JSON, every number in bytes")
 	var cpuMoE, cpuMoEDraft bool
 	registerCPUMoE(fs, &cpuMoE, &cpuMoEDraft)
@@ -57,7 +58,7 @@ func runPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in := plan.Input{Batch: *batch, Ctx: *ctxSize}
+	in := plan.Input{Batch: *batch, Ctx: *ctxSize, Parallel: *parallel}
 	target, err := openModelHeader(ctx, *modelPath)
 	if err != nil {
 		return err
@@ -201,7 +202,11 @@ func printPlan(out io.Writer, p *plan.Plan, inv device.Inventory) {
 	if p.Draft != nil {
 		describeModel(out, p.Draft, inv)
 	}
-	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v\n\n", p.Ctx, p.Batch, p.KV)
+	fmt.Fprintf(out, "context %d tokens, batch %d, KV cache %v", p.Ctx, p.Batch, p.KV)
+	if p.Parallel > 1 {
+		fmt.Fprintf(out, ", %d parallel sequences (the target's KV, and a draft model's, is %d caches of the context)", p.Parallel, p.Parallel)
+	}
+	fmt.Fprint(out, "\n\n")
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	b := func(n int64) string {

@@ -24,6 +24,7 @@ type serveFlags struct {
 	alias        string
 	maxQueue     int
 	maxClient    int
+	parallel     int
 	allowOrigins []string
 }
 
@@ -33,6 +34,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "require \"Authorization: Bearer KEY\" of every request (default $TANDEM_API_KEY)")
 	fs.StringVar(&f.alias, "alias", "", "the model id clients see (default: the target file's name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 128, "requests that may wait for the model; more are answered 429")
+	fs.IntVar(&f.parallel, "parallel", 1, "requests decoded together, one target pass a step over all of them (each holds a KV cache of --ctx; only a draft model drafts for them)")
 	fs.IntVar(&f.maxClient, "max-client-requests", 0, "requests one client address may have in flight; more are answered 429 (default half of --max-queue)")
 	fs.Func("allow-origin", "let web pages of this `origin` (http://localhost:3000; * for any) call the API from a browser; repeat or separate by commas", func(s string) error {
 		for o := range strings.SplitSeq(s, ",") {
@@ -68,6 +70,10 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.parallel < 1 {
+		return usageError(errOut, fmt.Errorf("--parallel %d: want 1 or more", f.parallel))
+	}
+	cfg.Parallel = f.parallel
 	// Listen before loading, so a taken port or a refused address fails at once.
 	ln, err := serve.Listen(f.addr, f.apiKey)
 	if err != nil {
@@ -84,13 +90,16 @@ func runServe(ctx context.Context, args []string, out, errOut io.Writer) error {
 		name = strings.TrimSuffix(filepath.Base(cfg.Target), ".gguf")
 	}
 	host, _, _ := net.SplitHostPort(f.addr) // Listen has checked it
-	s := serve.New(drafted{r, f.engine.draftKnobs}, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue, MaxClientRequests: f.maxClient,
+	s := serve.New(drafted{r, f.engine.draftKnobs}, serve.Options{Model: name, APIKey: f.apiKey, MaxQueue: f.maxQueue, MaxClientRequests: f.maxClient, Parallel: f.parallel,
 		Hosts: []string{host}, AllowOrigins: f.allowOrigins, Log: slog.New(slog.NewTextHandler(errOut, nil))})
 	drafting := "no drafting"
 	if cfg.Draft != "" {
 		drafting = "draft " + filepath.Base(cfg.Draft)
 	} else if cfg.Lookup {
 		drafting = "prompt lookup"
+	}
+	if f.parallel > 1 {
+		drafting = fmt.Sprintf("%s, %d requests decoded together", drafting, f.parallel)
 	}
 	fmt.Fprintf(out, "tandem serve: %s (%s) on http://%s/v1\n", name, drafting, ln.Addr())
 	return s.Serve(ctx, ln)

@@ -33,6 +33,15 @@ type Config struct {
 	// or "f32"; KVTypeV, when set, is V's (llama.cpp's -ctk and -ctv).
 	KVType, KVTypeV string
 	Threads         int // CPU worker threads; 0 = all cores
+	// Parallel is how many requests the runner decodes together (tandem
+	// serve --parallel): concurrent Generate calls each take one of the
+	// target's Parallel KV caches of Context tokens and are decoded in one
+	// target pass a step, without a draft (Stats.DraftOff says so).
+	// 0 or 1: one at a time, with the draft.
+	Parallel int
+	// padBatch runs a batch's passes over every slot, as on a GPU, on
+	// any device: for tests of that layout on the CPU.
+	padBatch bool
 	// Placement spreads the models over several devices (placement.go);
 	// nil runs both on the one device of Backend and GPU.
 	Placement *Placement

@@ -19,24 +19,64 @@ import (
 // as tokens are accepted. Cancelling ctx stops it within one step; the
 // runner stays usable, and the returned Stats say "cancelled".
 func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (Stats, error) {
+	if r.batch != nil {
+		return r.generateTogether(ctx, req, emit)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	g, err := r.newGeneration(ctx, req, emit)
+	if g == nil {
+		return Stats{}, err
+	} else if err != nil {
+		return g.stats, err
+	}
+	return g.finished(ctx, g.run(ctx))
+}
+
+// generateTogether is Generate on a runner that decodes several requests
+// together (batch.go): the runner is locked only while a pass runs.
+func (r *Runner) generateTogether(ctx context.Context, req Request, emit func(Event)) (Stats, error) {
+	r.mu.Lock()
+	g, err := r.newGeneration(ctx, req, emit)
+	r.mu.Unlock()
+	if g == nil {
+		return Stats{}, err
+	} else if err != nil {
+		return g.stats, err
+	}
+	return g.finished(ctx, r.generateBatched(ctx, g))
+}
+
+// finished is a generation's result after it ran to err: a cancelled one
+// says so in its statistics and is no error.
+func (g *generation) finished(ctx context.Context, err error) (Stats, error) {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) {
+		g.stats.FinishReason = "cancelled"
+		return g.stats, nil
+	}
+	return g.stats, err
+}
+
+// newGeneration checks req and prepares its generation. A nil generation
+// comes with the error; a prompt too long for the context comes as a
+// generation with the error, for its statistics. The caller holds r.mu.
+func (r *Runner) newGeneration(ctx context.Context, req Request, emit func(Event)) (*generation, error) {
 	if r.target == nil {
-		return Stats{}, errors.New("engine: runner is closed")
+		return nil, errors.New("engine: runner is closed")
 	}
 	prompt, err := r.promptTokens(ctx, req)
 	if err != nil {
-		return Stats{}, err
+		return nil, err
 	}
 	n := r.target.m.Context()
 	switch {
 	case len(prompt) == 0:
-		return Stats{}, errors.New("engine: empty prompt")
+		return nil, errors.New("engine: empty prompt")
 	case len(prompt) >= n:
-		return Stats{PromptTokens: len(prompt)}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
+		return &generation{stats: Stats{PromptTokens: len(prompt)}}, fmt.Errorf("engine: %w: %d prompt tokens, %d-token context", ErrPromptTooLong, len(prompt), n)
 	}
 	if err := r.checkConstraint(req.Constraint); err != nil {
-		return Stats{}, err
+		return nil, err
 	}
 	g := &generation{r: r, req: req, drafting: req.Drafting.Resolve(), emit: emit, sampler: sample.NewSeeded(req.Sampling),
 		history: prompt, stream: r.tok.NewStreamDecoder()}
@@ -45,6 +85,15 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	}
 	g.stats.PromptTokens = len(prompt)
 	switch {
+	case r.draft != nil && r.batch != nil:
+		switch {
+		case r.batchDraft() == nil:
+			g.stats.DraftOff = ReasonBatched
+		case req.NoDraft:
+			g.stats.DraftOff = ReasonNoDraft
+		case !onDevice(req):
+			g.stats.DraftOff = ReasonBatchedSample
+		}
 	case r.draft != nil && req.NoDraft:
 		g.stats.DraftOff = ReasonNoDraft
 	case r.draft != nil:
@@ -73,12 +122,7 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(Event)) (S
 	if emit == nil {
 		g.emit = func(Event) {}
 	}
-	err = g.run(ctx)
-	if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) {
-		g.stats.FinishReason = "cancelled"
-		return g.stats, nil
-	}
-	return g.stats, err
+	return g, nil
 }
 
 // promptTokens tokenizes the prompt or renders and tokenizes the messages.

@@ -50,7 +50,7 @@ func (c Config) planInput(tf, df *gguf.File) (plan.Input, error) {
 	if err != nil {
 		return plan.Input{}, fmt.Errorf("engine: %w", err)
 	}
-	in := plan.Input{Target: tf, Draft: df, Ctx: c.Context, Batch: c.Batch, KV: kv}
+	in := plan.Input{Target: tf, Draft: df, Ctx: c.Context, Batch: c.Batch, KV: kv, Parallel: c.Parallel}
 	if c.Placement != nil {
 		in.Devices, in.TargetPlacement, in.DraftPlacement = c.Placement.Devices, c.Placement.Target, c.Placement.Draft
 		return in, nil

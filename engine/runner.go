@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine/chat"
+	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/engine/plan"
@@ -20,7 +21,8 @@ import (
 var ErrPromptTooLong = errors.New("prompt does not fit the context")
 
 // Runner is a loaded target (and draft). Generate calls are serialised: one
-// generation runs at a time and the others wait their turn.
+// generation runs at a time and the others wait their turn; with
+// Config.Parallel > 1, up to that many are decoded together (batch.go).
 type Runner struct {
 	cfg       Config
 	files     []*gguf.File
@@ -38,6 +40,9 @@ type Runner struct {
 	// accepted by chance), which differ in both.
 	choosers map[bool]*spec.Chooser
 	grammars grammars
+	// batch decodes concurrent generations together when the target holds
+	// several sequences (Config.Parallel); nil: one at a time.
+	batch *batch
 
 	mu sync.Mutex
 }
@@ -124,6 +129,16 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 	}
 	if err := r.loadPlan(ctx, p, tf, df, progress); err != nil {
 		return nil, err
+	}
+	if n := r.target.m.Slots(); n > 1 {
+		if r.draftKind == spec.DraftEagle3 || r.draftKind == spec.DraftDFlash {
+			return nil, fmt.Errorf("engine: %d parallel sequences with a %s draft, which reads the target's states of one sequence: %w", n, r.draftKind, model.ErrUnsupported)
+		}
+		gpu := false
+		for _, b := range p.Devices {
+			gpu = gpu || b.Device.Kind != device.CPU
+		}
+		r.batch = newBatch(n, gpu || cfg.padBatch)
 	}
 	return r, nil
 }

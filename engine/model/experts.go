@@ -22,7 +22,7 @@ import (
 func (m *Model) expertSegment(ctx context.Context, pt *part, seg [2]int, b int, first, inline bool) error {
 	p, e := m.params, m.experts
 	for l := seg[0]; l < seg[1]; l++ {
-		err := pt.progs.run(ctx, progKey{kind: progStage, block: l, n: b}, func() []kernels.Op {
+		err := pt.progs.run(ctx, progKey{kind: progStage, block: l, n: b, seqs: m.layout}, func() []kernels.Op {
 			x, h := pt.s.x.RowSlice(0, b), pt.s.xn.RowSlice(0, b)
 			var ops []kernels.Op
 			switch {

@@ -182,6 +182,12 @@ func (m *Model) body(ctx context.Context, tokens []int32, pos int) error {
 	for i := range b {
 		m.positions[i] = int32(pos + i)
 	}
+	return m.pass(ctx, b)
+}
+
+// pass runs the b tokens and positions staged in m.tokens and m.positions
+// through the embedding and every block.
+func (m *Model) pass(ctx context.Context, b int) error {
 	for _, pt := range m.parts {
 		if err := pt.be.Write(pt.s.pos.ColSlice(0, b), kernels.I32Bytes(m.positions[:b])); err != nil {
 			return fmt.Errorf("model: %w", err)
@@ -334,7 +340,7 @@ func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
 				}
 				continue
 			}
-			err := pt.progs.run(ctx, progKey{kind: progStage, block: seg[0], n: b}, func() []kernels.Op {
+			err := pt.progs.run(ctx, progKey{kind: progStage, block: seg[0], n: b, seqs: m.layout}, func() []kernels.Op {
 				x := pt.s.x.RowSlice(0, b)
 				var ops []kernels.Op
 				switch {
@@ -399,7 +405,7 @@ func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 	for l := range m.params.Layers {
 		for _, kind := range []progKind{progAttn, progFFN} {
 			for _, pt := range m.parts {
-				err := pt.progs.run(ctx, progKey{kind: kind, block: l, n: b}, func() []kernels.Op {
+				err := pt.progs.run(ctx, progKey{kind: kind, block: l, n: b, seqs: m.layout}, func() []kernels.Op {
 					x, recv := pt.s.x.RowSlice(0, b), pt.s.recv.RowSlice(0, b)
 					var ops []kernels.Op
 					switch {
@@ -622,12 +628,16 @@ func (m *Model) attnOpsAt(pt *part, l, b int, pos kernels.Tensor) []kernels.Op {
 	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
 	base, window := p.blockRope(l)
+	var seqs []seqKV
+	for _, sg := range m.segs {
+		seqs = append(seqs, seqKV{row: sg.row, n: sg.n, keys: m.slot(pt.kvK[l], sg.slot), values: m.slot(pt.kvV[l], sg.slot)})
+	}
 	ops := append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
 		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
 			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
 			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
-			keys: pt.kvK[l], values: pt.kvV[l], pos: pos, heads: lb.heads, kvHeads: lb.kvHeads,
-			base: base, window: window})...)
+			keys: m.slot(pt.kvK[l], 0), values: m.slot(pt.kvV[l], 0), pos: pos, seqs: seqs,
+			heads: lb.heads, kvHeads: lb.kvHeads, base: base, window: window})...)
 	if p.arch.postNorms {
 		ops = append(ops, kernels.RMSNorm{Dst: h, X: h, W: w.attnPost, Eps: p.NormEps})
 	}
@@ -664,9 +674,13 @@ type attnArgs struct {
 	in, out           kernels.Tensor // [b, input width] normalised input; [b, n_embd] output (may be in)
 	q, k, v, attn     kernels.Tensor // scratch: [b, heads*head_dim], [b, kv_heads*head_dim], [b, heads*head_dim]
 	keys, values, pos kernels.Tensor // the block's caches, and the rows' positions
-	heads, kvHeads    int            // the heads this device computes
-	base              float32        // the block's RoPE base
-	window            int            // > 0: sliding-window attention
+	// seqs, when set, are the sequences of a pass over several
+	// (Model.ForwardSeqs): each writes and attends its own caches, not
+	// keys and values.
+	seqs           []seqKV
+	heads, kvHeads int     // the heads this device computes
+	base           float32 // the block's RoPE base
+	window         int     // > 0: sliding-window attention
 }
 
 // attention is a block's self-attention, the same for decoders and
@@ -675,8 +689,8 @@ type attnArgs struct {
 // positions, attention over the caches, the output projection.
 func (p Params) attention(a attnArgs) []kernels.Op {
 	w, b := a.w, a.in.Rows
-	rope := func(t kernels.Tensor) kernels.Rope {
-		return kernels.Rope{Dst: t, X: t, Pos: a.pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
+	rope := func(t, pos kernels.Tensor) kernels.Rope {
+		return kernels.Rope{Dst: t, X: t, Pos: pos, HeadDim: p.HeadDim, Dims: p.RopeDims,
 			Base: a.base, Scale: p.RopeScale, Neox: p.arch.neox, Factors: a.factors}
 	}
 	ops := []kernels.Op{
@@ -696,15 +710,32 @@ func (p Params) attention(a attnArgs) []kernels.Op {
 			kernels.RMSNorm{Dst: kh, X: kh, W: w.kNorm, Eps: p.NormEps},
 		)
 	}
-	return append(ops,
-		rope(a.q), rope(a.k),
-		kernels.SetRows{Dst: a.keys, Src: a.k, Idx: a.pos},
-		kernels.SetRows{Dst: a.values, Src: a.v, Idx: a.pos},
-		kernels.Attention{Dst: a.attn, Q: a.q, K: a.keys, V: a.values, Pos: a.pos,
-			NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
-			Scale: p.attnScale(), Window: a.window},
-		kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn},
-	)
+	seqs := a.seqs
+	if len(seqs) == 0 {
+		seqs = []seqKV{{row: 0, n: b, keys: a.keys, values: a.values}}
+	}
+	// Each sequence's rows are rotated, cached and attend on their own:
+	// one launch of each over its rows, so the kernels need not know of
+	// slots (and a CUDA backend still fuses the rotations and writes).
+	for _, sq := range seqs {
+		q, k, v := a.q.RowSlice(sq.row, sq.n), a.k.RowSlice(sq.row, sq.n), a.v.RowSlice(sq.row, sq.n)
+		pos := a.pos.ColSlice(sq.row, sq.n)
+		ops = append(ops,
+			rope(q, pos), rope(k, pos),
+			kernels.SetRows{Dst: sq.keys, Src: k, Idx: pos},
+			kernels.SetRows{Dst: sq.values, Src: v, Idx: pos},
+			kernels.Attention{Dst: a.attn.RowSlice(sq.row, sq.n), Q: q, K: sq.keys, V: sq.values, Pos: pos,
+				NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
+				Scale: p.attnScale(), Window: a.window})
+	}
+	return append(ops, kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn})
+}
+
+// seqKV is one sequence's rows of a pass over several, and its slot of a
+// block's caches.
+type seqKV struct {
+	row, n       int
+	keys, values kernels.Tensor
 }
 
 // ffn is a SwiGLU feed-forward network on in into out, gate and up its

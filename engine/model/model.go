@@ -39,6 +39,12 @@ type Model struct {
 	n       int           // cached positions
 	cap     *capture      // block inputs handed to an EAGLE-3 draft (Capture)
 	experts *part         // the device of the routed experts when they are apart (experts.go); nil: with their blocks
+	// slots are the sequences the KV caches hold, ctx rows each
+	// (plan.Plan.Parallel for a target); segs and layout are the
+	// sequences of the ForwardSeqs pass being run (nil and "" otherwise).
+	slots  int
+	segs   []segment
+	layout string
 
 	// host staging, sized once
 	tokens, positions, outIdx []int32
@@ -110,7 +116,7 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 		return nil, err
 	}
 	m := &Model{
-		params: params, role: string(mp.Role), plan: p, ctx: p.Ctx, batch: p.Batch,
+		params: params, role: string(mp.Role), plan: p, ctx: p.Ctx, batch: p.Batch, slots: 1,
 		// One device has nothing to sum across: it runs its blocks whole.
 		layered: mp.Placement.Split == plan.SplitLayer || len(mp.Placement.Devices) == 1,
 		byDev:   map[int]*part{}, embd: mp.EmbeddingRun, head: mp.HeadRun,
@@ -170,6 +176,15 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 	if err := m.allocBuffers(p, mp); err != nil {
 		return nil, err
 	}
+	// The plan gives a model a KV cache of the context per sequence it
+	// decodes at once (plan.Input.Parallel).
+	for _, pt := range m.parts {
+		for _, k := range pt.kvK {
+			if k.Valid() {
+				m.slots = max(1, k.Rows/m.ctx)
+			}
+		}
+	}
 	b, embd := m.batch, params.Embd
 	m.tokens, m.positions, m.outIdx = make([]int32, b), make([]int32, b), make([]int32, b)
 	m.hostX, m.partial = make([]float32, b*embd), make([]float32, b*embd)
@@ -191,6 +206,8 @@ type Options struct {
 	// the planner's defaults, but for KV, whose zero value is F32.
 	Context, Batch int
 	KV             plan.KVTypes
+	// Parallel is the sequences the KV caches hold (ForwardSeqs); 0: 1.
+	Parallel int
 	// Progress, if set, is called after each tensor is placed.
 	Progress func(Progress)
 }
@@ -203,7 +220,7 @@ func Load(ctx context.Context, f *gguf.File, be kernels.Backend, opts Options) (
 	if d.MemoryTotal == 0 {
 		d = device.Device{Kind: device.CPU, Name: be.Name(), Physical: -1, Virtual: true, MemoryTotal: math.MaxInt64 / 2}
 	}
-	p, err := plan.Make(plan.Input{Target: f, Devices: []device.Device{d}, Ctx: opts.Context, Batch: opts.Batch, KV: opts.KV})
+	p, err := plan.Make(plan.Input{Target: f, Devices: []device.Device{d}, Ctx: opts.Context, Batch: opts.Batch, KV: opts.KV, Parallel: opts.Parallel})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

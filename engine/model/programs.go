@@ -14,6 +14,10 @@ type progKey struct {
 	block int // the block a program starts at; the head's headKind
 	n     int // rows
 	top   int // a top-k head's k
+	// seqs is the sequences' slots and rows of a pass over several
+	// (Model.ForwardSeqs), whose attention each reads its own slot; ""
+	// for one sequence in slot 0.
+	seqs string
 }
 
 type progKind uint8
@@ -35,8 +39,9 @@ const (
 	progResidual                 // experts apart: the experts' output added to the block's stream
 )
 
-// maxPrograms bounds each backend's program cache by batch sizes; prompts
-// of many lengths would otherwise keep one compiled program per length.
+// maxPrograms bounds each backend's program cache by shapes of rows;
+// prompts of many lengths, and passes over changing sets of sequences,
+// would otherwise keep one compiled program each.
 const maxPrograms = 16
 
 // programs are one backend's compiled programs, compiled on first use and
@@ -45,10 +50,12 @@ type programs struct {
 	be    kernels.Backend
 	where string // the device, in messages
 	m     map[progKey]kernels.Program
+	used  map[shape]uint64 // when each shape last ran, in runs
+	runs  uint64
 }
 
 func newPrograms(be kernels.Backend, where string) programs {
-	return programs{be: be, where: where, m: map[progKey]kernels.Program{}}
+	return programs{be: be, where: where, m: map[progKey]kernels.Program{}, used: map[shape]uint64{}}
 }
 
 // run runs the program of key, compiling it with ops on first use.
@@ -63,37 +70,55 @@ func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op
 		if prog, err = p.be.Compile(list); err != nil {
 			return fmt.Errorf("model: %s: compile for %d rows: %w", p.where, key.n, err)
 		}
-		p.evict(key.n)
+		p.evict(key)
 		p.m[key] = prog
 	}
+	p.runs++
+	p.used[shape{key.n, key.seqs}] = p.runs
 	if err := prog.Run(ctx); err != nil {
 		return fmt.Errorf("model: %s: %w", p.where, err)
 	}
 	return nil
 }
 
-// evict bounds the cache: when maxPrograms batch sizes are cached, the
-// programs of one size other than 1 (decode) and n go.
-func (p *programs) evict(n int) {
-	sizes := map[int]bool{}
+// shape is what a program's rows are: their number and, in a pass over
+// several sequences, their slots.
+type shape struct {
+	n    int
+	seqs string
+}
+
+// evict bounds the cache: when maxPrograms shapes of rows are cached, the
+// programs of the shape run least recently, other than one row of one
+// sequence (decode) and key's, go.
+func (p *programs) evict(key progKey) {
+	shapes := map[shape]bool{}
 	for k := range p.m {
-		sizes[k.n] = true
+		shapes[shape{k.n, k.seqs}] = true
 	}
-	if len(sizes) < maxPrograms {
+	if len(shapes) < maxPrograms {
 		return
 	}
-	for size := range sizes {
-		if size == 1 || size == n {
+	var old shape
+	found := false
+	for sh := range shapes {
+		if sh == (shape{1, ""}) || sh == (shape{key.n, key.seqs}) {
 			continue
 		}
-		for k, prog := range p.m {
-			if k.n == size {
-				_ = prog.Close()
-				delete(p.m, k)
-			}
+		if !found || p.used[sh] < p.used[old] {
+			old, found = sh, true
 		}
+	}
+	if !found {
 		return
 	}
+	for k, prog := range p.m {
+		if k.n == old.n && k.seqs == old.seqs {
+			_ = prog.Close()
+			delete(p.m, k)
+		}
+	}
+	delete(p.used, old)
 }
 
 // close releases every program.

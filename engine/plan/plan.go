@@ -15,6 +15,8 @@ import (
 const (
 	maxCtx   = 1 << 24
 	maxBatch = 1 << 20
+	// MaxParallel bounds the sequences a target decodes together.
+	MaxParallel = 256
 )
 
 // ErrBadHeader is a model whose header does not describe a model the
@@ -49,6 +51,11 @@ type Input struct {
 	// ParseKVTypes for the default). Every device of the models must run
 	// them (KVTypes.RunsOn).
 	KV KVTypes
+	// Parallel is how many sequences the target decodes together (tandem
+	// serve --parallel): it holds a KV cache of Ctx tokens for each, one
+	// pool of Parallel slots per block, and so does a draft model; a draft
+	// that reads the target's states keeps one. 0: 1.
+	Parallel int
 }
 
 // Resolve applies the defaults every caller of the planner shares (the
@@ -67,6 +74,9 @@ func (in Input) Resolve() Input {
 		in.Batch = DefaultBatch
 	}
 	in.Batch = min(in.Batch, in.Ctx)
+	if in.Parallel <= 0 {
+		in.Parallel = 1
+	}
 	tp := &in.TargetPlacement
 	if len(tp.Devices) == 0 {
 		for _, d := range in.Devices {
@@ -96,10 +106,13 @@ func TrainedCtx(f *gguf.File) int {
 type Plan struct {
 	Ctx, Batch int
 	KV         KVTypes
-	Target     ModelPlan
-	Draft      *ModelPlan // nil without a draft
-	Devices    []Budget   // the devices in use, in index order
-	Fits       bool
+	// Parallel is the target's KV slots: sequences of Ctx tokens each
+	// (Input.Parallel, at least 1).
+	Parallel int
+	Target   ModelPlan
+	Draft    *ModelPlan // nil without a draft
+	Devices  []Budget   // the devices in use, in index order
+	Fits     bool
 	// Heads compares the target's head modes (when it spans devices).
 	Heads []HeadOption
 	// Borrow compares the two ways a draft can use the target tensors it
@@ -173,7 +186,7 @@ func build(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KV: in.KV}
+	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KV: in.KV, Parallel: in.Parallel}
 	if p.Target, err = tm.export(in); err != nil {
 		return nil, err
 	}
@@ -213,6 +226,10 @@ func (in Input) check() error {
 		return fmt.Errorf("plan: batch size %d (want 1 to %d)", in.Batch, maxBatch)
 	case in.Batch > in.Ctx:
 		return fmt.Errorf("plan: batch size %d is larger than the context (%d)", in.Batch, in.Ctx)
+	case in.Parallel < 1 || in.Parallel > MaxParallel:
+		return fmt.Errorf("plan: %d parallel sequences (want 1 to %d)", in.Parallel, MaxParallel)
+	case int64(in.Parallel)*int64(in.Ctx) > maxCtx:
+		return fmt.Errorf("plan: %d parallel sequences of %d tokens exceed %d cached tokens", in.Parallel, in.Ctx, maxCtx)
 	}
 	used := in.modelDevices()
 	for _, d := range used {
@@ -257,7 +274,13 @@ func checkFeatures(d, t *model) error {
 
 // export turns the layout into the ModelPlan, with its KV and scratch buffers.
 func (m *model) export(in Input) (ModelPlan, error) {
-	kv, err := m.kvBuffers(int64(in.Ctx), in.KV)
+	// A draft model decodes each sequence alongside the target; a draft
+	// that reads the target's states (EAGLE-3, DFlash) serves one.
+	slots := int64(1)
+	if m.role == Target || len(m.shape.TargetLayers) == 0 {
+		slots = int64(in.Parallel)
+	}
+	kv, err := m.kvBuffers(int64(in.Ctx)*slots, in.KV)
 	if err != nil {
 		return ModelPlan{}, err
 	}

@@ -221,9 +221,10 @@ func (s *Server) generate(ctx context.Context, req engine.Request, onText func(s
 	}
 	defer release()
 	s.metrics.running.Inc()
+	var held int64 // this request's tokens in the KV cache
 	defer func() {
 		s.metrics.running.Dec()
-		s.metrics.kvTokens.Store(0)
+		s.metrics.kvTokens.Add(-held)
 	}()
 	onText = s.timeFirstText(arrived, onText)
 
@@ -238,7 +239,9 @@ func (s *Server) generate(ctx context.Context, req engine.Request, onText func(s
 		werr error
 	)
 	stats, err := s.gen.Generate(genCtx, req, func(ev engine.Event) {
-		s.metrics.kvTokens.Store(int64(ev.Stats.PromptTokens + ev.Stats.GeneratedTokens))
+		n := int64(ev.Stats.PromptTokens + ev.Stats.GeneratedTokens)
+		s.metrics.kvTokens.Add(n - held)
+		held = n
 		if ev.Kind != engine.EventToken || hit || werr != nil {
 			return
 		}

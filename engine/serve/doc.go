@@ -8,7 +8,9 @@
 // POST /v1/completions, GET /metrics (Prometheus text, behind the API key
 // like the API) and GET /health. Requests are decoded strictly (an
 // unknown or unsupported field is a 400 that names it), answered whole or as
-// server-sent events, and run one at a time on the runner in arrival order;
+// server-sent events, and run on the runner in arrival order, one at a time
+// or, with Options.Parallel, up to that many at once (the runner decodes
+// them together in one batched pass a step: engine.Config.Parallel);
 // a request whose client goes away is cancelled, in the queue or mid-stream.
 // Sampling fields a request leaves out take OpenAI's defaults (temperature 1,
 // top_p 1); top_k, min_p, repeat_penalty (or repetition_penalty) and
@@ -21,8 +23,7 @@
 // rendered by the model's chat template, tool_choice "required" or a named
 // function is enforced by a grammar of the template's call syntax, and the
 // calls in the answer are parsed back into tool_calls, streamed as OpenAI's
-// deltas. Generations still run one at a time: decoding several sequences
-// in one batched pass needs KV caches of several sequences in the kernels.
+// deltas.
 //
 // The server expects hostile clients (access.go): a request is checked
 // before its body is read, in this order: its Host (without an API key,

@@ -31,7 +31,7 @@ type metrics struct {
 	ttft      prometheus.Histogram
 	tokS      prometheus.Histogram
 	running   prometheus.Gauge
-	kvTokens  atomic.Int64 // tokens of the running request in the KV cache
+	kvTokens  atomic.Int64 // tokens of the running requests in the KV cache
 }
 
 func newMetrics(s *Server) *metrics {
@@ -54,15 +54,17 @@ func newMetrics(s *Server) *metrics {
 		func() float64 { return float64(s.queue.waiting()) })
 	m.reg.MustRegister(m.requests, m.prompt, m.generated, m.drafted, m.accepted, m.ttft, m.tokS, m.running, queue)
 	if kv, ok := s.gen.(kvReporter); ok {
-		m.registerKV(kv)
+		m.registerKV(kv, s.opt.Parallel)
 	}
 	return m
 }
 
 // registerKV adds the KV caches' size and use per device and model. The
 // caches are allocated at load and hold every layer's K and V for each
-// position, so the bytes a request uses are its share of the context.
-func (m *metrics) registerKV(kv kvReporter) {
+// position, so the bytes a request uses are its share of the context; a
+// target that decodes parallel requests together holds a context for
+// each, and its draft is not used.
+func (m *metrics) registerKV(kv kvReporter, parallel int) {
 	caches, context := kv.KVCaches()
 	if context <= 0 {
 		return
@@ -72,11 +74,17 @@ func (m *metrics) registerKV(kv kvReporter) {
 		size := prometheus.NewGauge(prometheus.GaugeOpts{Name: "tandem_kv_cache_bytes",
 			Help: "Bytes allocated for the attention KV cache, by device and model.", ConstLabels: labels})
 		size.Set(float64(c.Bytes))
-		bytes := c.Bytes
+		bytes, tokens := c.Bytes, int64(context)
+		switch {
+		case c.Owner == "target":
+			tokens *= int64(parallel)
+		case parallel > 1:
+			bytes = 0
+		}
 		used := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_kv_cache_used_bytes",
-			Help: "Bytes of the KV cache holding the running request's tokens, by device and model.", ConstLabels: labels},
+			Help: "Bytes of the KV cache holding the running requests' tokens, by device and model.", ConstLabels: labels},
 			func() float64 {
-				return float64(bytes) * float64(min(m.kvTokens.Load(), int64(context))) / float64(context)
+				return float64(bytes) * float64(min(m.kvTokens.Load(), tokens)) / float64(tokens)
 			})
 		m.reg.MustRegister(size, used)
 	}

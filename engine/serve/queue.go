@@ -9,24 +9,26 @@ import (
 // errQueueFull is returned by acquire when the queue is at its bound.
 var errQueueFull = errors.New("serve: too many requests waiting")
 
-// fifo lets one request at a time use the runner and queues the others in
-// arrival order, up to a bound. (A buffered channel as a semaphore would not
-// do: Go wakes its waiters in no promised order.)
+// fifo lets up to slots requests at a time use the runner (1 unless it
+// decodes several together) and queues the others in arrival order, up to a
+// bound. (A buffered channel as a semaphore would not do: Go wakes its
+// waiters in no promised order.)
 type fifo struct {
-	max int // waiters allowed besides the holder
+	max   int // waiters allowed besides the holders
+	slots int // holders at once; 0 means 1
 
 	mu      sync.Mutex
-	busy    bool
-	waiters []chan struct{} // closed to hand the slot over
+	busy    int             // holders
+	waiters []chan struct{} // closed to hand a slot over
 }
 
-// acquire waits for the slot, in turn. It fails at once with errQueueFull
+// acquire waits for a slot, in turn. It fails at once with errQueueFull
 // when max requests already wait, and with ctx's error when ctx ends first.
 // On success the caller must call release exactly once.
 func (q *fifo) acquire(ctx context.Context) (release func(), err error) {
 	q.mu.Lock()
-	if !q.busy {
-		q.busy = true
+	if q.busy < max(q.slots, 1) && len(q.waiters) == 0 {
+		q.busy++
 		q.mu.Unlock()
 		return q.release, nil
 	}
@@ -62,12 +64,19 @@ func (q *fifo) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.waiters) == 0 {
-		q.busy = false
+		q.busy--
 		return
 	}
 	next := q.waiters[0]
 	q.waiters = q.waiters[1:]
 	close(next)
+}
+
+// running is the number of requests holding a slot.
+func (q *fifo) running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.busy
 }
 
 // waiting is the number of requests in the queue, for the log.

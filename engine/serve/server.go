@@ -24,9 +24,13 @@ type Options struct {
 	// APIKey, when set, is required of every /v1 request as
 	// "Authorization: Bearer APIKey".
 	APIKey string
-	// MaxQueue is how many requests may wait for the runner while one runs;
-	// more are answered 429. 0 = 128.
+	// MaxQueue is how many requests may wait for the runner while it runs
+	// Parallel; more are answered 429. 0 = 128.
 	MaxQueue int
+	// Parallel is how many requests run on the generator at once, in
+	// arrival order: the sequences the runner decodes together
+	// (engine.Config.Parallel). 0 = 1.
+	Parallel int
 	// MaxClientRequests is how many requests one client address (an IPv4
 	// address, an IPv6 /64) may have in flight: its body being read,
 	// waiting or running. More are answered 429 before their body is read.
@@ -85,6 +89,9 @@ func New(gen Generator, opt Options) *Server {
 	if opt.MaxQueue <= 0 {
 		opt.MaxQueue = 128
 	}
+	if opt.Parallel <= 0 {
+		opt.Parallel = 1
+	}
 	if opt.MaxClientRequests <= 0 {
 		opt.MaxClientRequests = max(opt.MaxQueue/2, 1)
 	}
@@ -112,10 +119,10 @@ func New(gen Generator, opt Options) *Server {
 	if opt.ReleaseMemory == nil {
 		opt.ReleaseMemory = freeOSMemory
 	}
-	s := &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue},
-		// One running and MaxQueue waiting: the queue's own bound, checked
-		// before bodies are read.
-		clients: clients{perClient: opt.MaxClientRequests, total: opt.MaxQueue + 1}}
+	s := &Server{gen: gen, opt: opt, keyHash: sha256.Sum256([]byte(opt.APIKey)), queue: fifo{max: opt.MaxQueue, slots: opt.Parallel},
+		// Parallel running and MaxQueue waiting: the queue's own bound,
+		// checked before bodies are read.
+		clients: clients{perClient: opt.MaxClientRequests, total: opt.MaxQueue + opt.Parallel}}
 	s.idle.release = opt.ReleaseMemory
 	s.metrics = newMetrics(s)
 	return s

@@ -16,6 +16,14 @@
 //	 4. after: resident memory every 10 s while the server is idle, for
 //	    -settle.
 //
+// With -throughput N it runs issue 23's parallel-requests measurement
+// instead (throughput.go): -distinct prompts alone, then N streamed greedy
+// requests at once, each checked against its prompt's solo text, and the
+// aggregate tokens per second of both:
+//
+//	tandem serve --parallel 8 --addr 127.0.0.1:18080 &
+//	serveload -url http://127.0.0.1:18080 -throughput 32 -max-tokens 128
+//
 // It is a measuring tool, not a test: the server's numbers depend on the
 // machine.
 package main
@@ -43,7 +51,16 @@ func main() {
 	maxTokens := flag.Int("max-tokens", 32, "tokens each streamed request asks for")
 	slow := flag.Int("slow", 1000, "slow-body connections without the key")
 	settle := flag.Duration("settle", 30*time.Second, "idle time before the last memory reading")
+	through := flag.Int("throughput", 0, "measure aggregate tok/s of this many greedy streams at once instead of the load phases (0: off)")
+	distinct := flag.Int("distinct", 8, "distinct prompts of -throughput")
 	flag.Parse()
+	if *through > 0 {
+		if err := throughput(*base, *key, *through, max(1, *distinct), *maxTokens); err != nil {
+			fmt.Fprintln(os.Stderr, "serveload:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*base, *key, *pid, *streams, *maxTokens, *slow, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "serveload:", err)
 		os.Exit(1)
