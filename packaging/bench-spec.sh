@@ -107,7 +107,7 @@ run)
 	mkdir -p "$models"
 	draft=$dir/factory-draft-Q8_0.gguf
 	[ -f "$draft" ] || draft=$root/assets/factory-draft-Q8_0.gguf
-	src=$dir/factory-target-Q8_0.gguf
+	src=${SRC_FILE:-$dir/factory-target-Q8_0.gguf} # SRC_FILE: any demo target, e.g. the F16 one
 	[ -f "$src" ] || src=$root/assets/factory-target-Q4_K_M.gguf
 	echo "inflating from $(basename "$src")" >&2
 	header=-header
