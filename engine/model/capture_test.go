@@ -88,3 +88,36 @@ func TestPauseCaptureSkipsTheCopies(t *testing.T) {
 		t.Fatalf("the resumed pass captured %v..., want %v...", got[:4], want[:4])
 	}
 }
+
+// BenchmarkDecodeCapture times one token through the demo target handing
+// its states to the EAGLE-3 draft (the copies and the draft's fusing)
+// against the capture paused: what a decode step pays for a draft that
+// drafting off does not read.
+func BenchmarkDecodeCapture(b *testing.B) {
+	for _, paused := range []bool{false, true} {
+		name := "capturing"
+		if paused {
+			name = "paused"
+		}
+		b.Run(name, func(b *testing.B) {
+			pr, err := loadEagle3Pair(b, demoEagle3(b), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pr.target.cap.fn = func(pos, n int) error { return pr.draft.Encode(context.Background(), pos, n) }
+			ctx := context.Background()
+			prompt := []int32{1, 7570, 203, 5139, 1372, 368, 280, 285}
+			if _, err := pr.target.Forward(ctx, prompt, 0, nil); err != nil {
+				b.Fatal(err)
+			}
+			pr.target.PauseCapture(paused)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := pr.target.Forward(ctx, []int32{int32(i % 100)}, len(prompt)+i%64, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
