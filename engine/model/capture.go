@@ -23,6 +23,19 @@ type capture struct {
 	direct bool
 	host   []float32 // [batch, len(layers)*n_embd] when not direct
 	paused bool      // PauseCapture: passes neither copy nor hand over
+	// handed and skipped count the chunks handed over and those a pause
+	// kept back (CaptureCounts).
+	handed, skipped int
+}
+
+// CaptureCounts is how many chunks of passes handed their states over to
+// the capture's receiver, and how many ran paused (PauseCapture), since
+// Capture; zeros without a capture.
+func (m *Model) CaptureCounts() (handed, skipped int) {
+	if m.cap == nil {
+		return 0, 0
+	}
+	return m.cap.handed, m.cap.skipped
 }
 
 // PauseCapture turns the capture's copies and hand-overs off (paused) or
@@ -147,9 +160,14 @@ func (m *Model) keepFrom(pt *part, l int, src kernels.Tensor) error {
 
 // handOver gives the chunk's captures, b rows at pos, to the receiver.
 func (m *Model) handOver(pos, b int) error {
-	if !m.capturing() {
+	if m.cap == nil {
 		return nil
 	}
+	if m.cap.paused {
+		m.cap.skipped++
+		return nil
+	}
+	m.cap.handed++
 	if !m.cap.direct {
 		w := len(m.cap.layers) * m.params.Embd
 		if err := m.cap.be.Write(m.cap.dst.RowSlice(0, b), kernels.F32Bytes(m.cap.host[:b*w])); err != nil {

@@ -24,7 +24,7 @@ func TestPauseCaptureSkipsTheCopies(t *testing.T) {
 		}
 		features := pr.draft.s.hidden
 		be := pr.target.cap.be
-		// The draft cannot fuse past a gap (Encode): keep the rows here.
+		// Keep the rows here, to compare what each pass handed over.
 		pr.target.cap.fn = func(pos, n int) error {
 			handed = append(handed, pos)
 			host := make([]float32, n*features.Cols)
@@ -120,4 +120,77 @@ func BenchmarkDecodeCapture(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 		})
 	}
+}
+
+// After passes with the capture paused, the next captured pass hands over
+// states past those the draft holds: EAGLE-3 and DFlash take them across
+// the gap (its positions keep stale states) and draft on from there.
+func TestEncodeAcrossAPausedGap(t *testing.T) {
+	seq := demoSequence(t)
+	seq = seq[:min(len(seq), 40)]
+	ctx := context.Background()
+	n := len(seq) - 4
+	// target runs seq[:n] capturing, three tokens paused and the last
+	// one capturing again.
+	target := func(t *testing.T, m *Model) {
+		t.Helper()
+		if _, err := m.Forward(ctx, seq[:n], 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := n; i < len(seq); i++ {
+			m.PauseCapture(i < len(seq)-1)
+			if _, err := m.Forward(ctx, seq[i:i+1], i, nil); err != nil {
+				t.Fatalf("pass at %d: %v", i, err)
+			}
+		}
+		if handed, skipped := m.CaptureCounts(); handed < 2 || skipped != 3 {
+			t.Errorf("%d chunks handed over, %d paused; want >= 2 and 3", handed, skipped)
+		}
+	}
+	finite := func(t *testing.T, logits []float32) {
+		t.Helper()
+		for i, v := range logits {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 1) {
+				t.Fatalf("logit %d is %v", i, v)
+			}
+		}
+	}
+	t.Run("eagle3", func(t *testing.T) {
+		pr, err := loadEagle3Pair(t, demoEagle3(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The pair's receiver records states without gaps: hand them to
+		// the draft alone, as the engine does.
+		pr.target.cap.fn = func(pos, n int) error { return pr.draft.Encode(ctx, pos, n) }
+		target(t, pr.target)
+		if got := pr.draft.Fused(); got != len(seq) {
+			t.Fatalf("the draft holds states up to %d, want %d", got, len(seq))
+		}
+		// The catch-up runs over the gap's stale states.
+		logits, err := pr.draft.Forward(ctx, seq[1:], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finite(t, logits)
+	})
+	t.Run("dflash", func(t *testing.T) {
+		pr, err := loadDFlashPair(t, demoDFlash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target(t, pr.target)
+		if got := pr.draft.Len(); got != len(seq) {
+			t.Fatalf("the draft holds states up to %d, want %d", got, len(seq))
+		}
+		last := len(seq) - 1
+		if err := pr.draft.Truncate(last); err != nil {
+			t.Fatal(err)
+		}
+		logits, err := pr.draft.Block(ctx, seq[last], last, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finite(t, logits)
+	})
 }
