@@ -321,8 +321,8 @@ const captureLead = 2
 // after a paused stretch drafts on stale ones or not at all; only what it
 // proposes changes, never the output.
 func (g *generation) pauseCapture() {
-	if g.chooser == nil || !g.r.sharesHead() {
-		return
+	if g.chooser == nil || g.drafting.Fixed() || !g.r.sharesHead() {
+		return // a fixed length drafts every round
 	}
 	g.r.target.m.PauseCapture(!g.chooser.MayDraftSoon(captureLead))
 }
