@@ -44,6 +44,8 @@ type sim struct {
 	start  time.Time
 	ks     []int
 	fixed  int // draft this many every round, whatever the chooser says
+	// roundAccept, when set, draws each round's acceptance (requests).
+	roundAccept func() float64
 }
 
 func newSim(seed uint64) *sim { return newSimWith(seed, CostOptions{}) }
@@ -497,6 +499,111 @@ func TestChooserNearBreakEvenStaysOn(t *testing.T) {
 		t.Logf("seed %d: k = 4 %.3fx, adaptive %.3fx, drafting in %d of 150 rounds", seed, fixed, speed, countDrafting(s.ks))
 		if speed < 0.95*fixed {
 			t.Errorf("seed %d: adaptive %.3fx against k = 4's %.3fx", seed, speed, fixed)
+		}
+	}
+}
+
+// requests plays n requests of 64 tokens each, as the engine drafts them:
+// no more than the request has left beyond the round's own token.
+func (s *sim) requests(p pair, n int) float64 {
+	start, tokens := s.clk.t, 0
+	for range n {
+		for left := 64; left > 0; {
+			k := s.c.Next(s.c.o.MaxK)
+			if s.fixed > 0 {
+				k = s.fixed
+			}
+			if k = min(k, left-1); k > 0 {
+				t0 := s.c.Now()
+				s.clk.t = s.clk.t.Add(time.Duration(k) * p.step)
+				s.c.Drafted(t0, k)
+			}
+			s.ks = append(s.ks, k)
+			a := p.accept
+			if s.roundAccept != nil {
+				a = s.roundAccept()
+			}
+			m := 0
+			for m < k && s.rng.Float64() < a {
+				m++
+			}
+			t1 := s.c.Now()
+			s.clk.t = s.clk.t.Add(p.verify(k+1) + time.Duration(m+1)*p.perToken)
+			s.c.Verified(t1, k+1)
+			s.c.Accepted(k, m)
+			tokens += m + 1
+			left -= m + 1
+		}
+	}
+	rate := float64(tokens) / float64(s.clk.t.Sub(start))
+	return rate * float64(p.verify(1)+p.perToken)
+}
+
+// h200Q4 is the H200's inflated 8B Q4_K_M target with its Q8_0 draft at
+// T = 0.7 (issue 17): target passes of 1, 2, 4, 8, 16 rows take 3.40,
+// 3.74, 4.56, 6.52, 6.53 ms, and each token a verification makes 0.3 ms
+// more on the host (3.7 ms a token alone); a draft step 0.6 ms (0.1 on
+// the device, the rest sampling 151,936 logits on the host).
+func h200Q4() pair {
+	return pair{step: 600 * time.Microsecond, perToken: 300 * time.Microsecond, verify: func(r int) time.Duration {
+		var c curve
+		c.init(17, 1)
+		for i, ms := range []float64{3.40, 3.74, 4.56, 6.52, 6.53} {
+			c.add(1<<i, time.Duration(ms*1e6))
+		}
+		return time.Duration(c.at(r))
+	}}
+}
+
+// Sampled on the H200's 8B Q4_K_M target (issue 17), three requests of
+// 64 tokens on a fresh Chooser as packaging/bench-spec.sh runs them, 20
+// seeds: with one acceptance for every round (0.85) the adaptive length
+// comes within 2% of the best fixed one (1.58x, k = 4 1.61x); with
+// rounds that differ (each
+// in predictable text, kept 0.97 a token, with chance 0.7, else 0.4) the
+// geometric fit of short rounds prices long drafts low and it falls 6-8%
+// short of the best fixed lengths (k = 4 1.62x, k = 8 1.71x; adaptive
+// 1.59x). The H200 measured 1.33x against k = 4's 1.60x: this bounds
+// what the Chooser's own choice loses on such costs, and guards it.
+func TestChooserSampledH200(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		p, e, h float64 // chance a round is easy, its acceptance, and a hard one's
+		within  float64
+	}{{"one rate", 1, 0.85, 0, 0.96}, {"easy and hard rounds", 0.7, 0.97, 0.4, 0.9}} {
+		p := h200Q4()
+		const seeds = 20
+		var fixed [9]float64
+		adaptive, off, rounds := 0.0, 0, 0
+		for seed := uint64(1); seed <= seeds; seed++ {
+			for k := 0; k <= 8; k++ {
+				f := newSim(seed)
+				f.fixed = k
+				f.roundAccept = func() float64 {
+					if f.rng.Float64() < tc.p {
+						return tc.e
+					}
+					return tc.h
+				}
+				v := f.requests(p, 3) / seeds
+				if k > 0 {
+					fixed[k] += v
+					continue
+				}
+				adaptive += v
+				rounds += len(f.ks)
+				off += len(f.ks) - countDrafting(f.ks)
+			}
+		}
+		bestK := 1
+		for k := 2; k <= 8; k++ {
+			if fixed[k] > fixed[bestK] {
+				bestK = k
+			}
+		}
+		t.Logf("%s: adaptive %.3fx the target alone, %d of %d rounds without a draft; best fixed k = %d %.3fx; fixed 1-8 %.3f", tc.name, adaptive, off, rounds, bestK, fixed[bestK], fixed[1:])
+		if adaptive < tc.within*fixed[bestK] || off > rounds/10 {
+			t.Errorf("%s: adaptive %.3fx against k = %d's %.3fx; %d of %d rounds without a draft", tc.name, adaptive, bestK, fixed[bestK], off, rounds)
 		}
 	}
 }
