@@ -31,7 +31,9 @@ type eagle3Drafter struct {
 func (d *eagle3Drafter) behind(history []int32) (c, ran int, ok bool) {
 	last := len(history) - 1
 	ran = commonPrefix(d.target.cached, history[:last])
-	if ran < last || ran == 0 {
+	// The target's last pass may have captured nothing (paused while
+	// drafting was off): without its states there is nothing to draft on.
+	if ran < last || ran == 0 || d.m.Fused() < ran {
 		return 0, 0, false
 	}
 	// From the first position whose token or state changed; at least the

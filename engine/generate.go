@@ -208,6 +208,12 @@ type generation struct {
 }
 
 func (g *generation) run(ctx context.Context) error {
+	// Every pass outside the steps (this prompt's prefill, the next
+	// request) captures: only a step pauses, for its own pass.
+	if g.r.sharesHead() {
+		g.r.target.m.PauseCapture(false)
+		defer g.r.target.m.PauseCapture(false)
+	}
 	// Prefill all but the last prompt token; the last one starts the first
 	// speculative step, so even the first generated token is drafted.
 	now := g.r.now
@@ -262,6 +268,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	g.pauseCapture()
 	start := g.now()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
@@ -299,6 +306,30 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return g.accept(out), nil
+}
+
+// captureLead is how many rounds before a probe falls due a paused
+// capture resumes, so that the probe's draft reads current states for the
+// last positions before it.
+const captureLead = 2
+
+// pauseCapture pauses the target's capture for a head-sharing draft
+// (EAGLE-3, DFlash) while the chooser keeps drafting off: the states this
+// pass captures are read by the next round's draft only, and a paused
+// pass costs what the target alone does (on a launch-bound GPU target,
+// the copies are a tenth of a step). A draft that finds states missing
+// after a paused stretch drafts on stale ones or not at all; only what it
+// proposes changes, never the output.
+func (g *generation) pauseCapture() {
+	if g.chooser == nil || g.drafting.Fixed() || !g.r.sharesHead() {
+		return // a fixed length drafts every round
+	}
+	g.r.target.m.PauseCapture(!g.chooser.MayDraftSoon(captureLead))
+}
+
+// sharesHead reports whether the draft reads the target's captured states.
+func (r *Runner) sharesHead() bool {
+	return r.draft != nil && (r.draftKind == spec.DraftEagle3 || r.draftKind == spec.DraftDFlash)
 }
 
 // now reads the chooser's clock; the zero time without a chooser.

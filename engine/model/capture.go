@@ -22,7 +22,40 @@ type capture struct {
 	fn     func(pos, n int) error
 	direct bool
 	host   []float32 // [batch, len(layers)*n_embd] when not direct
+	paused bool      // PauseCapture: passes neither copy nor hand over
+	// handed and skipped count the chunks handed over and those a pause
+	// kept back (CaptureCounts).
+	handed, skipped int
 }
+
+// CaptureCounts is how many chunks of passes handed their states over to
+// the capture's receiver, and how many ran paused (PauseCapture), since
+// Capture; zeros without a capture.
+func (m *Model) CaptureCounts() (handed, skipped int) {
+	if m.cap == nil {
+		return 0, 0
+	}
+	return m.cap.handed, m.cap.skipped
+}
+
+// PauseCapture turns the capture's copies and hand-overs off (paused) or
+// back on for the passes that follow, keeping the receiver: a pass that
+// no draft will read, while drafting is off, then costs what the target
+// alone does. The programs of either kind are kept apart (progKey.bare),
+// so switching compiles each once. The receiver misses the states of
+// the paused passes. Without a capture it does nothing.
+func (m *Model) PauseCapture(paused bool) {
+	if m.cap == nil || m.cap.paused == paused {
+		return
+	}
+	m.cap.paused = paused
+	for _, pt := range m.parts {
+		pt.progs.bare = paused
+	}
+}
+
+// capturing reports whether passes capture now.
+func (m *Model) capturing() bool { return m.cap != nil && !m.cap.paused }
 
 // Capture makes every Forward write the inputs of blocks layers (Layers
 // itself names the final hidden state before the output norm) for each
@@ -41,6 +74,7 @@ func (m *Model) Capture(layers []int, be kernels.Backend, dst kernels.Tensor, fn
 		if err := pt.progs.close(); err != nil {
 			return fmt.Errorf("model: capture: %w", err)
 		}
+		pt.progs.bare = false
 	}
 	if len(layers) == 0 {
 		m.cap = nil
@@ -83,7 +117,7 @@ func (m *Model) inputOf(l int) *part {
 
 // captures reports whether the input of block l is captured.
 func (m *Model) captures(l int) bool {
-	return m.cap != nil && slices.Contains(m.cap.layers, l)
+	return m.capturing() && slices.Contains(m.cap.layers, l)
 }
 
 // captureOps copies x, block l's input on pt, into its columns of the
@@ -129,6 +163,11 @@ func (m *Model) handOver(pos, b int) error {
 	if m.cap == nil {
 		return nil
 	}
+	if m.cap.paused {
+		m.cap.skipped++
+		return nil
+	}
+	m.cap.handed++
 	if !m.cap.direct {
 		w := len(m.cap.layers) * m.params.Embd
 		if err := m.cap.be.Write(m.cap.dst.RowSlice(0, b), kernels.F32Bytes(m.cap.host[:b*w])); err != nil {

@@ -349,17 +349,21 @@ func (m *DFlash) Truncate(n int) error {
 // Encode fuses the target's captured states of positions pos..pos+n-1,
 // which the target has just written into the first n rows of the draft's
 // features buffer, and writes each layer's K and V of them into the cache.
-// Positions from pos on are replaced; pos may not be past Len().
+// Positions from pos on are replaced. pos may be past Len(), after target
+// passes that captured nothing (Model.PauseCapture, while drafting is
+// off): the cache keeps stale keys and values in the gap, so a block
+// drafted later attends to approximate ones there. That changes only
+// what the draft proposes; verification keeps the output the target's.
 func (m *DFlash) Encode(ctx context.Context, pos, n int) error {
 	switch {
 	case n <= 0 || n > m.batch:
 		return fmt.Errorf("model: DFlash encode of %d positions in a batch of %d: %w", n, m.batch, ErrShape)
-	case pos < 0 || pos > m.n:
-		return fmt.Errorf("model: DFlash encode at %d with states up to %d: %w", pos, m.n, ErrPosition)
+	case pos < 0:
+		return fmt.Errorf("model: DFlash encode at %d: %w", pos, ErrPosition)
 	case pos+n > m.context:
 		return fmt.Errorf("model: DFlash encode of %d positions at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
-	m.n = pos
+	m.n = min(m.n, pos)
 	if err := m.writeInputs(nil, pos, n, false); err != nil {
 		return err
 	}

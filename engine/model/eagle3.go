@@ -314,6 +314,10 @@ func (m *Eagle3) Borrowed() []string {
 // Len is the number of positions in the draft's KV cache.
 func (m *Eagle3) Len() int { return m.n }
 
+// Fused is the number of positions whose target states the draft holds:
+// fewer than the target has run after passes that captured nothing.
+func (m *Eagle3) Fused() int { return m.nFused }
+
 // Truncate drops cached positions n and later. n may not exceed Len().
 func (m *Eagle3) Truncate(n int) error {
 	if n < 0 || n > m.n {
@@ -350,18 +354,22 @@ func readEagle3For(f *gguf.File, tp Params) (Eagle3Params, []int32, error) {
 // which the target has just written into the first n rows of the draft's
 // features buffer (Model.Capture), into the states those positions read.
 // Fused states from pos on are replaced, and draft positions that read
-// them are dropped from the cache; pos may not be past the states held.
+// them are dropped from the cache. pos may be past the states held, after
+// target passes that captured nothing (Model.PauseCapture, while drafting
+// is off): the positions in the gap keep stale fused states, so a draft
+// that later runs over them reads approximate ones. That changes only
+// what the draft proposes; verification keeps the output the target's.
 func (m *Eagle3) Encode(ctx context.Context, pos, n int) error {
 	switch {
 	case n <= 0 || n > m.batch:
 		return fmt.Errorf("model: EAGLE-3 encode of %d positions in a batch of %d: %w", n, m.batch, ErrShape)
-	case pos < 0 || pos > m.nFused:
-		return fmt.Errorf("model: EAGLE-3 encode at %d with states up to %d: %w", pos, m.nFused, ErrPosition)
+	case pos < 0:
+		return fmt.Errorf("model: EAGLE-3 encode at %d: %w", pos, ErrPosition)
 	case pos+n > m.context:
 		return fmt.Errorf("model: EAGLE-3 encode of %d positions at %d in a %d-token context: %w", n, pos, m.context, ErrContext)
 	}
 	m.n = min(m.n, pos)
-	m.nFused = pos
+	m.nFused = min(m.nFused, pos)
 	if err := m.writeInputs(nil, pos, n); err != nil {
 		return err
 	}

@@ -214,7 +214,7 @@ func (m *Model) pass(ctx context.Context, b int) error {
 // under a layer split, where the one embedding device runs the first
 // blocks, unless block inputs are read back between programs.
 func (m *Model) inlineEmbedding() *part {
-	if !m.layered || len(m.embd) != 1 || m.cap != nil && !m.cap.direct {
+	if !m.layered || len(m.embd) != 1 || m.capturing() && !m.cap.direct {
 		return nil
 	}
 	pt := m.byDev[m.embd[0].Device]

@@ -18,6 +18,9 @@ type progKey struct {
 	// (Model.ForwardSeqs), whose attention each reads its own slot; ""
 	// for one sequence in slot 0.
 	seqs string
+	// bare is a program compiled while the capture is paused, without
+	// its copies (Model.PauseCapture).
+	bare bool
 }
 
 type progKind uint8
@@ -52,6 +55,7 @@ type programs struct {
 	m     map[progKey]kernels.Program
 	used  map[shape]uint64 // when each shape last ran, in runs
 	runs  uint64
+	bare  bool // the capture is paused: run and compile bare programs
 }
 
 func newPrograms(be kernels.Backend, where string) programs {
@@ -60,6 +64,7 @@ func newPrograms(be kernels.Backend, where string) programs {
 
 // run runs the program of key, compiling it with ops on first use.
 func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op) error {
+	key.bare = p.bare
 	prog, ok := p.m[key]
 	if !ok {
 		list := ops()

@@ -265,6 +265,23 @@ func (c *Chooser) Next(limit int) int { return max(0, min(c.k, limit)) }
 // Decision is the current choice with its reasons, for the user.
 func (c *Chooser) Decision() Decision { return c.decision }
 
+// MayDraftSoon reports whether one of the next lead+1 rounds may draft or
+// probe, as far as the Chooser can tell before the round under way ends:
+// drafting is on, this round drafts, the target alone is not yet timed,
+// or a probe falls due within lead+1 rounds off and the probe budget
+// would afford it by then (each round off adding about a one-row pass to
+// the time spent). A false answer lets a head-sharing draft's target skip
+// capturing states no round will read; the answer is a forecast, not a
+// promise (a change in the measured costs may still turn drafting on at
+// once), so a drafter must cope with states missing.
+func (c *Chooser) MayDraftSoon(lead int) bool {
+	if c.on || c.k > 0 || !c.verify.settled(1) {
+		return true
+	}
+	ahead := float64(max(0, lead) + 1)
+	return c.off+int(ahead) >= c.wait && float64(c.lost) <= c.o.Budget*(float64(c.spent)+ahead*c.verify.at(1))
+}
+
 // acceptance is the per-token acceptance estimate.
 func (c *Chooser) acceptance() float64 {
 	return min(0.99, (c.succ+1)/(c.succ+c.fail+2))
