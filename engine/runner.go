@@ -131,7 +131,7 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		return nil, err
 	}
 	if n := r.target.m.Slots(); n > 1 {
-		if r.draftKind == spec.DraftEagle3 || r.draftKind == spec.DraftDFlash {
+		if r.sharesHead() {
 			return nil, fmt.Errorf("engine: %d parallel sequences with a %s draft, which reads the target's states of one sequence: %w", n, r.draftKind, model.ErrUnsupported)
 		}
 		gpu := false
