@@ -194,3 +194,24 @@ func shardsByDevice[S any](mp *plan.ModelPlan, shards []S) map[int]S {
 func headRole(r plan.BufferRole) bool {
 	return r == plan.RoleLogits || r == plan.RoleTopIDs || r == plan.RoleTopLogits
 }
+
+// releaseDraft is a head-sharing draft's Close: it stops target's capture
+// (target may be nil), then frees the draft's programs, its own buffers on
+// be and, when far is set, what it holds on the other devices.
+func releaseDraft(target *Model, progs *programs, be kernels.Backend, bufs []kernels.Buffer, far func() error) error {
+	var errs []error
+	if target != nil {
+		errs = append(errs, target.Capture(nil, nil, kernels.Tensor{}, nil))
+	}
+	errs = append(errs, progs.close())
+	for _, b := range bufs {
+		errs = append(errs, be.Free(b))
+	}
+	if far != nil {
+		errs = append(errs, far())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("model: close: %w", err)
+	}
+	return nil
+}

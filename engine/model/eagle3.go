@@ -747,23 +747,13 @@ func (f *eagle3Far) gather(dst []float32) error {
 // Close releases the programs and the draft's own device memory, and
 // stops the target's capture; borrowed tensors stay with the target.
 func (m *Eagle3) Close() error {
-	var errs []error
-	if m.target != nil {
-		errs = append(errs, m.target.Capture(nil, nil, kernels.Tensor{}, nil))
-		m.target = nil
-	}
-	errs = append(errs, m.progs.close())
-	for _, b := range m.bufs {
-		errs = append(errs, m.be.Free(b))
-	}
-	m.bufs = nil
+	var far func() error
 	if m.far != nil {
-		errs = append(errs, m.far.close())
+		far = m.far.close
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("model: close: %w", err)
-	}
-	return nil
+	err := releaseDraft(m.target, &m.progs, m.be, m.bufs, far)
+	m.target, m.bufs = nil, nil
+	return err
 }
 
 // close releases the programs and buffers on the other devices.
