@@ -13,8 +13,8 @@ import (
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/kernels"
+	"github.com/tandem-run/tandem/kernels/backendtest"
 	"github.com/tandem-run/tandem/kernels/cpu"
-	"github.com/tandem-run/tandem/kernels/cuda"
 )
 
 // familyBackend is where the family oracle tests load the fixtures: the
@@ -24,18 +24,7 @@ var familyBackend = flag.String("model.backend", "cpu", "backend the family orac
 // newFamilyBackend opens -model.backend's backend.
 func newFamilyBackend(t *testing.T) kernels.Backend {
 	t.Helper()
-	switch *familyBackend {
-	case "cpu":
-		return cpu.New(cpu.Options{})
-	case "cuda":
-		be, err := cuda.Open(cuda.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return be
-	}
-	t.Fatalf("-model.backend %q: cpu or cuda", *familyBackend)
-	return nil
+	return backendtest.Open(t, "model.backend", *familyBackend)
 }
 
 // familyOracle is testdata/<fixture>-oracle.json, made with

@@ -13,8 +13,7 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/model"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/cpu"
-	"github.com/tandem-run/tandem/kernels/cuda"
+	"github.com/tandem-run/tandem/kernels/backendtest"
 )
 
 // backend is where TestQuantizedFixtures runs the re-encoded fixtures: the
@@ -23,18 +22,7 @@ var backend = flag.String("hfconvert.backend", "cpu", "backend the quantized fix
 
 func newBackend(t *testing.T) kernels.Backend {
 	t.Helper()
-	switch *backend {
-	case "cpu":
-		return cpu.New(cpu.Options{})
-	case "cuda":
-		be, err := cuda.Open(cuda.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return be
-	}
-	t.Fatalf("-hfconvert.backend %q: cpu or cuda", *backend)
-	return nil
+	return backendtest.Open(t, "hfconvert.backend", *backend)
 }
 
 // fixtureDir holds the F16 fixtures of issue 22 and their transformers

@@ -18,7 +18,7 @@ import (
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/backendtest"
 	"github.com/tandem-run/tandem/kernels/cuda"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
@@ -143,21 +143,9 @@ func inflateEagle3To(t testing.TB, target string, sh shape, shapeName, ftype, di
 
 func newBackend(t testing.TB) kernels.Backend {
 	t.Helper()
-	switch *backend {
-	case "cpu":
-		be := cpu.New(cpu.Options{})
-		t.Cleanup(func() { be.Close() })
-		return be
-	case "cuda":
-		be, err := cuda.Open(cuda.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { be.Close() })
-		return be
-	}
-	t.Fatalf("-inflate.backend %q: cpu or cuda", *backend)
-	return nil
+	be := backendtest.Open(t, "inflate.backend", *backend)
+	t.Cleanup(func() { be.Close() })
+	return be
 }
 
 // load opens path and loads it on be.
