@@ -26,8 +26,9 @@ func threadNice(t *testing.T, tid int) int {
 }
 
 // The window's thread keeps its priority and every other thread, a model's
-// workers among them, yields to it: one already started, and one the
-// runtime starts afterwards.
+// workers among them, yields to it by the steps asked, counted from the
+// window's own niceness: one already started, and one the runtime starts
+// afterwards.
 func TestLowerOtherThreads(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -44,7 +45,7 @@ func TestLowerOtherThreads(t *testing.T) {
 	}()
 	tid := <-other
 
-	if err := lowerOtherThreads(before + 3); err != nil {
+	if err := lowerOtherThreads(3); err != nil {
 		t.Fatal(err)
 	}
 	if got := threadNice(t, tid); got != before+3 {
@@ -66,7 +67,7 @@ func TestLowerOtherThreads(t *testing.T) {
 	}
 
 	// Already nicer threads are not raised back.
-	if err := lowerOtherThreads(before + 1); err != nil {
+	if err := lowerOtherThreads(1); err != nil {
 		t.Fatal(err)
 	}
 	if got := threadNice(t, tid); got != before+3 {
