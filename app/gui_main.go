@@ -64,6 +64,7 @@ type mainWindow struct {
 	chat    *chatPage
 	pages   *container.AppTabs
 	chatTab *container.TabItem
+	planned bool      // the first plan was shown (the window's start is over)
 	find    *findPage // models on the Hugging Face Hub
 	findTab *container.TabItem
 
