@@ -109,7 +109,12 @@ func openWindow(opt guiOptions) error {
 	defer signal.Stop(sig)
 	go func() {
 		if _, ok := <-sig; ok {
-			fyne.Do(a.Quit)
+			fyne.Do(func() {
+				if frames != nil {
+					frames.close() // the window's teardown is no frame
+				}
+				a.Quit()
+			})
 		}
 	}()
 	m.win.SetMaster()
