@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,47 +87,6 @@ func loadDFlashPair(t testing.TB, draftPath string) (*dflashPair, error) {
 	return pr, nil
 }
 
-// dflashVariant writes a copy of the demo DFlash draft with metadata
-// overridden by kv and the extra tensors added.
-func dflashVariant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
-	t.Helper()
-	f, err := gguf.Open(demoDFlash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var w gguf.Writer
-	for _, e := range f.KV {
-		if v, ok := kv[e.Key]; ok {
-			e.Value = v
-		}
-		w.AddKV(e.Key, e.Value)
-	}
-	for k, v := range kv {
-		if _, ok := f.Get(k); !ok {
-			w.AddKV(k, v)
-		}
-	}
-	tensors := extra
-	for _, info := range f.Tensors {
-		data, err := f.TensorData(&info)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tensors = append(tensors, rawTensor{info.Name, info.Type, info.Dims, data})
-	}
-	for _, r := range tensors {
-		if err := w.AddTensor(r.name, r.typ, r.dims, r.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "dflash.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // DFlash files that cannot serve the target are refused with the reason
 // and before the draft allocates anything: by the planner where the plan
 // cannot be made (it reads the same headers), else by LoadDFlash.
@@ -166,7 +124,7 @@ func TestDFlashLoadErrors(t *testing.T) {
 		{"sliding window", map[string]any{"dflash.attention.sliding_window": uint32(64)}, nil, ErrUnsupported, "sliding-window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, err := loadDFlashPair(t, dflashVariant(t, tc.kv, tc.extra...))
+			pr, err := loadDFlashPair(t, draftVariant(t, demoDFlash, tc.kv, tc.extra...))
 			if tc.want == errPlan && (err == nil || !strings.HasPrefix(err.Error(), "plan: ")) || tc.want != errPlan && !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -233,7 +191,7 @@ func TestDFlashBlockIsNonCausal(t *testing.T) {
 		return slices.Clone(out)
 	}
 	full := logits(demoDFlash)
-	causal := logits(dflashVariant(t, map[string]any{"dflash.attention.causal": true}))
+	causal := logits(draftVariant(t, demoDFlash, map[string]any{"dflash.attention.causal": true}))
 	v := len(full) / 4
 	if slices.Equal(full[:v], causal[:v]) {
 		t.Error("the first slot's logits are the same with causal attention")

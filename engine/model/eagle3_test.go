@@ -230,7 +230,7 @@ func TestEagle3Variants(t *testing.T) {
 	head, headData := tensor("output.weight")
 
 	t.Run("own embedding and head", func(t *testing.T) {
-		path := eagle3Variant(t, nil,
+		path := draftVariant(t, demoEagle3(t), nil,
 			rawTensor{"token_embd.weight", embd.Type, embd.Dims, embdData},
 			rawTensor{"output.weight", head.Type, head.Dims, headData})
 		pr, err := loadEagle3Pair(t, path, 0)
@@ -259,7 +259,7 @@ func TestEagle3Variants(t *testing.T) {
 			rows = append(rows, headData[int(id)*rowBytes:int(id+1)*rowBytes]...)
 			d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
 		}
-		path := eagle3Variant(t, nil,
+		path := draftVariant(t, demoEagle3(t), nil,
 			rawTensor{"output.weight", head.Type, []int64{head.Dims[0], int64(len(ids))}, rows},
 			rawTensor{"d2t", quant.I64, []int64{int64(len(ids))}, d2t})
 		pr, err := loadEagle3Pair(t, path, 0)
@@ -289,7 +289,7 @@ func TestEagle3Variants(t *testing.T) {
 		for i := range norm {
 			norm[i] = float32(1 + 0.3*rng.NormFloat64())
 		}
-		path := eagle3Variant(t, map[string]any{"eagle3.norm_before_fc": true, "eagle3.norm_before_residual": true},
+		path := draftVariant(t, demoEagle3(t), map[string]any{"eagle3.norm_before_fc": true, "eagle3.norm_before_residual": true},
 			rawTensor{"enc.output_norm.weight", quant.F32, []int64{int64(width)}, kernels.F32Bytes(norm)})
 		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
@@ -349,7 +349,7 @@ func TestEagle3LoadErrors(t *testing.T) {
 		{"head of another vocabulary", nil, []rawTensor{head(2)}, ErrShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := eagle3Variant(t, tc.kv, tc.extra...)
+			path := draftVariant(t, demoEagle3(t), tc.kv, tc.extra...)
 			_, err := loadEagle3Pair(t, path, 0)
 			if tc.want == errPlan && (err == nil || !strings.HasPrefix(err.Error(), "plan: ")) || tc.want != errPlan && !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
@@ -414,11 +414,11 @@ type rawTensor struct {
 	data []byte
 }
 
-// eagle3Variant writes a copy of the demo draft with metadata overridden
+// draftVariant writes a copy of the draft at src with metadata overridden
 // by kv and the extra tensors added (replacing any of the same name).
-func eagle3Variant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
+func draftVariant(t *testing.T, src string, kv map[string]any, extra ...rawTensor) string {
 	t.Helper()
-	f, err := gguf.Open(demoEagle3(t))
+	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +451,7 @@ func eagle3Variant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "eagle3.gguf")
+	path := filepath.Join(t.TempDir(), filepath.Base(src))
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
