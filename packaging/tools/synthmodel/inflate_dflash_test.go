@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -44,31 +42,9 @@ func TestDFlashTargetLayers(t *testing.T) {
 // inflateDFlashTo is inflateTo for the demo DFlash draft against target.
 func inflateDFlashTo(t testing.TB, target string, sh shape, shapeName, ftype, dir string) string {
 	t.Helper()
-	out := filepath.Join(dir, fmt.Sprintf("dflash-for-%s-%s.gguf", filepath.Base(target), ftype))
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	s, err := openSource(demoDFlash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.f.Close()
-	ti, err := openInflatedTarget(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ti.f.Close()
-	w, err := inflateDFlash(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(5, 6)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteFile(out + ".part"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(out+".part", out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return inflateDraftTo(t, demoDFlash, "dflash", target, ftype, dir, func(s *srcModel, ti *targetInflation) (*gguf.Writer, error) {
+		return inflateDFlash(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(5, 6)))
+	})
 }
 
 // dflashPair is a target loaded to feed a DFlash draft.
@@ -79,18 +55,8 @@ type dflashPair struct {
 
 func loadDFlashPair(t *testing.T, targetPath, draftPath string, be kernels.Backend) *dflashPair {
 	t.Helper()
-	pp := loadPlanned(t, targetPath, draftPath, be)
-	pr := &dflashPair{target: pp.target}
-	var err error
-	if pr.draft, err = model.LoadDFlash(context.Background(), pp.df, pp.tf, pp.p, pp.p.Draft, pr.target, pp.backends, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pr.draft.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return pr
+	target, draft := loadPair(t, targetPath, draftPath, be, model.LoadDFlash)
+	return &dflashPair{target: target, draft: draft}
 }
 
 // blocks runs the target on seq[:n] (which hands the draft its states)
