@@ -47,9 +47,10 @@ __device__ __forceinline__ float key_softmax(float sc, bool ok, bool count, floa
     return e;
 }
 
-// sum_classes adds up a decode block's key classes: thread (class c < n,
-// its E output elements from col) holds acc; red is shared memory for n
-// rows of D floats. o (D floats, shared) gets the block's sums. NT is the
+// sum_classes adds up the partial outputs of a decode block's n key
+// classes: a thread of class c < n holds in acc its E output elements
+// from col on (threads of c >= n hold none). red is shared memory for n
+// rows of D floats; o (D floats, shared) gets the block's sums. NT is the
 // block's threads.
 template <int NT, int E>
 __device__ __forceinline__ void sum_classes(const float (&acc)[8], float* red, float* o, int c, int n, int col,
