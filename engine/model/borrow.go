@@ -78,11 +78,11 @@ func borrow(l *loader, tf *gguf.File, mp *plan.ModelPlan, t *Model, specs []tens
 	return embedFar, heads, nil
 }
 
-// farSide is what a head-sharing draft (EAGLE-3, DFlash) runs beyond its
-// own device besides its head's shards: the target's token lookups, used
-// where the target keeps its embedding (plan.BorrowInPlace). Token ids and
-// the normalised states for the head go there through the host; the
-// looked-up rows come back.
+// farSide is what EAGLE-3 and DFlash drafts have alike beyond their own
+// device, where they use the target's tables in place (plan.BorrowInPlace):
+// the target, which looks tokens up for the draft when embed is set (the
+// rows come back through emb), and the host copy of the normalised states
+// that go to the head's shards (sel). The shards differ by draft.
 type farSide struct {
 	target *Model
 	embed  bool      // tokens are looked up by the target (Model.lookUp)
