@@ -10,13 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/quant"
-	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
 // demoDFlash is the DFlash draft trained for the demo target.
@@ -55,27 +53,16 @@ type dflashPair struct {
 func loadDFlashPair(t testing.TB, draftPath string) (*dflashPair, error) {
 	t.Helper()
 	pr := &dflashPair{}
-	var err error
-	if pr.tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.tf.Close() })
-	if pr.df, err = gguf.Open(draftPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.df.Close() })
-	p, err := plan.Make(plan.Input{Target: pr.tf, Draft: pr.df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: 32})
-	if err != nil {
-		return nil, err
-	}
+	pr.tf, pr.df = openDemoPair(t, draftPath)
 	cb := cpu.New(cpu.Options{})
 	t.Cleanup(func() { cb.Close() })
 	pr.be = &countingBackend{Backend: cb, owner: string(plan.Draft)}
 	backends := map[int]kernels.Backend{0: pr.be}
-	if pr.target, err = LoadPlan(context.Background(), pr.tf, p, &p.Target, backends, nil); err != nil {
+	p, target, err := loadDemoTarget(t, pr.tf, pr.df, 32, backends)
+	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { pr.target.Close() })
+	pr.target = target
 	if pr.draft, err = LoadDFlash(context.Background(), pr.df, pr.tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		return pr, err
 	}

@@ -35,30 +35,19 @@ type eagle3Pair struct {
 func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, error) {
 	t.Helper()
 	pr := &eagle3Pair{}
-	var err error
-	if pr.tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.tf.Close() })
-	if pr.df, err = gguf.Open(draftPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.df.Close() })
+	pr.tf, pr.df = openDemoPair(t, draftPath)
 	ep, err := ReadEagle3Params(pr.df)
-	if err != nil {
-		return nil, err
-	}
-	p, err := plan.Make(plan.Input{Target: pr.tf, Draft: pr.df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: batch})
 	if err != nil {
 		return nil, err
 	}
 	be := cpu.New(cpu.Options{})
 	t.Cleanup(func() { be.Close() })
 	backends := map[int]kernels.Backend{0: be}
-	if pr.target, err = LoadPlan(context.Background(), pr.tf, p, &p.Target, backends, nil); err != nil {
+	p, target, err := loadDemoTarget(t, pr.tf, pr.df, batch, backends)
+	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { pr.target.Close() })
+	pr.target = target
 	if pr.draft, err = LoadEagle3(context.Background(), pr.df, pr.tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		return nil, err
 	}
@@ -88,6 +77,39 @@ func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, err
 		t.Fatal(err)
 	}
 	return pr, nil
+}
+
+// openDemoPair opens the F16 demo target and the draft at draftPath, both
+// closed when the test ends.
+func openDemoPair(t testing.TB, draftPath string) (tf, df *gguf.File) {
+	t.Helper()
+	var err error
+	if tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tf.Close() })
+	if df, err = gguf.Open(draftPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { df.Close() })
+	return tf, df
+}
+
+// loadDemoTarget plans target tf with draft df on one CPU device (backends
+// has it as device 0) with a context of 128 and batch (0: the planner's),
+// and loads the target (closed when the test ends).
+func loadDemoTarget(t testing.TB, tf, df *gguf.File, batch int, backends map[int]kernels.Backend) (*plan.Plan, *Model, error) {
+	t.Helper()
+	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: batch})
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := LoadPlan(context.Background(), tf, p, &p.Target, backends, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { target.Close() })
+	return p, target, nil
 }
 
 // oneCPU is a CPU device of unbounded memory, for one-device plans.
