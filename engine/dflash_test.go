@@ -116,28 +116,7 @@ func TestPlacedDFlashIsTheTargets(t *testing.T) {
 // behind the target's or past the history's; the next one still
 // reproduces the target.
 func TestDFlashAfterCancel(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: dflashPath("F16")})
-	ctx, cancel := context.WithCancel(context.Background())
-	events := 0
-	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 7}}, func(Event) {
-		events++
-		if events == 3 {
-			cancel()
-		}
-	})
-	if err != nil || st.FinishReason != "cancelled" {
-		t.Fatalf("finish %q, %v", st.FinishReason, err)
-	}
-	p := loadOracle(t)[3]
-	var ids []int32
-	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 7}},
-		func(e Event) { ids = append(ids, e.IDs...) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(ids, p.Target.Greedy) {
-		t.Errorf("after cancel:\n got %v\nwant %v", ids, p.Target.Greedy)
-	}
+	st := generateAfterCancel(t, dflashPath("F16"), Drafting{Max: 7})
 	if st.Drafted == 0 {
 		t.Error("nothing drafted after the cancel")
 	}
