@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -102,34 +103,17 @@ func checkDFlash(t *testing.T, target, draft string) {
 		t.Errorf("inflated block size %d, want the real draft's %d", got, want)
 	}
 	const vocab = 8192
-	worst, margin := 0.0, math.Inf(1)
-	slots := 0
+	d := newDrift()
 	for pi, p := range o.Prompts {
 		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
 		for n := len(p.IDs); n+1 < len(seq); n += 11 {
 			ks := []int{1, 3, src.draft.MaxDraft()}
 			want, _ := src.blocks(t, seq, n, ks, vocab)
 			got, m := inf.blocks(t, seq, n, ks, vocab)
-			margin = min(margin, m)
-			for i := range want {
-				slots++
-				if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
-					t.Errorf("prompt %d, %d tokens, slot %d of blocks %v: top %d, the demo draft's %d", pi, n, i, ks, a, b)
-				}
-				scale := math.Abs(float64(slices.Max(want[i])))
-				for j := range want[i] {
-					worst = max(worst, math.Abs(float64(got[i][j]-want[i][j]))/scale)
-				}
-			}
+			d.add(t, got, want, m, fmt.Sprintf("prompt %d, %d tokens, blocks %v, slot", pi, n, ks))
 		}
 	}
-	t.Logf("%d slots: largest logit difference %.2e of the largest logit; padding at least %.0f below", slots, worst, margin)
-	if worst > 1e-4 {
-		t.Errorf("draft logits differ by %.2e of the largest", worst)
-	}
-	if margin < 100 {
-		t.Errorf("a padding token came within %.1f of the draft's best", margin)
-	}
+	d.check(t, "slots", 1e-4)
 }
 
 func TestInflateDFlash(t *testing.T) {

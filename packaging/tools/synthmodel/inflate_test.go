@@ -485,32 +485,55 @@ func checkEagle3(t *testing.T, target, draft string) {
 	src := loadEaglePair(t, demo(t, "factory-target-F16.gguf"), demo(t, "factory-eagle3-F16.gguf"), be)
 	inf := loadEaglePair(t, target, draft, be)
 	const vocab, steps = 8192, 3
-	worst, margin := 0.0, math.Inf(1)
-	calls := 0
+	d := newDrift()
 	for pi, p := range o.Prompts {
 		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
 		for n := len(p.IDs); n+steps+1 < len(seq); n += 9 {
 			want, _ := src.drafts(t, seq, n, steps, vocab)
 			got, m := inf.drafts(t, seq, n, steps, vocab)
-			margin = min(margin, m)
-			for i := range want {
-				calls++
-				scale := float64(slices.Max(want[i]))
-				if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
-					t.Errorf("prompt %d, %d tokens, step %d: draft top %d, the demo draft's %d", pi, n, i, a, b)
-				}
-				for j := range want[i] {
-					worst = max(worst, math.Abs(float64(got[i][j]-want[i][j]))/math.Abs(scale))
-				}
-			}
+			d.add(t, got, want, m, fmt.Sprintf("prompt %d, %d tokens, step", pi, n))
 		}
 	}
-	t.Logf("%d draft calls: largest logit difference %.2e of the largest logit; padding at least %.0f below", calls, worst, margin)
-	if worst > 2e-3 {
-		t.Errorf("draft logits differ by %.2e of the largest", worst)
+	d.check(t, "draft calls", 2e-3)
+}
+
+// drift follows how far an inflated draft's logits depart from the demo
+// draft's, row by row (a draft call, a block's slot).
+type drift struct {
+	rows   int
+	worst  float64 // the largest difference, relative to its row's largest logit
+	margin float64 // the smallest gap between a row's best logit and its best padding
+}
+
+func newDrift() *drift { return &drift{margin: math.Inf(1)} }
+
+// add takes rows got against want, whose best tokens must be the same
+// (row i is where i in messages), and the rows' padding margin m.
+func (d *drift) add(t *testing.T, got, want [][]float32, m float64, where string) {
+	t.Helper()
+	d.margin = min(d.margin, m)
+	for i := range want {
+		d.rows++
+		if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
+			t.Errorf("%s %d: top %d, the demo draft's %d", where, i, a, b)
+		}
+		scale := math.Abs(float64(slices.Max(want[i])))
+		for j := range want[i] {
+			d.worst = max(d.worst, math.Abs(float64(got[i][j]-want[i][j]))/scale)
+		}
 	}
-	if margin < 100 {
-		t.Errorf("a padding token came within %.1f of the draft's best", margin)
+}
+
+// check logs the drift over the rows (named rows in the log) and fails
+// past tol, or with a padding token within 100 of a row's best.
+func (d *drift) check(t *testing.T, rows string, tol float64) {
+	t.Helper()
+	t.Logf("%d %s: largest logit difference %.2e of the largest logit; padding at least %.0f below", d.rows, rows, d.worst, d.margin)
+	if d.worst > tol {
+		t.Errorf("draft logits differ by %.2e of the largest", d.worst)
+	}
+	if d.margin < 100 {
+		t.Errorf("a padding token came within %.1f of the draft's best", d.margin)
 	}
 }
 
