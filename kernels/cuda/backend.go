@@ -57,9 +57,9 @@ type Options struct {
 	// PrefillF32 makes the prefill tiles of integer weights read F32
 	// activations rather than their 8-bit copy (for measuring).
 	PrefillF32 bool
-	// PrefillDepth is how many steps of 32 ahead the prefill tiles of
-	// 8-bit and F16 activations issue their loads, 2 to 4; 0: the default
-	// (mmtDepth). For measuring.
+	// PrefillDepth is how many steps of 32 ahead the register-set
+	// prefill tiles (mmt) of 8-bit and F16 activations issue their loads,
+	// 2 to 4; 0: the default (mmtDepth). For measuring.
 	PrefillDepth int
 	// PrefillRing picks the prefill tiles of F16, Q4_K and Q6_K weights:
 	// 0 the default (mmtcStages), 3 or 4 the cp.async tiles of that many
