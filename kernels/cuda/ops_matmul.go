@@ -41,19 +41,21 @@ const (
 	pathGeneric               // dequantize 32 at a time: mv_<type>
 	pathMMQ                   // tensor cores on 8-bit activations: mmq_<type>_<shape>
 	pathMMF16                 // tensor cores, F16: mmf16_<shape>
-	pathMVX                   // Q4_K verification rows on tensor cores in decode's order: mvx_q4_k_<8|16>
+	pathMVX                   // verification rows on tensor cores in decode's order: mvx_<type>_<8|16>
 )
 
 // pathOf is the path of o on a backend that runs products of up to vecRows
-// rows on the matrix-vector kernels (0: defaultVecRows of the weight
-// type, and Q4_K verification rows on mvx_q4_k). Tensor-core kernels need
-// whole units of 256 weights (integer types) or 32 (F16), 16-byte aligned
-// rows where they load 16 bytes (Q4_K, F16), and two rows or more.
+// rows on the matrix-vector kernels (0: defaultVecRows of the weight type,
+// and the integer types' verification rows above it on mvx_<type>).
+// Tensor-core kernels need whole units
+// of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
+// they load 16 bytes (Q4_K, F16), and two rows or more.
 //
 // By default a product of up to workspace.VerifyRows rows gives each row
 // the bits decode's one-row product gives it wherever a kernel for that
-// exists (Q4_K: mvx_q4_k; Q6_K, Q8_0 and the generic types up to 8 rows:
-// the matrix-vector kernels themselves), so that greedy speculation with a
+// exists (Q4_K, Q6_K, Q8_0: mvx_<type>, or the matrix-vector kernels up
+// to defaultVecRows; the generic types up to 8 rows: the matrix-vector
+// kernels), so that greedy speculation with a
 // quantized target is exactly the target alone. F16 products of several
 // rows stay on tensor cores, which round the activations to F16.
 func pathOf(o kernels.MatMul, vecRows int) mvPath {
@@ -61,7 +63,7 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
 	if vecRows == 0 {
 		vecRows = defaultVecRows(o.W.Type)
-		if integer && o.W.Type == quant.Q4_K && o.W.Cols%256 == 0 && o.X.Rows > 1 && o.X.Rows <= workspace.VerifyRows {
+		if integer && (o.W.Type == quant.Q8_0 || o.W.Cols%256 == 0) && o.X.Rows > vecRows && o.X.Rows <= workspace.VerifyRows {
 			return pathMVX
 		}
 	}
@@ -88,19 +90,20 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 }
 
 // defaultVecRows is the most rows a product of weights t runs on the
-// matrix-vector kernels unless Options.MatVecRows says otherwise. Q6_K and
-// Q8_0 take them up to 8 rows so that verification rows round as decode
-// does (pathOf), though from 3 rows on they cost more than the tensor-core
-// kernels (a Q6_K 12288x4096 product of 2 rows 25 us against 30 at 8
-// warps, of 8 rows 2-6x: each warp re-reads every activation row for each
-// weight row from L1, and its integer dot products grow with the rows;
-// BenchmarkMatVecRows, kernels/cuda/NOTES.md, call 24). Q4_K has mvx_q4_k
-// for that, which reads activations once per 16 weight rows; F16 stays on
-// tensor cores.
+// matrix-vector kernels unless Options.MatVecRows says otherwise; above,
+// mvx_<type> takes the verification rows. Both keep decode's rounding;
+// the matrix-vector kernels grow with the rows (each warp re-reads every
+// activation row from L1 for each weight row), mvx_<type> is flat from 2
+// to 8 rows, so each type takes the faster (BenchmarkVerifyRows on the
+// H200, us a 12288x4096 product, hspec2's call): Q6_K 2 rows mv2 25
+// against mvx 36, 4 rows 47 against 36; Q8_0 2 rows 24 against 46, 4
+// rows 46 against 46, 8 rows 94 against 46; Q4_K takes mvx_q4_k from 2.
 func defaultVecRows(t quant.Type) int {
 	switch t {
-	case quant.Q6_K, quant.Q8_0:
-		return workspace.MaxVectorRows
+	case quant.Q6_K:
+		return 2
+	case quant.Q8_0:
+		return 4
 	}
 	return 1
 }
@@ -116,15 +119,6 @@ func defaultWeightRows(t quant.Type) int {
 		return 2
 	}
 	return 1
-}
-
-// vecRowsFor is the most rows a product of weights t runs on the
-// matrix-vector kernels of be.
-func (be *Backend) vecRowsFor(t quant.Type) int {
-	if be.vecRows > 0 {
-		return be.vecRows
-	}
-	return defaultVecRows(t)
 }
 
 // weightRows is the weight rows a warp of the matrix-vector kernels of be
@@ -220,6 +214,69 @@ func (be *Backend) mmtDepthSuffix() string {
 		return ""
 	}
 	return fmt.Sprintf("_%d", d)
+}
+
+// mmtcDefault is the shared-memory stages of the cp.async prefill tiles
+// (mmtc) by default: 4 (hpre's call: 8B Q4_K_M pp512 10179-10189 tok/s
+// against 10130 at 3 and 8022-8049 on the register-set tiles; 8B F16
+// 13499-13594 against 13466 and 11264-11340).
+const mmtcDefault = 4
+
+// mmtcStages is the stages of the cp.async prefill tile (prefill.cu:
+// mmtc_<type>_<stages>, mmtc64_ for 64 batch rows) for the products of
+// group on a tile of 8*nt batch rows, or 0 where the register-set tiles
+// (mmt) run them: weights other than F16, Q4_K and Q6_K, an inner
+// dimension not in whole steps of 64 (F16), rows not 16-byte aligned
+// (cp.async copies 16 bytes; Q6_K's 210-byte blocks leave rows aligned
+// only when n is a multiple of 2048), GPUs before sm_80 (no cp.async) or
+// with too little shared memory a block, and Options.PrefillRing -1 or
+// PrefillF32.
+func (be *Backend) mmtcStages(group []kernels.MatMul, nt int) int {
+	ns := be.pRing
+	if ns == 0 {
+		ns = mmtcDefault
+	}
+	t := group[0].W.Type
+	if ns < 0 || nt != 8 && nt != 16 || be.pF32 || be.info.ComputeMajor < 8 || int(mmtcShared(t, nt, ns)) > be.info.SharedOptin {
+		return 0
+	}
+	if t != quant.F16 && t != quant.Q4_K && t != quant.Q6_K || group[0].W.Cols%64 != 0 {
+		return 0
+	}
+	for _, o := range group {
+		if o.W.Off%16 != 0 || o.W.Rows > 1 && o.W.Stride%16 != 0 {
+			return 0
+		}
+	}
+	return ns
+}
+
+// mmtcShared is the dynamic shared memory of the cp.async tile of 8*nt
+// batch rows and ns stages: each stage an F16 activation tile (8*nt rows
+// of 144 bytes) and the raw weights (128 rows of 144, 48 or 160 bytes for
+// F16, Q4_K, Q6_K), and for Q4_K and Q6_K two dequantized F16 weight
+// tiles.
+func mmtcShared(t quant.Type, nt, ns int) uint32 {
+	const tile = 128 * 144
+	raw, deq := 0, 2*tile
+	switch t {
+	case quant.F16:
+		raw, deq = tile, 0
+	case quant.Q4_K:
+		raw = 128 * 48
+	case quant.Q6_K:
+		raw = 128 * 160
+	}
+	return uint32(ns*(8*nt*144+raw) + deq)
+}
+
+// mmtcKernel is the cp.async prefill tile of weights name, 8*nt batch
+// rows and ns stages.
+func mmtcKernel(name string, nt, ns int) string {
+	if nt == 8 {
+		return fmt.Sprintf("mmtc64_%s_%d", name, ns)
+	}
+	return fmt.Sprintf("mmtc_%s_%d", name, ns)
 }
 
 // mmtQ8 reports whether the prefill tiles of weights t read the 8-bit
@@ -397,6 +454,16 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	var shared uint32
 	if path == pathMMQ || path == pathMMF16 {
 		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
+		if ns := c.be.mmtcStages(group, nt); mt == 0 && ns > 0 {
+			xh, xstride, err := c.halfX(o.X)
+			if err != nil {
+				return err
+			}
+			args = append(args, argPtr(xh), argI64(xstride), argInt(n), argInt(nb), argInt(accumulate))
+			return c.add(o.Name(), mmtcKernel(name, nt, ns),
+				[3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 8*nt)}, [3]uint32{256, 1, 1},
+				mmtcShared(o.W.Type, nt, ns), args...)
+		}
 		if mt == 0 && mmtType(o.W.Type) {
 			kernel := mmtKernel(name, nt)
 			if o.W.Type == quant.F16 && !c.be.pF32 {
@@ -434,7 +501,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		block = [3]uint32{uint32(32 * warps), 1, 1}
 		shared = mmaShared(o.W.Type, mt, nt, warps)
 	}
-	mvxRows := c.be.mvxBlockRows(nb)
+	mvxRows := c.be.mvxBlockRows(o.W.Type, nb)
 	if path == pathMVX {
 		grid = [3]uint32{ceilDiv(maxRows, mvxRows), uint32(len(group)), 1}
 		block = [3]uint32{32 * mvxWarps, 1, 1}
@@ -504,11 +571,11 @@ func (c *compiler) quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool
 // pathOf is o's path on the compiler's backend.
 func (c *compiler) pathOf(o kernels.MatMul) mvPath { return pathOf(o, c.be.vecRows) }
 
-// mvxBlockRows is the weight rows a block of mvx_q4_k takes for nb rows:
-// 16 (mvx_q4_k_8, _16), or 32 (mvx2_q4_k_8, up to 8 rows) where a
-// benchmark asks for it.
-func (be *Backend) mvxBlockRows(nb int) int {
-	if be.mvxRows == 32 && nb <= 8 {
+// mvxBlockRows is the weight rows a block of mvx_<type> takes for nb rows
+// of weights t: 16 (mvx_<type>_8, _16), or for Q4_K 32 (mvx2_q4_k_8, up
+// to 8 rows) where a benchmark asks for it.
+func (be *Backend) mvxBlockRows(t quant.Type, nb int) int {
+	if be.mvxRows == 32 && nb <= 8 && t == quant.Q4_K {
 		return 32
 	}
 	return 16
