@@ -103,20 +103,19 @@ func openWindow(opt guiOptions) error {
 	m.openModels()
 
 	// SIGINT/SIGTERM close the window like its close button, so settings are
-	// flushed and the frame report written.
+	// flushed and the frame report written; a wedged close still ends.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	go func() {
-		if _, ok := <-sig; ok {
-			fyne.Do(func() {
-				if frames != nil {
-					frames.close() // the window's teardown is no frame
-				}
-				a.Quit()
-			})
-		}
-	}()
+	closed := make(chan struct{}) // the window's loop has returned
+	go quitOnSignal(sig, closed, func() {
+		fyne.Do(func() {
+			if frames != nil {
+				frames.close() // the window's teardown is no frame
+			}
+			a.Quit()
+		})
+	}, func() { fyne.Do(func() {}) }, raiseDefault, time.After, quitGrace)
 	m.win.SetMaster()
 	m.win.Resize(fitWindow(screen, 1))
 	a.Lifecycle().SetOnStarted(func() {
@@ -131,6 +130,7 @@ func openWindow(opt guiOptions) error {
 		}
 	})
 	m.win.ShowAndRun()
+	close(closed)
 
 	if m.cancelLoad != nil {
 		m.cancelLoad()
