@@ -20,11 +20,6 @@ import (
 const (
 	ReasonBatched       = "requests decoded together (--parallel) are drafted by a draft model only"
 	ReasonBatchedSample = "sampled, penalised or constrained requests decoded together (--parallel) are not drafted"
-	// On an H200 with the Q4_K_M demo pair a drafted batch of 8 ran slower
-	// than an undrafted one (4,534 against 7,505 tok/s for 32 streams) and
-	// 4 of its 32 streams took another request's text: batches on a GPU
-	// are not drafted until both are understood.
-	ReasonBatchedGPU = "requests decoded together (--parallel) on a GPU are not drafted"
 )
 
 // batch decodes the generations of concurrent Generate calls together:
@@ -46,13 +41,10 @@ type batch struct {
 	active  []*batchSeq
 	chooser batchChooser
 	padded  bool // every step runs every slot (paddedWidth): the target runs on a GPU
-	// gpu: the target runs on a GPU, where a batch is not drafted
-	// (ReasonBatchedGPU).
-	gpu bool
 }
 
-func newBatch(slots int, padded, gpu bool) *batch {
-	b := &batch{slots: make(chan int, slots), turn: make(chan struct{}, 1), padded: padded, gpu: gpu}
+func newBatch(slots int, padded bool) *batch {
+	b := &batch{slots: make(chan int, slots), turn: make(chan struct{}, 1), padded: padded}
 	for s := range slots {
 		b.slots <- s
 	}
@@ -315,9 +307,6 @@ func (r *Runner) step(b *batch) {
 // batchDraft is the draft model of a runner that decodes several
 // sequences at once, with a slot for each; nil when there is none.
 func (r *Runner) batchDraft() *model.Model {
-	if r.batch != nil && r.batch.gpu {
-		return nil
-	}
 	d, ok := r.draft.(*modelDrafter)
 	if !ok || d.seq.m.Slots() != r.target.m.Slots() {
 		return nil

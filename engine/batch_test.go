@@ -196,13 +196,21 @@ func TestParallelRefusesEagle3(t *testing.T) {
 // gave 9 of 32 streams other text than alone, so there the check is
 // serveload's (F16 target: a stream that turns at a near tie, or one
 // that follows another prompt's text).
+// Padded, the batch runs as on a GPU: every slot, the widest sequence's
+// rows, the draft's first pass two rows a slot where drafts were all kept.
 func TestParallelDemoPair(t *testing.T) {
 	if *backend != "cpu" {
 		t.Skip("exact only where the rounding does not follow the pass's shape (the CPU)")
 	}
+	for _, pad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("padded=%v", pad), func(t *testing.T) { parallelDemoPair(t, pad) })
+	}
+}
+
+func parallelDemoPair(t *testing.T, pad bool) {
 	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
 	solo := load(t, cfg)
-	cfg.Parallel = 8
+	cfg.Parallel, cfg.padBatch = 8, pad
 	together := load(t, cfg)
 	const distinct, tokens = 8, 32
 	want := make([][]int32, distinct)
@@ -237,37 +245,5 @@ func TestParallelDemoPair(t *testing.T) {
 	// The batch measures each draft length before it settles on one.
 	if drafted == 0 {
 		t.Error("the batch never drafted")
-	}
-}
-
-// TestParallelOnGPUIsNotDrafted: a batch whose target runs on a GPU is
-// decoded without drafts, says why, and still gives each request its solo
-// output (here on the CPU, with the batch marked as a GPU's).
-func TestParallelOnGPUIsNotDrafted(t *testing.T) {
-	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
-	solo := load(t, cfg)
-	cfg.Parallel = 4
-	together := load(t, cfg)
-	together.batch.gpu = true
-	req := Request{Prompt: "Chapter 3.", MaxTokens: 24, IgnoreEOS: true}
-	want, _, err := collect(context.Background(), solo, req, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([][]int32, 4)
-	stats := make([]Stats, len(got))
-	errs := make([]error, len(got))
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Go(func() { got[i], stats[i], errs[i] = collect(context.Background(), together, req, nil) })
-	}
-	wg.Wait()
-	for i := range got {
-		if errs[i] != nil || !slices.Equal(got[i], want) {
-			t.Errorf("request %d: %v\n got %v\nwant %v", i, errs[i], got[i], want)
-		}
-		if stats[i].Drafted != 0 || stats[i].DraftOff != ReasonBatchedGPU {
-			t.Errorf("request %d: drafted %d, drafting off %q; want none, %q", i, stats[i].Drafted, stats[i].DraftOff, ReasonBatchedGPU)
-		}
 	}
 }
