@@ -247,3 +247,35 @@ func parallelDemoPair(t *testing.T, pad bool) {
 		t.Error("the batch never drafted")
 	}
 }
+
+// TestParallelOnGPUIsNotDrafted: a batch whose target runs on a GPU is
+// decoded without drafts, says why, and still gives each request its solo
+// output (here on the CPU, with the batch marked as a GPU's).
+func TestParallelOnGPUIsNotDrafted(t *testing.T) {
+	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
+	solo := load(t, cfg)
+	cfg.Parallel = 4
+	together := load(t, cfg)
+	together.batch.gpu = true
+	req := Request{Prompt: "Chapter 3.", MaxTokens: 24, IgnoreEOS: true}
+	want, _, err := collect(context.Background(), solo, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]int32, 4)
+	stats := make([]Stats, len(got))
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], stats[i], errs[i] = collect(context.Background(), together, req, nil) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || !slices.Equal(got[i], want) {
+			t.Errorf("request %d: %v\n got %v\nwant %v", i, errs[i], got[i], want)
+		}
+		if stats[i].Drafted != 0 || stats[i].DraftOff != ReasonBatchedGPU {
+			t.Errorf("request %d: drafted %d, drafting off %q; want none, %q", i, stats[i].Drafted, stats[i].DraftOff, ReasonBatchedGPU)
+		}
+	}
+}

@@ -87,6 +87,8 @@ func (r *Runner) newGeneration(ctx context.Context, req Request, emit func(Event
 	switch {
 	case r.draft != nil && r.batch != nil:
 		switch {
+		case r.batch.gpu:
+			g.stats.DraftOff = ReasonBatchedGPU
 		case r.batchDraft() == nil:
 			g.stats.DraftOff = ReasonBatched
 		case req.NoDraft:

@@ -138,7 +138,7 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		for _, b := range p.Devices {
 			gpu = gpu || b.Device.Kind != device.CPU
 		}
-		r.batch = newBatch(n, gpu || cfg.padBatch)
+		r.batch = newBatch(n, gpu || cfg.padBatch, gpu)
 	}
 	return r, nil
 }

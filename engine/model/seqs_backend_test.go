@@ -14,12 +14,18 @@ import (
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
-// seqsTol bounds a row's logits against its sequence's solo pass, as a
-// share of the row's largest solo logit: on the CPU a row's logits do not
-// depend on the pass, while CUDA rounds passes of more than 16 rows on
-// other kernels (a few thousandths); a row that read another sequence's
-// keys, or whose logits were another row's, is off by the whole scale.
-const seqsTol = 2e-2
+// A row's logits against its sequence's solo pass, as shares of the
+// row's largest solo logit: on the CPU a row's logits do not depend on
+// the pass; CUDA rounds passes of more than 16 rows on other kernels (on
+// the H200 the demo target's rows came within 1.6e-2, the draft's 2.0e-2),
+// while a row that read another sequence's keys, or took another row's
+// logits, is off by about the whole scale (1.2 here with every sequence
+// reading slot 0's keys). seqsTie is how close the solo top two may be
+// for the argmax to differ.
+const (
+	seqsTol = 0.25
+	seqsTie = 0.1
+)
 
 // TestForwardSeqsPaddedIsSolo runs the demo pair's models as a --parallel
 // batch on a GPU does (engine/batch.go): every pass covers all 8 slots
@@ -30,7 +36,7 @@ const seqsTol = 2e-2
 // finished sequences' slots taken by new ones, whose prompts run in
 // padded passes while the others' slots get filler. Every own row's
 // logits must be the sequence's solo ones (within seqsTol, the same
-// argmax unless the solo top two are within it), on -model.backend's
+// argmax unless the solo top two are within seqsTie), on -model.backend's
 // backend: the GPU run tells a sequence mixed up with another from
 // rounding.
 func TestForwardSeqsPaddedIsSolo(t *testing.T) {
@@ -109,7 +115,7 @@ func paddedIsSolo(t *testing.T, file string, widths []int) {
 				second = max(second, float64(v))
 			}
 		}
-		tie := float64(ref[top])-second < seqsTol*scale
+		tie := float64(ref[top])-second < seqsTie*scale
 		if logits != nil {
 			d := 0.0
 			for j := range ref {
