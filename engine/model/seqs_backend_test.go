@@ -10,6 +10,7 @@ import (
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
+	"github.com/tandem-run/tandem/kernels/backendtest"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
@@ -223,5 +224,68 @@ func paddedIsSolo(t *testing.T, file string, widths []int) {
 	t.Logf("%s on %s: largest logit difference %.2e of the largest solo logit", file, *familyBackend, worst)
 	if testing.Verbose() {
 		fmt.Printf("PADDEDSOLO %s %s worst %.3e\n", file, *familyBackend, worst)
+	}
+}
+
+// BenchmarkForwardSeqsPadded times the passes of a --parallel batch on a
+// GPU (engine/batch.go's padded steps) on -model.backend's backend: the
+// demo target's greedy pass over every one of 8 slots with 1 row each
+// (an undrafted step) and 3 (verifying 2 drafted tokens), against one
+// sequence's decode, so a GPU's step time tells its own share from the
+// host's (serveload's aggregate over what 8 rows a step would give).
+func BenchmarkForwardSeqsPadded(b *testing.B) {
+	const slots, ctxLen = 8, 512
+	f, err := gguf.Open(sharedtest.Path(b, "models", "factory-target-Q4_K_M.gguf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	be := backendtest.Open(b, "model.backend", *familyBackend)
+	defer be.Close()
+	m, err := Load(context.Background(), f, be, Options{Context: ctxLen, KV: plan.SameKV(quant.F16), Parallel: slots})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	prompt := []int32{1, 7570, 203, 5139, 1372, 368, 280, 285}
+	for _, width := range []int{0, 1, 3} { // 0: one sequence's decode (Forward)
+		name := fmt.Sprintf("%d slots of %d rows", slots, width)
+		if width == 0 {
+			name = "one sequence"
+		}
+		b.Run(name, func(b *testing.B) {
+			rows := make([]Seq, slots)
+			for i := range rows {
+				if _, err := m.ForwardSeqs(ctx, []Seq{{Slot: i, Tokens: prompt}}); err != nil {
+					b.Fatal(err)
+				}
+				rows[i] = Seq{Slot: i, Tokens: make([]int32, max(1, width)), Out: max(1, width)}
+			}
+			if width == 0 {
+				if _, err := m.Forward(ctx, prompt, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+				rows = rows[:1]
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if width == 0 {
+					if _, err := m.ForwardArgmax(ctx, []int32{int32(i % 100)}, len(prompt)+i%256, nil); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				for s := range rows {
+					rows[s].Pos = len(prompt) + i%256
+					rows[s].Tokens[0] = int32(i % 100)
+				}
+				if _, err := m.ForwardSeqsArgmax(ctx, rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/pass")
+			b.ReportMetric(float64(b.N*len(rows))/b.Elapsed().Seconds(), "seq-steps/s")
+		})
 	}
 }
