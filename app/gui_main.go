@@ -153,6 +153,15 @@ func (m *mainWindow) build() {
 	m.serveCtl = widgets.NewServeControl()
 	m.serveCtl.OnStart = m.startServe
 	m.serveCtl.OnStop = func() { m.stopServe() }
+	// The requests served at once are the plan's: each holds a KV cache of
+	// the context, in the memory preview, taken at the next load.
+	m.serveCtl.OnParallel = func(n int) {
+		if n != max(1, m.set.Layout.Parallel) {
+			m.set.Layout.Parallel = n
+			m.changed()
+			m.showServer()
+		}
+	}
 	m.bar = widget.NewProgressBar()
 	m.status = widget.NewLabel("")
 	m.status.Truncation = fyne.TextTruncateEllipsis
@@ -203,6 +212,7 @@ func (m *mainWindow) showLayout() {
 	}
 	m.refreshCtxHint()
 	m.showKVChoices()
+	m.serveCtl.SetParallel(l.Parallel)
 }
 
 // showKVChoices offers the KV cache types the layout's devices run.
