@@ -628,6 +628,16 @@ func (m *Eagle3) checkForward(tokens []int32, pos int) error {
 // top is the last pass's most likely token: from the shards where the
 // head runs elsewhere, from the logits where it runs on the draft's device.
 func (m *Eagle3) top() (Top, error) {
+	if m.d2t != nil && (m.far == nil || len(m.far.heads) == 0) {
+		// Over the draft's own rows: the target ids outside d2t would
+		// only add -Inf entries to scan.
+		if err := m.be.Read(kernels.F32Bytes(m.draftLogits), m.s.logits); err != nil {
+			return Top{}, fmt.Errorf("model: logits: %w", err)
+		}
+		t := topOf(m.draftLogits)
+		t.ID = m.d2t[t.ID]
+		return t, nil
+	}
 	if m.far == nil || len(m.far.heads) == 0 || !m.far.heads[0].probs.Valid() {
 		logits, err := m.readLogits()
 		if err != nil {
