@@ -64,6 +64,7 @@ type mainWindow struct {
 	chat    *chatPage
 	pages   *container.AppTabs
 	chatTab *container.TabItem
+	planned bool      // the first plan was shown (the window's start is over)
 	find    *findPage // models on the Hugging Face Hub
 	findTab *container.TabItem
 
@@ -152,6 +153,15 @@ func (m *mainWindow) build() {
 	m.serveCtl = widgets.NewServeControl()
 	m.serveCtl.OnStart = m.startServe
 	m.serveCtl.OnStop = func() { m.stopServe() }
+	// The requests served at once are the plan's: each holds a KV cache of
+	// the context, in the memory preview, taken at the next load.
+	m.serveCtl.OnParallel = func(n int) {
+		if n != max(1, m.set.Layout.Parallel) {
+			m.set.Layout.Parallel = n
+			m.changed()
+			m.showServer()
+		}
+	}
 	m.bar = widget.NewProgressBar()
 	m.status = widget.NewLabel("")
 	m.status.Truncation = fyne.TextTruncateEllipsis
@@ -161,12 +171,12 @@ func (m *mainWindow) build() {
 		m.serveCtl)
 
 	m.chat = newChatPage(m)
-	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
+	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), newPage(m.chat.content))
 	m.find = newFindPage(m, newHubClient())
-	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
+	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), newPage(m.find.content))
 	modelsPage := container.NewBorder(m.notice.box, nil, nil, nil, split)
 	m.notice.in(modelsPage)
-	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), modelsPage), m.chatTab, m.findTab)
+	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), newPage(modelsPage)), m.chatTab, m.findTab)
 	m.pages.OnSelected = func(t *container.TabItem) {
 		if t == m.findTab {
 			m.find.shown()
@@ -202,6 +212,7 @@ func (m *mainWindow) showLayout() {
 	}
 	m.refreshCtxHint()
 	m.showKVChoices()
+	m.serveCtl.SetParallel(l.Parallel)
 }
 
 // showKVChoices offers the KV cache types the layout's devices run.

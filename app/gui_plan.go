@@ -46,7 +46,7 @@ func defaultLayout(l Layout, inv device.Inventory) Layout {
 // chosen; the planner fills in what the layout leaves open (the context,
 // the batch, the draft's device: plan.Input.Resolve).
 func planInput(target, draft *gguf.File, l Layout, inv device.Inventory) (plan.Input, error) {
-	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: boundCtx(l, target)}
+	in := plan.Input{Target: target, Draft: draft, Devices: inv.Devices, Ctx: boundCtx(l, target), Parallel: l.Parallel}
 	var err error
 	if in.KV, err = plan.ParseKVTypes(l.KVType, ""); err != nil {
 		return in, err

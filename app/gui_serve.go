@@ -5,12 +5,14 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tandem-run/tandem/engine"
 	"github.com/tandem-run/tandem/engine/serve"
 	"github.com/tandem-run/tandem/widgets"
 )
@@ -25,6 +27,15 @@ type guiServer struct {
 	cancel context.CancelFunc // nil until listening
 	done   chan struct{}      // closed when Serve has returned
 	url    string
+}
+
+// loadedParallel is the sequences the loaded models decode together: the
+// requests a server started now runs at once, whatever the control shows.
+func loadedParallel(c engine.Config) int {
+	if c.Plan != nil {
+		return max(1, c.Plan.Parallel)
+	}
+	return max(1, c.Parallel)
 }
 
 // serveAddr completes what the address field holds: empty is loopback on a
@@ -60,6 +71,7 @@ func (m *mainWindow) startServe(addr, key string) {
 	m.serveCtl.Set(widgets.ServeState{Busy: true, Status: "Starting on " + addr + "…"})
 	gen := m.model
 	name := strings.TrimSuffix(filepath.Base(m.loadedCfg.Target), ".gguf")
+	parallel := loadedParallel(m.loadedCfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv.cancel = cancel
 	// done closes before the goroutine posts its result, so a window that
@@ -79,7 +91,7 @@ func (m *mainWindow) startServe(addr, key string) {
 			}
 		})
 		host, _, _ := net.SplitHostPort(addr)
-		s := serve.New(gen, serve.Options{Model: name, APIKey: key, Hosts: []string{host}, ShutdownGrace: serveGrace})
+		s := serve.New(gen, serve.Options{Model: name, APIKey: key, Hosts: []string{host}, ShutdownGrace: serveGrace, Parallel: parallel})
 		err = s.Serve(ctx, ln)
 		close(srv.done)
 		m.post(func() { m.served(srv, err) })
@@ -135,6 +147,9 @@ func (m *mainWindow) showServer() {
 		st.Busy, st.Status = true, "Stopping…"
 	case !st.Ready:
 		st.Status = "Load the models to serve them over the OpenAI API."
+	case loadedParallel(m.loadedCfg) != max(1, m.set.Layout.Parallel):
+		st.Status = fmt.Sprintf("The models are loaded for %d requests at once: load them again for %d.",
+			loadedParallel(m.loadedCfg), max(1, m.set.Layout.Parallel))
 	}
 	m.serveCtl.Set(st)
 }

@@ -3,6 +3,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tandem-run/tandem/engine"
 )
 
 func TestServeAddr(t *testing.T) {
@@ -96,4 +99,71 @@ func TestServeRefusesOpenAddressWithoutKey(t *testing.T) {
 	h.waitFor("the server", func() bool { return m.serveCtl.State().Running })
 	m.stopServe()
 	h.waitFor("the server to stop", func() bool { st := m.serveCtl.State(); return st.Ready && !st.Busy && !st.Running })
+}
+
+// The serve row's "At once" is the requests the server decodes together:
+// a setting saved with the others and shown at the next start, planned
+// (a KV cache of the context for each in the preview), loaded, and fixed
+// while the server runs.
+func TestServeParallelFromWindow(t *testing.T) {
+	model := &fakeModel{pieces: []string{"Hi"}}
+	var loaded engine.Config
+	load := func(ctx context.Context, cfg engine.Config, progress func(engine.Progress)) (loadedModel, error) {
+		loaded = cfg
+		return loadReturning(model)(ctx, cfg, progress)
+	}
+	cpuLayout := func(s *Settings) { s.Layout.TargetDevices, s.Layout.DraftDevices = []int{2}, []int{2} }
+	h := newHarness(t, cpuLayout, load)
+	m := h.m
+	m.chooseModel("target", h.demo.Target)
+	m.chooseModel("draft", h.demo.Draft)
+	h.settle()
+	if got := m.serveCtl.ParallelValue(); got != 1 || m.plan == nil || m.plan.Parallel != 1 {
+		t.Fatalf("at first the row shows %d at once, the plan %+v", got, m.plan)
+	}
+	kv := func() int64 {
+		var n int64
+		for _, b := range m.plan.Devices {
+			n += b.Target.KV
+		}
+		return n
+	}
+	one := kv()
+	m.serveCtl.Parallel.SetSelected("4")
+	h.settle()
+	if m.set.Layout.Parallel != 4 || m.plan.Parallel != 4 || kv() != 4*one {
+		t.Fatalf("4 at once: setting %d, plan %d, target KV %d bytes (one: %d)", m.set.Layout.Parallel, m.plan.Parallel, kv(), one)
+	}
+	saved, _, _ := m.store.loadSettings()
+	if saved.Layout.Parallel != 4 {
+		t.Errorf("saved %d at once", saved.Layout.Parallel)
+	}
+
+	m.startLoad()
+	h.waitFor("the load", func() bool { return m.cancelLoad == nil })
+	if loaded.Plan == nil || loaded.Plan.Parallel != 4 {
+		t.Fatalf("loaded plan %+v", loaded.Plan)
+	}
+	m.serveCtl.Tap()
+	h.waitFor("the server", func() bool { return m.serveCtl.State().Running })
+	if !m.serveCtl.Parallel.Disabled() {
+		t.Error("the number at once can change while the server runs")
+	}
+	m.stopServe()
+	h.waitFor("the server to stop", func() bool { st := m.serveCtl.State(); return !st.Running && !st.Busy })
+	if m.serveCtl.Parallel.Disabled() {
+		t.Error("the number at once stays fixed after the server stopped")
+	}
+	// Another number now is for the next load, and says so.
+	m.serveCtl.Parallel.SetSelected("8")
+	h.settle()
+	if st := m.serveCtl.State(); !strings.Contains(st.Status, "loaded for 4 requests at once: load them again for 8") {
+		t.Errorf("after choosing 8 with 4 loaded: %q", st.Status)
+	}
+
+	// The next start shows the saved number.
+	h2 := newHarness(t, func(s *Settings) { cpuLayout(s); s.Layout.Parallel = 8 }, nil)
+	if got := h2.m.serveCtl.ParallelValue(); got != 8 {
+		t.Errorf("the next start shows %d at once", got)
+	}
 }

@@ -69,6 +69,9 @@ type Layout struct {
 	// CtxOverride allows a context past the target's trained length.
 	CtxOverride bool   `json:"ctx_past_trained,omitempty"`
 	KVType      string `json:"kv_type,omitempty"` // K and V: "f16", "q8_0", "q4_0" or "f32" (plan.ParseKVType)
+	// Parallel is the requests the API server decodes together, each with
+	// a KV cache of the context (tandem serve --parallel); 0: 1.
+	Parallel int `json:"parallel,omitempty"`
 	// TargetCPUMoE and DraftCPUMoE keep a model's routed experts in system
 	// RAM, on the CPU device (--cpu-moe, --cpu-moe-draft).
 	TargetCPUMoE bool           `json:"target_cpu_moe,omitempty"`

@@ -20,10 +20,14 @@ import (
 const (
 	ReasonBatched       = "requests decoded together (--parallel) are drafted by a draft model only"
 	ReasonBatchedSample = "sampled, penalised or constrained requests decoded together (--parallel) are not drafted"
-	// On an H200 with the Q4_K_M demo pair a drafted batch of 8 ran slower
-	// than an undrafted one (4,534 against 7,505 tok/s for 32 streams) and
-	// 4 of its 32 streams took another request's text: batches on a GPU
-	// are not drafted until both are understood.
+	// On an H200 with the Q4_K_M demo pair a drafted batch of 8 runs
+	// slower than an undrafted one (32 streams of 128 tokens: 6,935 and
+	// 5,133 tok/s against 8,311 and 8,533), its verification passes of
+	// more than 16 rows round on other kernels than decode, so greedy
+	// text turns at near ties (16-19 of 32 streams; none follows another
+	// request's text, and each row of such passes is within 2% of its
+	// sequence's solo logits, TestForwardSeqsPaddedIsSolo): batches on a
+	// GPU are not drafted.
 	ReasonBatchedGPU = "requests decoded together (--parallel) on a GPU are not drafted"
 )
 
@@ -502,8 +506,15 @@ func (s *batchSeq) accepted(out []int32) {
 }
 
 // draftAll drafts s.k tokens greedily for each of seqs with the draft
-// model, all sequences in each pass: first what the draft's slot lacks of
-// each history, then one row per sequence and drafted token.
+// model, all sequences in each pass: the first pass runs, for each
+// sequence, what its draft slot lacks of its history (the last draft
+// token of a step whose drafts were all kept) and its last token, each
+// later pass one row a sequence, its last drafted token. Padded, every
+// pass runs every slot with the same rows, so the passes keep two shapes
+// (one row a slot, or two where the first lacks one) whichever sequences
+// lag: a shape of its own for each set of lagging sequences would make
+// the draft compile (capture) a new program most steps. A lag of more
+// (after steps that did not draft) is run first.
 func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq, pad bool) error {
 	var drafting []*batchSeq
 	for _, s := range seqs {
@@ -516,54 +527,65 @@ func (r *Runner) draftAll(ctx context.Context, seqs []*batchSeq, pad bool) error
 		return nil
 	}
 	dm := r.batchDraft()
-	var behind []pending
-	for _, s := range drafting {
-		if h := s.g.history; s.draftCached < len(h)-1 {
-			behind = append(behind, pending{slot: s.slot, pos: s.draftCached, tokens: h[s.draftCached : len(h)-1]})
-			s.draftCached = len(h) - 1
-		}
-	}
-	if err := runPending(ctx, dm, r.placed.plan.Batch, behind); err != nil {
+	forget := func() {
 		for _, s := range drafting {
 			s.draftCached = 0 // what the slot holds is unknown
 		}
+	}
+	var behind []pending
+	for _, s := range drafting {
+		if h := s.g.history; s.draftCached < len(h)-2 {
+			behind = append(behind, pending{slot: s.slot, pos: s.draftCached, tokens: h[s.draftCached : len(h)-2]})
+			s.draftCached = len(h) - 2
+		}
+	}
+	if err := runPending(ctx, dm, r.placed.plan.Batch, behind); err != nil {
+		forget()
 		return err
 	}
 	for j := 0; len(drafting) > 0; j++ {
-		// Padded, every slot runs a row (paddedWidth): a slot not drafting
-		// now a filler at the next position its draft cache would write.
+		own := make([][]int32, len(drafting)) // each drafting sequence's rows
+		width := 1
+		for i, s := range drafting {
+			if h := s.g.history; j == 0 {
+				own[i] = h[s.draftCached:]
+			} else {
+				own[i] = s.drafted[j-1 : j]
+			}
+			width = max(width, len(own[i]))
+		}
+		// Padded, a slot not drafting now runs filler rows from the next
+		// position its draft cache would write.
 		var rows []model.Seq
 		if pad {
 			rows = make([]model.Seq, dm.Slots())
 			for i := range rows {
-				rows[i] = model.Seq{Slot: i, Tokens: []int32{0}, Out: 1}
+				rows[i] = model.Seq{Slot: i, Tokens: make([]int32, width), Out: width}
 			}
 			for _, s := range seqs {
 				rows[s.slot].Pos = s.draftCached
 			}
 		}
-		at := make([]int, len(drafting)) // each drafting sequence's row
+		at := make([]int, len(drafting)) // each drafting sequence's result
 		for i, s := range drafting {
-			last := s.g.history[len(s.g.history)-1]
-			if j > 0 {
-				last = s.drafted[j-1]
+			if !pad {
+				rows, at[i] = append(rows, model.Seq{Slot: s.slot, Pos: s.draftCached, Tokens: own[i], Out: 1}), i
+				continue
 			}
-			row := model.Seq{Slot: s.slot, Pos: s.draftCached, Tokens: []int32{last}, Out: 1}
-			if pad {
-				rows[s.slot], at[i] = row, s.slot
-			} else {
-				rows, at[i] = append(rows, row), i
+			t := rows[s.slot].Tokens
+			n := copy(t, own[i])
+			for c := n; c < width; c++ {
+				t[c] = own[i][n-1]
 			}
+			at[i] = s.slot*width + n - 1
 		}
 		ids, err := dm.ForwardSeqsArgmax(ctx, rows)
 		if err != nil {
-			for _, s := range drafting {
-				s.draftCached = 0
-			}
+			forget()
 			return err
 		}
 		for i, s := range drafting {
-			s.draftCached++
+			s.draftCached += len(own[i])
 			s.drafted = append(s.drafted, ids[at[i]])
 		}
 		drafting = slices.DeleteFunc(drafting, func(s *batchSeq) bool { return len(s.drafted) >= s.k })

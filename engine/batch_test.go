@@ -196,13 +196,21 @@ func TestParallelRefusesEagle3(t *testing.T) {
 // gave 9 of 32 streams other text than alone, so there the check is
 // serveload's (F16 target: a stream that turns at a near tie, or one
 // that follows another prompt's text).
+// Padded, the batch runs as on a GPU: every slot, the widest sequence's
+// rows, the draft's first pass two rows a slot where drafts were all kept.
 func TestParallelDemoPair(t *testing.T) {
 	if *backend != "cpu" {
 		t.Skip("exact only where the rounding does not follow the pass's shape (the CPU)")
 	}
+	for _, pad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("padded=%v", pad), func(t *testing.T) { parallelDemoPair(t, pad) })
+	}
+}
+
+func parallelDemoPair(t *testing.T, pad bool) {
 	cfg := Config{Target: modelPath(t, "factory-target-Q4_K_M.gguf"), Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256}
 	solo := load(t, cfg)
-	cfg.Parallel = 8
+	cfg.Parallel, cfg.padBatch = 8, pad
 	together := load(t, cfg)
 	const distinct, tokens = 8, 32
 	want := make([][]int32, distinct)

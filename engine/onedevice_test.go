@@ -18,22 +18,36 @@ import (
 // backend holds after loading and after generating is the plan's
 // allocations within 0.5% (to the byte on the CPU; the GPU's context is
 // the plan's overhead, outside the backend), for the target alone, with
-// a draft model and with an EAGLE-3 draft.
+// a draft model and with an EAGLE-3 draft, and with a draft model for 4
+// parallel sequences (a KV slot each for the draft on the CPU, where the
+// batch drafts, one on a GPU, where it does not).
 func TestSingleDevicePlan(t *testing.T) {
 	target := modelPath(t, "factory-target-F16.gguf")
 	for _, tc := range []struct {
-		name  string
-		draft string
+		name     string
+		draft    string
+		parallel int
 	}{
-		{"target", ""},
-		{"draft model", modelPath(t, "factory-draft-Q8_0.gguf")},
-		{"EAGLE-3", modelPath(t, "factory-eagle3-F16.gguf")},
+		{"target", "", 0},
+		{"draft model", modelPath(t, "factory-draft-Q8_0.gguf"), 0},
+		{"EAGLE-3", modelPath(t, "factory-eagle3-F16.gguf"), 0},
+		{"draft model, 4 at once", modelPath(t, "factory-draft-Q8_0.gguf"), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := load(t, Config{Target: target, Draft: tc.draft, Context: 512})
+			r := load(t, Config{Target: target, Draft: tc.draft, Context: 512, Parallel: tc.parallel})
 			p := r.Plan()
 			if p == nil || len(p.Devices) != 1 || !p.Fits || p.Ctx != 512 || (p.Draft != nil) != (tc.draft != "") {
 				t.Fatalf("plan %+v", p)
+			}
+			if tc.parallel > 1 {
+				slots := tc.parallel
+				if *backend != "cpu" {
+					slots = 1
+				}
+				if got := r.draft.(*modelDrafter).seq.m.Slots(); got != slots || r.target.m.Slots() != tc.parallel {
+					t.Errorf("%d at once on %s: the target holds %d KV slots, the draft %d; want %d and %d",
+						tc.parallel, *backend, r.target.m.Slots(), got, tc.parallel, slots)
+				}
 			}
 			b := p.Devices[0]
 			check := func(when string) {

@@ -134,10 +134,17 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		if r.sharesHead() {
 			return nil, fmt.Errorf("engine: %d parallel sequences with a %s draft, which reads the target's states of one sequence: %w", n, r.draftKind, model.ErrUnsupported)
 		}
-		gpu := false
-		for _, b := range p.Devices {
-			gpu = gpu || b.Device.Kind != device.CPU
+		// The plan gave the draft a KV slot a sequence where the batch
+		// drafts, on CPUs only (plan.BatchOnGPU).
+		devs := make([]device.Device, len(p.Devices))
+		places := []plan.Placement{p.Target.Placement}
+		for i, b := range p.Devices {
+			devs[i] = b.Device
 		}
+		if p.Draft != nil {
+			places = append(places, p.Draft.Placement)
+		}
+		gpu := plan.BatchOnGPU(devs, places...)
 		r.batch = newBatch(n, gpu || cfg.padBatch, gpu)
 	}
 	return r, nil

@@ -193,6 +193,22 @@ func (m *Model) pass(ctx context.Context, b int) error {
 			return fmt.Errorf("model: %w", err)
 		}
 	}
+	if len(m.segs) > 0 {
+		// A pass over several sequences writes each row's keys and values
+		// at its slot's row of the caches (attnArgs.cacheRows), staged in
+		// the rows-wanted input, which the head reads only after the pass.
+		rows := m.cacheRows[:b]
+		for _, sg := range m.segs {
+			for r := sg.row; r < sg.row+sg.n; r++ {
+				rows[r] = int32(sg.slot*m.ctx) + m.positions[r]
+			}
+		}
+		for _, pt := range m.parts {
+			if err := pt.be.Write(pt.s.outIdx.ColSlice(0, b), kernels.I32Bytes(rows)); err != nil {
+				return fmt.Errorf("model: %w", err)
+			}
+		}
+	}
 	if pt := m.inlineEmbedding(); pt != nil {
 		if err := m.writeIDs(pt, m.embd[0], b); err != nil {
 			return err
@@ -628,16 +644,18 @@ func (m *Model) attnOpsAt(pt *part, l, b int, pos kernels.Tensor) []kernels.Op {
 	p, s, w, lb := m.params, pt.s, pt.w.blocks[l], pt.local[l]
 	x, h := s.x.RowSlice(0, b), s.xn.RowSlice(0, b)
 	base, window := p.blockRope(l)
-	var seqs []seqKV
+	a := attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
+		q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
+		k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
+		keys: m.slot(pt.kvK[l], 0), values: m.slot(pt.kvV[l], 0), pos: pos,
+		heads: lb.heads, kvHeads: lb.kvHeads, base: base, window: window}
 	for _, sg := range m.segs {
-		seqs = append(seqs, seqKV{row: sg.row, n: sg.n, keys: m.slot(pt.kvK[l], sg.slot), values: m.slot(pt.kvV[l], sg.slot)})
+		a.seqs = append(a.seqs, seqKV{row: sg.row, n: sg.n, keys: m.slot(pt.kvK[l], sg.slot), values: m.slot(pt.kvV[l], sg.slot)})
 	}
-	ops := append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}},
-		p.attention(attnArgs{w: w, factors: pt.w.ropeFreqs, in: h, out: h,
-			q: packed(s.q, b, lb.heads*p.HeadDim), attn: packed(s.attn, b, lb.heads*p.HeadDim),
-			k: packed(s.k, b, lb.kvHeads*p.HeadDim), v: packed(s.v, b, lb.kvHeads*p.HeadDim),
-			keys: m.slot(pt.kvK[l], 0), values: m.slot(pt.kvV[l], 0), pos: pos, seqs: seqs,
-			heads: lb.heads, kvHeads: lb.kvHeads, base: base, window: window})...)
+	if len(m.segs) > 0 {
+		a.allKeys, a.allValues, a.cacheRows = pt.kvK[l], pt.kvV[l], pt.s.outIdx.ColSlice(0, b)
+	}
+	ops := append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}}, p.attention(a)...)
 	if p.arch.postNorms {
 		ops = append(ops, kernels.RMSNorm{Dst: h, X: h, W: w.attnPost, Eps: p.NormEps})
 	}
@@ -676,11 +694,16 @@ type attnArgs struct {
 	keys, values, pos kernels.Tensor // the block's caches, and the rows' positions
 	// seqs, when set, are the sequences of a pass over several
 	// (Model.ForwardSeqs): each writes and attends its own caches, not
-	// keys and values.
-	seqs           []seqKV
-	heads, kvHeads int     // the heads this device computes
-	base           float32 // the block's RoPE base
-	window         int     // > 0: sliding-window attention
+	// keys and values. With cacheRows, each row's row of allKeys and
+	// allValues (every sequence's caches, slot after slot), the rows are
+	// rotated and written for all sequences at once, and only attention
+	// runs a sequence at a time.
+	seqs               []seqKV
+	allKeys, allValues kernels.Tensor
+	cacheRows          kernels.Tensor
+	heads, kvHeads     int     // the heads this device computes
+	base               float32 // the block's RoPE base
+	window             int     // > 0: sliding-window attention
 }
 
 // attention is a block's self-attention, the same for decoders and
@@ -714,9 +737,22 @@ func (p Params) attention(a attnArgs) []kernels.Op {
 	if len(seqs) == 0 {
 		seqs = []seqKV{{row: 0, n: b, keys: a.keys, values: a.values}}
 	}
-	// Each sequence's rows are rotated, cached and attend on their own:
-	// one launch of each over its rows, so the kernels need not know of
-	// slots (and a CUDA backend still fuses the rotations and writes).
+	// Several sequences' rows are rotated and cached together, each row
+	// written at its own row of the caches (one fused launch on a GPU,
+	// not one a sequence), and attend each sequence's own slot: the
+	// attention kernels need not know of slots.
+	if a.cacheRows.Valid() {
+		ops = append(ops, rope(a.q, a.pos), rope(a.k, a.pos),
+			kernels.SetRows{Dst: a.allKeys, Src: a.k, Idx: a.cacheRows},
+			kernels.SetRows{Dst: a.allValues, Src: a.v, Idx: a.cacheRows})
+		for _, sq := range seqs {
+			pos := a.pos.ColSlice(sq.row, sq.n)
+			ops = append(ops, kernels.Attention{Dst: a.attn.RowSlice(sq.row, sq.n), Q: a.q.RowSlice(sq.row, sq.n),
+				K: sq.keys, V: sq.values, Pos: pos, NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
+				Scale: p.attnScale(), Window: a.window})
+		}
+		return append(ops, kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn})
+	}
 	for _, sq := range seqs {
 		q, k, v := a.q.RowSlice(sq.row, sq.n), a.k.RowSlice(sq.row, sq.n), a.v.RowSlice(sq.row, sq.n)
 		pos := a.pos.ColSlice(sq.row, sq.n)

@@ -48,6 +48,7 @@ type Model struct {
 
 	// host staging, sized once
 	tokens, positions, outIdx []int32
+	cacheRows                 []int32   // a pass over several sequences: each row's row of the caches
 	hostX, partial            []float32 // [batch, n_embd]
 	rows                      []float32 // [batch, widest head shard]
 	logits                    []float32
@@ -187,6 +188,7 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 	}
 	b, embd := m.batch, params.Embd
 	m.tokens, m.positions, m.outIdx = make([]int32, b), make([]int32, b), make([]int32, b)
+	m.cacheRows = make([]int32, b)
 	m.hostX, m.partial = make([]float32, b*embd), make([]float32, b*embd)
 	widest := int64(0)
 	for _, h := range m.head {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"github.com/tandem-run/tandem/engine/device"
 	"slices"
 	"testing"
 
@@ -75,5 +76,43 @@ func TestDemoPairWithClassicDraft(t *testing.T) {
 	}
 	if b := budgetFor(t, p, 1); b.Role() != "draft" || b.Draft.Head == 0 {
 		t.Errorf("device 1: role %s, draft head %d bytes", b.Role(), b.Draft.Head)
+	}
+}
+
+// With parallel sequences the target holds a KV cache of the context for
+// each; its draft model does too on CPUs, where a batch drafts, and keeps
+// one where either model is on a GPU, whose batches are not drafted.
+func TestParallelDraftSlots(t *testing.T) {
+	target := openShared(t, "factory-target-Q4_K_M.gguf")
+	draft := openShared(t, "factory-draft-Q8_0.gguf")
+	const ctx, parallel = 256, 8
+	// A token of the draft's cache: 2 blocks, K and V of 2 heads of 64, F16.
+	const draftToken = 2 * 2 * 2 * 64 * 2
+	gpu := device.Device{Index: 1, Name: "GPU 1", Kind: device.CUDA, MemoryTotal: 1 << 32, MemoryFree: 1 << 32}
+	devs := append(cpus(1, 1<<32), gpu)
+	for _, tc := range []struct {
+		name          string
+		target, draft int // devices
+		draftSlots    int64
+		onGPU         bool
+	}{
+		{"both on the CPU", 0, 0, parallel, false},
+		{"both on the GPU", 1, 1, 1, true},
+		{"target on the GPU", 1, 0, 1, true},
+		{"draft on the GPU", 0, 1, 1, true},
+	} {
+		tp, dp := Placement{Devices: []int{tc.target}}, Placement{Devices: []int{tc.draft}}
+		p := mustMake(t, Input{Target: target, Draft: draft, Devices: devs, Ctx: ctx, Batch: 64, KV: SameKV(quant.F16),
+			Parallel: parallel, TargetPlacement: tp, DraftPlacement: dp})
+		if got, want := sumUsage(p, Draft, func(u Usage) int64 { return u.KV }), tc.draftSlots*ctx*draftToken; got != want {
+			t.Errorf("%s: the draft's KV is %d bytes, want %d (%d slots)", tc.name, got, want, tc.draftSlots)
+		}
+		single := mustMake(t, Input{Target: target, Devices: devs, Ctx: ctx, Batch: 64, KV: SameKV(quant.F16), TargetPlacement: tp})
+		if got, want := sumUsage(p, Target, func(u Usage) int64 { return u.KV }), parallel*sumUsage(single, Target, func(u Usage) int64 { return u.KV }); got != want {
+			t.Errorf("%s: the target's KV is %d bytes, want %d", tc.name, got, want)
+		}
+		if got := BatchOnGPU(devs, tp, dp); got != tc.onGPU {
+			t.Errorf("%s: BatchOnGPU = %v", tc.name, got)
+		}
 	}
 }

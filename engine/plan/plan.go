@@ -53,9 +53,36 @@ type Input struct {
 	KV KVTypes
 	// Parallel is how many sequences the target decodes together (tandem
 	// serve --parallel): it holds a KV cache of Ctx tokens for each, one
-	// pool of Parallel slots per block, and so does a draft model; a draft
-	// that reads the target's states keeps one. 0: 1.
+	// pool of Parallel slots per block, and so does a draft model that
+	// drafts for them (draftSlots: on CPUs); a draft on or beside a GPU,
+	// or one that reads the target's states, keeps one. 0: 1.
 	Parallel int
+}
+
+// draftSlots is the KV caches a draft model holds: one for each of the
+// target's parallel sequences where it drafts for them together, on
+// CPUs; one where it reads the target's states (EAGLE-3, DFlash serve one
+// sequence) or where either model is on a GPU, whose batches are not
+// drafted (engine.ReasonBatchedGPU): a slot a sequence would stay unused.
+func draftSlots(in Input, dm *model, tp, dp Placement) int64 {
+	if len(dm.shape.TargetLayers) > 0 || BatchOnGPU(in.Devices, tp, dp) {
+		return 1
+	}
+	return int64(in.Parallel)
+}
+
+// BatchOnGPU reports whether the placements put either model on a GPU,
+// where the engine runs a batch of parallel sequences in passes of one
+// shape and does not draft for it.
+func BatchOnGPU(devs []device.Device, placements ...Placement) bool {
+	for _, p := range placements {
+		for _, i := range p.Devices {
+			if d, ok := findDevice(devs, i); ok && d.Kind != device.CPU {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Resolve applies the defaults every caller of the planner shares (the
@@ -187,7 +214,7 @@ func build(in Input) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Ctx: in.Ctx, Batch: in.Batch, KV: in.KV, Parallel: in.Parallel}
-	if p.Target, err = tm.export(in); err != nil {
+	if p.Target, err = tm.export(in, int64(in.Parallel)); err != nil {
 		return nil, err
 	}
 	if in.Draft != nil {
@@ -202,7 +229,7 @@ func build(in Input) (*Plan, error) {
 		if err := checkFeatures(dm, tm); err != nil {
 			return nil, err
 		}
-		mp, err := dm.export(in)
+		mp, err := dm.export(in, draftSlots(in, dm, tp, dp))
 		if err != nil {
 			return nil, err
 		}
@@ -272,14 +299,9 @@ func checkFeatures(d, t *model) error {
 	return nil
 }
 
-// export turns the layout into the ModelPlan, with its KV and scratch buffers.
-func (m *model) export(in Input) (ModelPlan, error) {
-	// A draft model decodes each sequence alongside the target; a draft
-	// that reads the target's states (EAGLE-3, DFlash) serves one.
-	slots := int64(1)
-	if m.role == Target || len(m.shape.TargetLayers) == 0 {
-		slots = int64(in.Parallel)
-	}
+// export turns the layout into the ModelPlan, with its KV and scratch
+// buffers: a KV cache of the context for each of slots sequences.
+func (m *model) export(in Input, slots int64) (ModelPlan, error) {
 	kv, err := m.kvBuffers(int64(in.Ctx)*slots, in.KV)
 	if err != nil {
 		return ModelPlan{}, err

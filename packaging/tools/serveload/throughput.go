@@ -61,12 +61,18 @@ func throughput(base, key string, n, distinct, maxTokens int) error {
 			own := commonPrefix(s.text, solo[i%distinct].text)
 			differ++
 			shared = min(shared, own)
+			other, with := -1, 0 // the other prompt whose text it shares most of
 			for j, o := range solo {
-				if j != i%distinct && commonPrefix(s.text, o.text) > own {
-					mixed++
-					fmt.Printf("  request %d follows prompt %d's text: %q\n", i, j, s.text)
-					break
+				if c := commonPrefix(s.text, o.text); j != i%distinct && c > with {
+					other, with = j, c
 				}
+			}
+			if with > own {
+				mixed++
+				fmt.Printf("  request %d follows prompt %d's text: %d bytes in common with it, %d with its own: %q\n", i, other, with, own, s.text)
+			} else {
+				fmt.Printf("  request %d turns from its solo text after %d bytes: %q, solo %q\n", i, own,
+					s.text[own:min(len(s.text), own+40)], solo[i%distinct].text[own:min(len(solo[i%distinct].text), own+40)])
 			}
 		}
 		tokens += s.tokens

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/kernels/quant"
@@ -173,6 +174,8 @@ func addDraftHead(w *gguf.Writer, target *targetInflation, typ quant.Type, rows 
 	if err != nil {
 		return err
 	}
+	// A copy: the writer runs after the target file may be closed.
+	data = slices.Clone(data[:int64(rows)*srcRow])
 	d2t := make([]byte, 0, 8*rows)
 	for id := range rows {
 		d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
@@ -182,7 +185,7 @@ func addDraftHead(w *gguf.Writer, target *targetInflation, typ quant.Type, rows 
 	}
 	return w.AddTensorFunc("output.weight", typ, []int64{int64(target.N), int64(rows)}, func(out io.Writer) error {
 		if typ == info.Type {
-			_, err := out.Write(data[:int64(rows)*srcRow])
+			_, err := out.Write(data)
 			return err
 		}
 		row, buf := make([]float32, target.N), make([]byte, dstRow)
