@@ -402,6 +402,9 @@ func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 			return err
 		}
 	}
+	if m.group != nil && (!m.capturing() || m.cap.direct) {
+		return m.reducedBody(ctx, b, local)
+	}
 	for l := range m.params.Layers {
 		for _, kind := range []progKind{progAttn, progFFN} {
 			for _, pt := range m.parts {

@@ -100,6 +100,9 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		return kOK && vOK
 	case kernels.MoE:
 		return supportsMoE(o)
+	case kernels.AllReduce:
+		g, ok := o.Group.(*group)
+		return ok && g.rank(be) >= 0
 	}
 	return true
 }
@@ -215,6 +218,8 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		return 1, c.topK(o)
 	case kernels.Copy:
 		return 1, c.copyOp(o)
+	case kernels.AllReduce:
+		return 1, c.allReduce(o)
 	}
 	return 0, fmt.Errorf("%w: %T", kernels.ErrUnsupported, ops[i])
 }
@@ -253,6 +258,8 @@ func outputs(op kernels.Op) []kernels.Tensor {
 	case kernels.GeGLU:
 		return []kernels.Tensor{o.Dst}
 	case kernels.Scale:
+		return []kernels.Tensor{o.Dst}
+	case kernels.AllReduce:
 		return []kernels.Tensor{o.Dst}
 	}
 	return nil
@@ -293,6 +300,8 @@ func inputs(op kernels.Op) []kernels.Tensor {
 		return []kernels.Tensor{o.Gate, o.Up}
 	case kernels.Scale:
 		return []kernels.Tensor{o.X}
+	case kernels.AllReduce:
+		return append([]kernels.Tensor{o.A}, o.Shares...)
 	}
 	return nil
 }
@@ -351,6 +360,10 @@ func supported(op kernels.Op) error {
 		}
 	case kernels.MoE:
 		return moeSupported(o)
+	case kernels.AllReduce:
+		if _, ok := o.Group.(*group); !ok {
+			return fmt.Errorf("%w: a group of %T", kernels.ErrUnsupported, o.Group)
+		}
 	}
 	return nil
 }
