@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tandem-run/tandem/kernels"
 )
@@ -169,4 +170,23 @@ func (c *compiler) allReduce(o kernels.AllReduce) error {
 	}
 	args = append(args, argInt(rank), argInt(len(g.members)), argI64(int64(n)), argInt(vec))
 	return c.add(o.Name(), "all_reduce_f32", [3]uint32{reduceGrid(n), 1, 1}, [3]uint32{reduceThreads, 1, 1}, 0, args...)
+}
+
+// preload loads every kernel of a program with an all-reduce before it
+// first runs. Under the driver's lazy loading a kernel's first launch may
+// wait for the whole context to go idle; on virtual devices of one GPU
+// (one context) a reduce already waiting there for another member, whose
+// programs the host has yet to post, would then never finish.
+func (be *Backend) preload(steps []step) error {
+	if !slices.ContainsFunc(steps, func(s step) bool { return s.kernel == "all_reduce_f32" }) {
+		return nil
+	}
+	return be.do(func() error {
+		for _, s := range steps {
+			if err := be.drv.funcLoad(s.fn); err != nil {
+				return fmt.Errorf("cuda: %s: %w", s.kernel, err)
+			}
+		}
+		return nil
+	})
 }

@@ -121,6 +121,9 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	if err := c.compile(ops); err != nil {
 		return nil, err
 	}
+	if err := be.preload(c.steps); err != nil {
+		return nil, err
+	}
 	p := &program{be: be, ops: slices.Clone(ops), need: c.need}
 	if c.need == (workspace.Sizes{}) {
 		p.steps = c.steps
