@@ -229,12 +229,12 @@ func TestGroupRefusals(t *testing.T) {
 		}
 	}
 	g := newGroup(t, bes[:2])
-	buf, err := bes[2].Alloc(kernels.Label{Owner: "test", Cat: kernels.Scratch}, 4*64)
+	buf, err := bes[2].Alloc(kernels.Label{Owner: "test", Cat: kernels.Scratch}, 2*4*64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := kernels.NewTensor(buf, quant.F32, 1, 64, 0)
-	op := kernels.AllReduce{Dst: x, Shares: []kernels.Tensor{x, {}}, Group: g}
+	x, y := kernels.NewTensor(buf, quant.F32, 1, 64, 0), kernels.NewTensor(buf, quant.F32, 1, 64, 4*64)
+	op := kernels.AllReduce{Dst: x, Shares: []kernels.Tensor{y, {}}, Group: g}
 	if bes[2].Supports(op) {
 		t.Error("Supports: AllReduce outside its group")
 	}
