@@ -47,10 +47,12 @@ __device__ __forceinline__ unsigned long long now_ns() {
 
 // meet raises this block's flag at slot base on every other member and
 // waits until every other member has raised its own here to epoch e. The
-// raise is a release at system scope (a peer GPU is outside the GPU's
-// scope): what this block read and wrote before, and what the kernels
-// before it wrote, is seen by a member that acquires the flag.
+// full system fence before the raise is what the kernel was tested with
+// (kernels/cuda/NOTES.md, htp's calls); a variant with the release store
+// alone did not finish TestAllReduce's three-member case in 12 s, and
+// whether that was a hang was not settled, so the fence stays.
 __device__ __forceinline__ void meet(unsigned* const* flags, int rank, int members, int base, unsigned e) {
+    __threadfence_system();
     int slot = base + blockIdx.x * AR_MEMBERS;
 #pragma unroll
     for (int m = 0; m < AR_MEMBERS; m++)
