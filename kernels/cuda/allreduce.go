@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/tandem-run/tandem/kernels"
 )
@@ -178,9 +177,6 @@ func (c *compiler) allReduce(o kernels.AllReduce) error {
 // (one context) a reduce already waiting there for another member, whose
 // programs the host has yet to post, would then never finish.
 func (be *Backend) preload(steps []step) error {
-	if !slices.ContainsFunc(steps, func(s step) bool { return s.kernel == "all_reduce_f32" }) {
-		return nil
-	}
 	return be.do(func() error {
 		for _, s := range steps {
 			if err := be.drv.funcLoad(s.fn); err != nil {

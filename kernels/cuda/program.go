@@ -121,10 +121,13 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	if err := c.compile(ops); err != nil {
 		return nil, err
 	}
-	if err := be.preload(c.steps); err != nil {
-		return nil, err
+	reduces := slices.ContainsFunc(ops, func(op kernels.Op) bool { _, ok := op.(kernels.AllReduce); return ok })
+	if reduces {
+		if err := be.preload(c.steps); err != nil {
+			return nil, err
+		}
 	}
-	p := &program{be: be, ops: slices.Clone(ops), need: c.need}
+	p := &program{be: be, ops: slices.Clone(ops), need: c.need, reduces: reduces}
 	if c.need == (workspace.Sizes{}) {
 		p.steps = c.steps
 		return p, nil
@@ -397,6 +400,11 @@ type program struct {
 	steps   []step
 	runs    int
 	noGraph bool // capture failed once: stay eager
+	// reduces: the program has an AllReduce, which waits on the device
+	// for other backends' programs. It is not profiled: the profiler
+	// waits for each program on the thread that may have yet to post
+	// the others'.
+	reduces bool
 	graph   cuGraph
 	exec    cuGraphExec
 }
@@ -431,7 +439,7 @@ func (p *program) Run(ctx context.Context) error {
 		}
 	}
 	p.runs++
-	if be.profiling() {
+	if be.profiling() && !p.reduces {
 		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
 	switch {
