@@ -53,35 +53,39 @@ func BenchmarkMatVecRows(b *testing.B) {
 	}
 }
 
-// The Q4_K products of a verification pass at Qwen3-8B widths, on
-// mvx_q4_k (decode's rounding, 16 or 32 weight rows a block), against the
-// tensor-core kernels that do not keep it (mma) and the matrix-vector
-// kernels (mv2), and decode's one row (r1).
-func BenchmarkVerifyRowsQ4K(b *testing.B) {
+// The integer products of a verification pass at Qwen3-8B widths on the
+// default paths, which keep decode's rounding (mvx_<type>, or the
+// matrix-vector kernels up to defaultVecRows; mvx32: Q4_K's 32 weight
+// rows a block), against the tensor-core kernels that do not keep it
+// (mma) and the matrix-vector kernels (mv2, which do, up to 8 rows), and
+// decode's one row (r1).
+func BenchmarkVerifyRows(b *testing.B) {
 	gpu := openGPU(b)
 	rng := rand.New(rand.NewPCG(3, 3))
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
-	for _, s := range []struct{ rows, n int }{{4096, 4096}, {12288, 4096}, {4096, 12288}} {
-		b.Run(fmt.Sprintf("%dx%d", s.rows, s.n), func(b *testing.B) {
-			ws, mat := uploadStack(b, gpu, rng, lbl, quant.Q4_K, s.rows, s.n)
-			for _, batch := range []int{1, 2, 4, 8, 16} {
-				for _, v := range []struct {
-					name     string
-					vec, mvx int
-				}{{"mvx16", 0, 16}, {"mvx32", 0, 32}, {"mma", 1, 0}, {"mv2", 8, 0}} {
-					if (batch == 1 && v.name != "mvx16") || (batch > 8 && v.vec == 8) {
-						continue
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0} {
+		for _, s := range []struct{ rows, n int }{{4096, 4096}, {12288, 4096}, {4096, 12288}} {
+			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n)
+				for _, batch := range []int{1, 2, 4, 8, 16} {
+					for _, v := range []struct {
+						name     string
+						vec, mvx int
+					}{{"default", 0, 0}, {"mvx32", 0, 32}, {"mma", 1, 0}, {"mv2", 8, 0}} {
+						if (batch == 1 && v.name != "default") || (batch > 8 && v.vec == 8) || (typ != quant.Q4_K && v.mvx == 32) {
+							continue
+						}
+						b.Run(fmt.Sprintf("r%d/%s", batch, v.name), func(b *testing.B) {
+							vec, mvx := gpu.vecRows, gpu.mvxRows
+							gpu.vecRows, gpu.mvxRows = v.vec, v.mvx
+							defer func() { gpu.vecRows, gpu.mvxRows = vec, mvx }()
+							benchRows(b, gpu, rng, lbl, ws, mat, batch)
+							perRun := b.Elapsed().Seconds() / float64(b.N)
+							b.ReportMetric(float64(mat)*float64(len(ws))/perRun/copyRoofline, "roof")
+						})
 					}
-					b.Run(fmt.Sprintf("r%d/%s", batch, v.name), func(b *testing.B) {
-						vec, mvx := gpu.vecRows, gpu.mvxRows
-						gpu.vecRows, gpu.mvxRows = v.vec, v.mvx
-						defer func() { gpu.vecRows, gpu.mvxRows = vec, mvx }()
-						benchRows(b, gpu, rng, lbl, ws, mat, batch)
-						perRun := b.Elapsed().Seconds() / float64(b.N)
-						b.ReportMetric(float64(mat)*float64(len(ws))/perRun/copyRoofline, "roof")
-					})
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 
@@ -99,13 +100,16 @@ func testGLU(t *testing.T, h *harness) {
 					for _, s := range p.(*program).steps {
 						names = append(names, s.kernel)
 					}
-					// the down product's 640 is no whole number of 256-units
+					// the down product's 640 is no whole number of 256-units (no mmq)
 					down := mvKernel("mvq", "q8_0", batch, h.gpu.weightRows(quant.Q8_0, batch))
+					if pathOf(kernels.MatMul{Dst: y.g, W: wd.g, X: sw.g}, h.gpu.vecRows) == pathMVX {
+						down = "mvx_q8_0_8"
+					}
 					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d %s]", weightKernels[typ], batchVariant(batch), down)
 					switch {
 					case pathOf(kernels.MatMul{Dst: g.g, W: wg.g, X: x.g}, h.gpu.vecRows) == pathMVX:
 						want = fmt.Sprintf("[quantize_q8 mvx_%s_8 swiglu_q8 %s]", weightKernels[typ], down)
-					case batch > h.gpu.vecRowsFor(typ):
+					case batch > cmp.Or(h.gpu.vecRows, defaultVecRows(typ)):
 						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 %s]", weightKernels[typ], down)
 					}
 					if got := fmt.Sprint(names); got != want {

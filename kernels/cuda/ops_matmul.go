@@ -41,19 +41,21 @@ const (
 	pathGeneric               // dequantize 32 at a time: mv_<type>
 	pathMMQ                   // tensor cores on 8-bit activations: mmq_<type>_<shape>
 	pathMMF16                 // tensor cores, F16: mmf16_<shape>
-	pathMVX                   // Q4_K verification rows on tensor cores in decode's order: mvx_q4_k_<8|16>
+	pathMVX                   // verification rows on tensor cores in decode's order: mvx_<type>_<8|16>
 )
 
 // pathOf is the path of o on a backend that runs products of up to vecRows
-// rows on the matrix-vector kernels (0: defaultVecRows of the weight
-// type, and Q4_K verification rows on mvx_q4_k). Tensor-core kernels need
-// whole units of 256 weights (integer types) or 32 (F16), 16-byte aligned
-// rows where they load 16 bytes (Q4_K, F16), and two rows or more.
+// rows on the matrix-vector kernels (0: defaultVecRows of the weight type,
+// and the integer types' verification rows above it on mvx_<type>).
+// Tensor-core kernels need whole units
+// of 256 weights (integer types) or 32 (F16), 16-byte aligned rows where
+// they load 16 bytes (Q4_K, F16), and two rows or more.
 //
 // By default a product of up to workspace.VerifyRows rows gives each row
 // the bits decode's one-row product gives it wherever a kernel for that
-// exists (Q4_K: mvx_q4_k; Q6_K, Q8_0 and the generic types up to 8 rows:
-// the matrix-vector kernels themselves), so that greedy speculation with a
+// exists (Q4_K, Q6_K, Q8_0: mvx_<type>, or the matrix-vector kernels up
+// to defaultVecRows; the generic types up to 8 rows: the matrix-vector
+// kernels), so that greedy speculation with a
 // quantized target is exactly the target alone. F16 products of several
 // rows stay on tensor cores, which round the activations to F16.
 func pathOf(o kernels.MatMul, vecRows int) mvPath {
@@ -61,7 +63,7 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 	integer := workspace.QuantizesActivations(o.W.Type) && (o.W.Type != quant.Q4_K || wAligned)
 	if vecRows == 0 {
 		vecRows = defaultVecRows(o.W.Type)
-		if integer && o.W.Type == quant.Q4_K && o.W.Cols%256 == 0 && o.X.Rows > 1 && o.X.Rows <= workspace.VerifyRows {
+		if integer && (o.W.Type == quant.Q8_0 || o.W.Cols%256 == 0) && o.X.Rows > vecRows && o.X.Rows <= workspace.VerifyRows {
 			return pathMVX
 		}
 	}
@@ -88,19 +90,20 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 }
 
 // defaultVecRows is the most rows a product of weights t runs on the
-// matrix-vector kernels unless Options.MatVecRows says otherwise. Q6_K and
-// Q8_0 take them up to 8 rows so that verification rows round as decode
-// does (pathOf), though from 3 rows on they cost more than the tensor-core
-// kernels (a Q6_K 12288x4096 product of 2 rows 25 us against 30 at 8
-// warps, of 8 rows 2-6x: each warp re-reads every activation row for each
-// weight row from L1, and its integer dot products grow with the rows;
-// BenchmarkMatVecRows, kernels/cuda/NOTES.md, call 24). Q4_K has mvx_q4_k
-// for that, which reads activations once per 16 weight rows; F16 stays on
-// tensor cores.
+// matrix-vector kernels unless Options.MatVecRows says otherwise; above,
+// mvx_<type> takes the verification rows. Both keep decode's rounding;
+// the matrix-vector kernels grow with the rows (each warp re-reads every
+// activation row from L1 for each weight row), mvx_<type> is flat from 2
+// to 8 rows, so each type takes the faster (BenchmarkVerifyRows on the
+// H200, us a 12288x4096 product, hspec2's call): Q6_K 2 rows mv2 25
+// against mvx 36, 4 rows 47 against 36; Q8_0 2 rows 24 against 46, 4
+// rows 46 against 46, 8 rows 94 against 46; Q4_K takes mvx_q4_k from 2.
 func defaultVecRows(t quant.Type) int {
 	switch t {
-	case quant.Q6_K, quant.Q8_0:
-		return workspace.MaxVectorRows
+	case quant.Q6_K:
+		return 2
+	case quant.Q8_0:
+		return 4
 	}
 	return 1
 }
@@ -116,15 +119,6 @@ func defaultWeightRows(t quant.Type) int {
 		return 2
 	}
 	return 1
-}
-
-// vecRowsFor is the most rows a product of weights t runs on the
-// matrix-vector kernels of be.
-func (be *Backend) vecRowsFor(t quant.Type) int {
-	if be.vecRows > 0 {
-		return be.vecRows
-	}
-	return defaultVecRows(t)
 }
 
 // weightRows is the weight rows a warp of the matrix-vector kernels of be
@@ -434,7 +428,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		block = [3]uint32{uint32(32 * warps), 1, 1}
 		shared = mmaShared(o.W.Type, mt, nt, warps)
 	}
-	mvxRows := c.be.mvxBlockRows(nb)
+	mvxRows := c.be.mvxBlockRows(o.W.Type, nb)
 	if path == pathMVX {
 		grid = [3]uint32{ceilDiv(maxRows, mvxRows), uint32(len(group)), 1}
 		block = [3]uint32{32 * mvxWarps, 1, 1}
@@ -504,11 +498,11 @@ func (c *compiler) quantizesNext(ops []kernels.Op, i int, t kernels.Tensor) bool
 // pathOf is o's path on the compiler's backend.
 func (c *compiler) pathOf(o kernels.MatMul) mvPath { return pathOf(o, c.be.vecRows) }
 
-// mvxBlockRows is the weight rows a block of mvx_q4_k takes for nb rows:
-// 16 (mvx_q4_k_8, _16), or 32 (mvx2_q4_k_8, up to 8 rows) where a
-// benchmark asks for it.
-func (be *Backend) mvxBlockRows(nb int) int {
-	if be.mvxRows == 32 && nb <= 8 {
+// mvxBlockRows is the weight rows a block of mvx_<type> takes for nb rows
+// of weights t: 16 (mvx_<type>_8, _16), or for Q4_K 32 (mvx2_q4_k_8, up
+// to 8 rows) where a benchmark asks for it.
+func (be *Backend) mvxBlockRows(t quant.Type, nb int) int {
+	if be.mvxRows == 32 && nb <= 8 && t == quant.Q4_K {
 		return 32
 	}
 	return 16

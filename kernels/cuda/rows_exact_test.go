@@ -82,12 +82,12 @@ func (h *harness) exactRows(batch int, operands []*pair, out *pair, build func(b
 
 // Row b of a verification pass (2 to VerifyRows rows) is bit for bit what
 // a one-row decode of the same position computes, for the products of
-// every weight type the backend keeps decode's order for (Q4_K, Q6_K,
-// Q8_0 and the generic types up to 8 rows) and for attention over F16,
-// F32 and quantized caches: greedy speculation is then exactly the target
-// alone. Where the default paths do not keep it (F16 products of several
-// rows, which round the activations to F16 on tensor cores; the generic
-// and Q6_K/Q8_0 products above 8 rows), and on the tensor-core paths
+// every weight type the backend keeps decode's order for (Q4_K, Q6_K and
+// Q8_0 on mvx_<type>, the generic types up to 8 rows) and for attention
+// over F16, F32 and quantized caches: greedy speculation is then exactly
+// the target alone. Where the default paths do not keep it (F16 products
+// of several rows, which round the activations to F16 on tensor cores;
+// the generic products above 8 rows), and on the tensor-core paths
 // forced by MatVecRows 1 (the paths before this test), the differences
 // are logged: they say which op a quantized target's speculation diverged
 // at.

@@ -395,6 +395,31 @@ __device__ __forceinline__ void mvx_mma(int (&c)[4], unsigned a0, unsigned a1, u
 #endif
 }
 
+// mvx_sum adds the 32 partials of each of a block's NO outputs (part[i][o]:
+// decode's lane i's share of output o, row row0 + o/NC, batch row o%NC) in
+// warp_sum's order: after the step of offset o, lane i holds its value
+// plus lane i^o's (float addition commutes, so both lanes agree), and
+// decode stores lane 0's.
+#define MVX_WARPS 8
+template <int NO>
+__device__ __forceinline__ void mvx_sum(float (&part)[32][NO + 1], int row0, int rows, int NC, int nb,
+                                        float* __restrict__ y, long long ystride, int accumulate) {
+    __syncthreads();
+    for (int o = threadIdx.x; o < NO; o += 32 * MVX_WARPS) {
+        int r = row0 + o / NC, b = o % NC;
+        if (r >= rows || b >= nb) continue;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) v[i] = __fadd_rn(part[i][o], part[i + 16][o]);
+#pragma unroll
+        for (int s = 8; s > 0; s >>= 1)
+#pragma unroll
+            for (int i = 0; i < s; i++) v[i] = __fadd_rn(v[i], v[i + s]);
+        float* out = y + b * ystride + r;
+        *out = accumulate ? *out + v[0] : v[0];
+    }
+}
+
 // mvx_q4_k: Q4_K products of 2 to 8*NT rows (verification) on tensor
 // cores that give every row the bits of decode's matrix-vector kernel.
 // Decode's warp (dot_q4_k) leaves in lane L = 4*k0 + p the sum, block by
@@ -410,7 +435,6 @@ __device__ __forceinline__ void mvx_mma(int (&c)[4], unsigned a0, unsigned a1, u
 // 16*MT weight rows, not once per weight row as the matrix-vector kernels
 // do. Rows 16-byte aligned; grid (ceil(rows/(16*MT)), jobs); MVX_WARPS
 // warps.
-#define MVX_WARPS 8
 template <int MT, int NT>
 __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
@@ -508,23 +532,188 @@ __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __r
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     part[4 * warp + p][(16 * m + 8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[m][p][j][e];
-    __syncthreads();
-    // warp_sum's order: after the step of offset o, lane i holds its value
-    // plus lane i^o's (float addition commutes, so both lanes agree), and
-    // decode stores lane 0's
-    for (int o = threadIdx.x; o < NO; o += 32 * MVX_WARPS) {
-        int r = row0 + o / NC, b = o % NC;
-        if (r >= rows || b >= nb) continue;
-        float v[16];
+    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+}
+
+// mvx_q6_k: Q6_K products of 2 to 8*NT rows in decode's order (dot_q6_k).
+// Decode's lane L = 8*k0 + 4*h + c takes, of blocks k0, k0+4, ..., half h
+// and in each of that half's four groups the quarter c (values 8c..8c+7),
+// and adds the four quarters' scaled integer sums into a block term. An mma
+// sums all 32 values of a group, so each quarter gets an mma of its own
+// whose weights are zero outside it: a lane of the mma holds values
+// 8t..8t+7 of its rows (the k order of mvx_q4_k), so the mma of quarter c
+// takes the weights of lane t == c and zeros from the other three. Warp
+// w = 2*k0 + h keeps decode lane 4*w + c's partials; mvx_sum adds them.
+// 16 weight rows a block, rows 2-byte aligned; grid (ceil(rows/16), jobs).
+template <int NT>
+__device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
+                         int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
+                         int accumulate) {
+    const int NC = 8 * NT, NO = 16 * NC;
+    __shared__ float part[32][NO + 1];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int k0 = warp >> 1, h = warp & 1;
+    int row0 = blockIdx.x * 16, P = q8_pitch(nb);
+    if (row0 >= rows) return;
+    const u8* wr[2];
 #pragma unroll
-        for (int i = 0; i < 16; i++) v[i] = __fadd_rn(part[i][o], part[i + 16][o]);
+    for (int r = 0; r < 2; r++) wr[r] = w + (size_t)min(row0 + 8 * r + g, rows - 1) * wstride;
+    int bcol[NT], scol[NT];
 #pragma unroll
-        for (int s = 8; s > 0; s >>= 1)
-#pragma unroll
-            for (int i = 0; i < s; i++) v[i] = __fadd_rn(v[i], v[i + s]);
-        float* out = y + b * ystride + r;
-        *out = accumulate ? *out + v[0] : v[0];
+    for (int j = 0; j < NT; j++) {
+        bcol[j] = min(8 * j + g, nb - 1);
+        scol[j] = min(8 * j + 2 * t, P - 2);
     }
+    float acc[NT][4][4]; // [column tile][quarter][fragment element]
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[j][c][e] = 0.f;
+    int nblk = n >> 8;
+    for (int k = k0; k < nblk; k += 4) {
+        int q[2][4][2]; // [row g, g+8][group of the half][values 8t..+3, 8t+4..+7]
+        float s4[2][8]; // the half's eight 16-value scales times d
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const u8* blkp = wr[r] + 210 * (size_t)k;
+            const u8* ql = blkp + 64 * h + 8 * t;
+            const u8* qh = blkp + 128 + 32 * h + 8 * t;
+            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
+            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
+            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+            unsigned sw[2] = {ld32(blkp + 192 + 8 * h), ld32(blkp + 196 + 8 * h)};
+            float d = ldh(blkp + 208);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
+                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
+                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
+                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
+            }
+#pragma unroll
+            for (int m = 0; m < 8; m++) s4[r][m] = __fmul_rn(d, (float)(signed char)(sw[m >> 2] >> (8 * (m & 3))));
+        }
+        float a[NT][4][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) a[j][c][e] = 0.f;
+        int g0 = 8 * k + 4 * h;
+#pragma unroll
+        for (int i = 0; i < 4; i++) { // group g0 + i
+            uint2 xv[NT];
+            float4 xs[NT];
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                xv[j] = __ldg((const uint2*)(xq + q8_off(g0 + i, bcol[j], P) + 8 * t));
+                xs[j] = __ldg((const float4*)(xd + q8_sc(g0 + i, scol[j], P)));
+            }
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                bool mine = t == c;
+                unsigned a0 = mine ? q[0][i][0] : 0, a1 = mine ? q[1][i][0] : 0;
+                unsigned a2 = mine ? q[0][i][1] : 0, a3 = mine ? q[1][i][1] : 0;
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    int sum[4] = {0, 0, 0, 0};
+                    mvx_mma(sum, a0, a1, a2, a3, xv[j].x, xv[j].y);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float x = (e & 1) ? xs[j].z : xs[j].x;
+                        a[j][c][e] = __fmaf_rn(__fmul_rn(s4[e >> 1][2 * i + (c >> 1)], x), (float)sum[e], a[j][c][e]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[j][c][e] = __fadd_rn(acc[j][c][e], a[j][c][e]);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                part[4 * warp + c][(8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[j][c][e];
+    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+}
+
+// mvx_q8_0: Q8_0 products of 2 to 8*NT rows in decode's order (dot_q8_0,
+// whose lane L takes blocks L, L+32, ...: one mma a block, no zeros).
+// Warp w takes blocks 32*i + 4*w + u, u < 4, and keeps decode lane
+// 4*w + u's partials; mvx_sum adds them. 16 weight rows a block, rows
+// 2-byte aligned; grid (ceil(rows/16), jobs).
+template <int NT>
+__device__ void mvx_q8_0(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
+                         int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
+                         int accumulate) {
+    const int NC = 8 * NT, NO = 16 * NC;
+    __shared__ float part[32][NO + 1];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int row0 = blockIdx.x * 16, P = q8_pitch(nb);
+    if (row0 >= rows) return;
+    const u8* wr[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) wr[r] = w + (size_t)min(row0 + 8 * r + g, rows - 1) * wstride;
+    int bcol[NT], scol[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        bcol[j] = min(8 * j + g, nb - 1);
+        scol[j] = min(8 * j + 2 * t, P - 2);
+    }
+    float acc[NT][4][4]; // [column tile][block u][fragment element]
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[j][u][e] = 0.f;
+    int nblk = n >> 5;
+    for (int k = 4 * warp; k < nblk; k += 32) {
+        unsigned q[2][4][2];
+        float d[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const u8* blkp = wr[r] + 34 * (size_t)min(k + u, nblk - 1);
+                d[r][u] = ldh(blkp);
+                q[r][u][0] = ld32(blkp + 2 + 8 * t);
+                q[r][u][1] = ld32(blkp + 6 + 8 * t);
+            }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            if (k + u >= nblk) break;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                uint2 xv = __ldg((const uint2*)(xq + q8_off(k + u, bcol[j], P) + 8 * t));
+                float4 xs = __ldg((const float4*)(xd + q8_sc(k + u, scol[j], P)));
+                int sum[4] = {0, 0, 0, 0};
+                mvx_mma(sum, q[0][u][0], q[1][u][0], q[0][u][1], q[1][u][1], xv.x, xv.y);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = (e & 1) ? xs.z : xs.x;
+                    acc[j][u][e] = __fmaf_rn(__fmul_rn(d[e >> 1][u], x), (float)sum[e], acc[j][u][e]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                part[4 * warp + u][(8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[j][u][e];
+    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
 }
 
 // Entry points. Strides are in bytes for W and in elements for X and Y.
@@ -606,6 +795,15 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
         mvx_q4_k<MT, NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                          \
     }
 MVX(mvx, 1, 1, 8, 2) MVX(mvx, 1, 2, 16, 1) MVX(mvx2, 2, 1, 8, 1)
+// mvx_q6_k_<R>, mvx_q8_0_<R>: mvx_q6_k and mvx_q8_0 for up to R rows.
+#define MVX_NT(type, NT, R, MINB)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
+        mvx_##type##_##R(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                                    \
+        MV_PICK_JOB                                                                                          \
+        mvx_##type<NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                             \
+    }
+MVX_NT(q6_k, 1, 8, 2) MVX_NT(q6_k, 2, 16, 1) MVX_NT(q8_0, 1, 8, 2) MVX_NT(q8_0, 2, 16, 1)
 
 #define MV_Q8_ALL(T, name) \
     MV_Q8(T, name, 1) MV_Q8(T, name, 2) MV_Q8(T, name, 4) MV_Q8(T, name, 8) \

@@ -157,6 +157,12 @@ type row struct {
 	// alone's; BlockMS is a DFlash row's block time by drafted tokens.
 	Identical *bool           `json:"identical_to_alone,omitempty"`
 	BlockMS   map[int]float64 `json:"block_ms,omitempty"`
+	// ByPosition is the acceptance at each drafted position i+1 among the
+	// rounds that drafted that far (the chooser prices the first apart);
+	// Trace is the rounds in order as "drafted/accepted" ("-" for a
+	// round without a draft), to see where an adaptive row went off.
+	ByPosition []float64 `json:"acceptance_by_position,omitempty"`
+	Trace      string    `json:"trace,omitempty"`
 }
 
 func run(ctx context.Context, args []string) error {
@@ -331,7 +337,43 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 	}
 	out.Acceptance = acceptance(all)
 	out.KDrafted, out.On = lengths(all)
+	out.ByPosition = byPosition(all)
+	out.Trace = trace(all)
 	return out, all, nil
+}
+
+// byPosition is the acceptance at each drafted position among the rounds
+// that drafted a token there.
+func byPosition(rounds []round) []float64 {
+	var tried, kept []int
+	for _, r := range rounds {
+		for len(tried) < r.drafted {
+			tried, kept = append(tried, 0), append(kept, 0)
+		}
+		for i := range r.drafted {
+			tried[i]++
+			if i < r.accepted {
+				kept[i]++
+			}
+		}
+	}
+	out := make([]float64, len(tried))
+	for i := range tried {
+		out[i] = float64(kept[i]) / float64(tried[i])
+	}
+	return out
+}
+
+// trace writes the rounds as "drafted/accepted", "-" for no draft.
+func trace(rounds []round) string {
+	parts := make([]string, len(rounds))
+	for i, r := range rounds {
+		parts[i] = "-"
+		if r.drafted > 0 {
+			parts[i] = fmt.Sprintf("%d/%d", r.drafted, r.accepted)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // lengths counts rounds by the tokens they drafted, and the share that

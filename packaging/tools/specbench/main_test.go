@@ -77,3 +77,20 @@ func TestLengths(t *testing.T) {
 		t.Errorf("no rounds: %v %g", ks, on)
 	}
 }
+
+func TestByPositionAndTrace(t *testing.T) {
+	rounds := []round{{drafted: 3, accepted: 3}, {drafted: 2, accepted: 0}, {}, {drafted: 1, accepted: 1}}
+	got := byPosition(rounds)
+	want := []float64{2.0 / 3, 1.0 / 2, 1}
+	if len(got) != len(want) {
+		t.Fatalf("byPosition = %v, want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Errorf("byPosition = %v, want %v", got, want)
+		}
+	}
+	if got, want := trace(rounds), "3/3 2/0 - 1/1"; got != want {
+		t.Errorf("trace = %q, want %q", got, want)
+	}
+}
