@@ -55,10 +55,10 @@ func (m *model) quantizedInputs(b int, heads, ffn int64) int64 {
 	return m.inputsOf(b, heads, ffn, workspace.QuantizesActivations)
 }
 
-// halfInputs is the widest activation of block b that a product with F16
-// weights reads (copied to F16 for the prefill tiles).
+// halfInputs is the widest activation of block b that a product copies
+// to F16 for the prefill tiles (workspace.CopiesToHalf).
 func (m *model) halfInputs(b int, heads, ffn int64) int64 {
-	return m.inputsOf(b, heads, ffn, func(t quant.Type) bool { return t == quant.F16 })
+	return m.inputsOf(b, heads, ffn, workspace.CopiesToHalf)
 }
 
 // inputsOf is the widest activation of block b that a product with
@@ -93,12 +93,13 @@ func (m *model) headQuantizes() bool {
 	return true
 }
 
-// headHalf reports whether the head's weights are F16; a head the file
-// does not hold (borrowed) is taken to be.
+// headHalf reports whether the head's products copy their activations
+// to F16 (workspace.CopiesToHalf); a head the file does not hold
+// (borrowed) is taken to.
 func (m *model) headHalf() bool {
 	for _, name := range []string{nameHead, nameEmbd} {
 		if t, ok := m.file.Tensor(name); ok {
-			return t.Type == quant.F16
+			return workspace.CopiesToHalf(t.Type)
 		}
 	}
 	return true

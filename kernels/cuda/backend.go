@@ -57,10 +57,15 @@ type Options struct {
 	// PrefillF32 makes the prefill tiles of integer weights read F32
 	// activations rather than their 8-bit copy (for measuring).
 	PrefillF32 bool
-	// PrefillDepth is how many steps of 32 ahead the prefill tiles of
-	// 8-bit and F16 activations issue their loads, 2 to 4; 0: the default
-	// (mmtDepth). For measuring.
+	// PrefillDepth is how many steps of 32 ahead the register-set
+	// prefill tiles (mmt) of 8-bit and F16 activations issue their loads,
+	// 2 to 4; 0: the default (mmtDepth). For measuring.
 	PrefillDepth int
+	// PrefillRing picks the prefill tiles of F16, Q4_K and Q6_K weights:
+	// 0 the default (mmtcStages), 3 or 4 the cp.async tiles of that many
+	// shared-memory stages (mmtc, sm_80 and later), -1 the register-set
+	// tiles (mmt). For measuring one against the other.
+	PrefillRing int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -72,6 +77,7 @@ type DeviceInfo struct {
 	Multiprocessors int
 	TotalMemory     int64
 	L2Bytes         int
+	SharedOptin     int // bytes of shared memory a block may ask for (cuFuncSetAttribute)
 	DriverVersion   int // 1000*major + 10*minor, e.g. 13000
 }
 
@@ -120,6 +126,7 @@ func (d *driver) describe(ordinal int) (DeviceInfo, error) {
 		{attrComputeMinor, &info.ComputeMinor},
 		{attrMultiprocessorCount, &info.Multiprocessors},
 		{attrL2CacheSize, &info.L2Bytes},
+		{attrMaxSharedOptin, &info.SharedOptin},
 	} {
 		if *a.dst, err = d.attribute(dev, a.attr); err != nil {
 			return info, err
@@ -153,6 +160,7 @@ type Backend struct {
 	pTile   int         // Options.PrefillTile
 	pF32    bool        // Options.PrefillF32
 	pDepth  int         // Options.PrefillDepth
+	pRing   int         // Options.PrefillRing
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
 	shape func(nb int) (mt, nt int)
 	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
@@ -203,6 +211,9 @@ func Open(o Options) (*Backend, error) {
 	if d := o.PrefillDepth; d != 0 && (d < 2 || d > 4) {
 		return nil, fmt.Errorf("%w: PrefillDepth %d (0, or 2 to 4)", ErrBadOption, d)
 	}
+	if r := o.PrefillRing; r != 0 && r != -1 && r != 3 && r != 4 {
+		return nil, fmt.Errorf("%w: PrefillRing %d (0, -1, 3 or 4)", ErrBadOption, r)
+	}
 	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
 		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
 	}
@@ -223,7 +234,7 @@ func Open(o Options) (*Backend, error) {
 	}
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
-		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth,
+		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth, pRing: o.PrefillRing,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

@@ -437,7 +437,9 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 // Prefill products at Qwen3-8B's shapes (q/o 4096x4096, k/v 1024x4096,
 // gate/up 12288x4096, down 4096x12288) of 512 rows (and 4096 for q/o),
 // once per tile that can take them (2x8 on Q8_0 only, as mmaShape; the
-// prefill tiles at each load depth): TFLOP/s against the H200's tensor-core rate.
+// register-set prefill tiles at each load depth, the cp.async ones at 3
+// and 4 stages where the weights have them): TFLOP/s against the H200's
+// tensor-core rate.
 // Four distinct copies of the matrix a run, so that the weights do not sit
 // in L2 from one product to the next.
 func BenchmarkPrefillTiles(b *testing.B) {
@@ -467,8 +469,10 @@ func BenchmarkPrefillTiles(b *testing.B) {
 					if batch > 512 && s.rows != s.n {
 						continue // one square product of a 4096-token prompt
 					}
-					// {mt, nt, load depth of the prefill tiles}
-					for _, tl := range [][3]int{{-1, -1, 0}, {2, 4, 0}, {2, 8, 0}, {0, 8, 2}, {0, 8, 3}, {0, 8, 4}, {0, 16, 2}, {0, 16, 3}, {0, 16, 4}} {
+					// {mt, nt, load depth of the register-set prefill
+					// tiles, stages of the cp.async ones (-1: none)}
+					for _, tl := range [][4]int{{-1, -1, 0, 0}, {2, 4, 0, 0}, {2, 8, 0, 0}, {0, 8, 2, -1}, {0, 8, 3, -1}, {0, 8, 4, -1},
+						{0, 8, 0, 3}, {0, 8, 0, 4}, {0, 16, 2, -1}, {0, 16, 3, -1}, {0, 16, 4, -1}, {0, 16, 0, 3}, {0, 16, 0, 4}} {
 						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 {
 							continue
 						}
@@ -479,11 +483,14 @@ func BenchmarkPrefillTiles(b *testing.B) {
 						if tl[2] > 0 {
 							name += fmt.Sprintf("/d%d", tl[2])
 						}
+						if tl[3] > 0 {
+							name += fmt.Sprintf("/ring%d", tl[3])
+						}
 						b.Run(name, func(b *testing.B) {
 							if tl[0] >= 0 {
 								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
-								gpu.pDepth = tl[2]
-								defer func() { gpu.shape, gpu.pDepth = nil, 0 }()
+								gpu.pDepth, gpu.pRing = tl[2], tl[3]
+								defer func() { gpu.shape, gpu.pDepth, gpu.pRing = nil, 0, 0 }()
 							}
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 						})

@@ -40,6 +40,9 @@ type kernelIndex struct {
 	mu    sync.Mutex
 	funcs map[string]cuFunction
 	lazy  map[string]lazyModule
+	// shared is the dynamic shared memory each kernel was allowed above
+	// the 48 KiB every kernel may take without asking
+	shared map[cuFunction]uint32
 }
 
 type lazyModule struct {
@@ -136,4 +139,31 @@ func (be *Backend) function(name string) (cuFunction, error) {
 		return 0, err
 	}
 	return k.funcs[name], nil
+}
+
+// functionShared is function(name) allowed bytes of dynamic shared memory:
+// above 48 KiB a kernel must ask for it (cuFuncSetAttribute), up to the
+// device's DeviceInfo.SharedOptin. Not for the device thread.
+func (be *Backend) functionShared(name string, bytes uint32) (cuFunction, error) {
+	f, err := be.function(name)
+	if err != nil || bytes <= 48<<10 {
+		return f, err
+	}
+	if int(bytes) > be.info.SharedOptin {
+		return 0, fmt.Errorf("cuda: kernel %s: %d bytes of shared memory, the device allows %d", name, bytes, be.info.SharedOptin)
+	}
+	k := &be.kernels
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.shared[f] >= bytes {
+		return f, nil
+	}
+	if err := be.do(func() error { return be.drv.funcSetAttribute(f, funcMaxDynamicShared, int(bytes)) }); err != nil {
+		return 0, fmt.Errorf("cuda: kernel %s: %w", name, err)
+	}
+	if k.shared == nil {
+		k.shared = make(map[cuFunction]uint32)
+	}
+	k.shared[f] = bytes
+	return f, nil
 }

@@ -216,6 +216,69 @@ func (be *Backend) mmtDepthSuffix() string {
 	return fmt.Sprintf("_%d", d)
 }
 
+// mmtcDefault is the shared-memory stages of the cp.async prefill tiles
+// (mmtc) by default: 4 (hpre's call: 8B Q4_K_M pp512 10179-10189 tok/s
+// against 10130 at 3 and 8022-8049 on the register-set tiles; 8B F16
+// 13499-13594 against 13466 and 11264-11340).
+const mmtcDefault = 4
+
+// mmtcStages is the stages of the cp.async prefill tile (prefill.cu:
+// mmtc_<type>_<stages>, mmtc64_ for 64 batch rows) for the products of
+// group on a tile of 8*nt batch rows, or 0 where the register-set tiles
+// (mmt) run them: weights other than F16, Q4_K and Q6_K, an inner
+// dimension not in whole steps of 64 (F16), rows not 16-byte aligned
+// (cp.async copies 16 bytes; Q6_K's 210-byte blocks leave rows aligned
+// only when n is a multiple of 2048), GPUs before sm_80 (no cp.async) or
+// with too little shared memory a block, and Options.PrefillRing -1 or
+// PrefillF32.
+func (be *Backend) mmtcStages(group []kernels.MatMul, nt int) int {
+	ns := be.pRing
+	if ns == 0 {
+		ns = mmtcDefault
+	}
+	t := group[0].W.Type
+	if ns < 0 || nt != 8 && nt != 16 || be.pF32 || be.info.ComputeMajor < 8 || int(mmtcShared(t, nt, ns)) > be.info.SharedOptin {
+		return 0
+	}
+	if t != quant.F16 && t != quant.Q4_K && t != quant.Q6_K || group[0].W.Cols%64 != 0 {
+		return 0
+	}
+	for _, o := range group {
+		if o.W.Off%16 != 0 || o.W.Rows > 1 && o.W.Stride%16 != 0 {
+			return 0
+		}
+	}
+	return ns
+}
+
+// mmtcShared is the dynamic shared memory of the cp.async tile of 8*nt
+// batch rows and ns stages: each stage an F16 activation tile (8*nt rows
+// of 144 bytes) and the raw weights (128 rows of 144, 48 or 160 bytes for
+// F16, Q4_K, Q6_K), and for Q4_K and Q6_K two dequantized F16 weight
+// tiles.
+func mmtcShared(t quant.Type, nt, ns int) uint32 {
+	const tile = 128 * 144
+	raw, deq := 0, 2*tile
+	switch t {
+	case quant.F16:
+		raw, deq = tile, 0
+	case quant.Q4_K:
+		raw = 128 * 48
+	case quant.Q6_K:
+		raw = 128 * 160
+	}
+	return uint32(ns*(8*nt*144+raw) + deq)
+}
+
+// mmtcKernel is the cp.async prefill tile of weights name, 8*nt batch
+// rows and ns stages.
+func mmtcKernel(name string, nt, ns int) string {
+	if nt == 8 {
+		return fmt.Sprintf("mmtc64_%s_%d", name, ns)
+	}
+	return fmt.Sprintf("mmtc_%s_%d", name, ns)
+}
+
 // mmtQ8 reports whether the prefill tiles of weights t read the 8-bit
 // copy of the activations (mmtq_<type>: the integer types, unless
 // Options.PrefillF32) rather than F32 ones; F16 weights read an F16 copy
@@ -391,6 +454,16 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	var shared uint32
 	if path == pathMMQ || path == pathMMF16 {
 		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
+		if ns := c.be.mmtcStages(group, nt); mt == 0 && ns > 0 {
+			xh, xstride, err := c.halfX(o.X)
+			if err != nil {
+				return err
+			}
+			args = append(args, argPtr(xh), argI64(xstride), argInt(n), argInt(nb), argInt(accumulate))
+			return c.add(o.Name(), mmtcKernel(name, nt, ns),
+				[3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 8*nt)}, [3]uint32{256, 1, 1},
+				mmtcShared(o.W.Type, nt, ns), args...)
+		}
 		if mt == 0 && mmtType(o.W.Type) {
 			kernel := mmtKernel(name, nt)
 			if o.W.Type == quant.F16 && !c.be.pF32 {

@@ -38,11 +38,13 @@ func matMulTolerance(t quant.Type, batch int) float64 {
 // = v/d rounded to even), the F16 tensor-core path rounds them to F16,
 // and the rest read them as they are. Against a float64 product of these,
 // every path sums to within 1e-4 whatever the data (1e-3 for the F16
-// tiles, whose inputs round twice).
-func seenOperands(t testing.TB, be *Backend, path mvPath, typ quant.Type, nb, rows int, w, x []float64) (sw, sx []float64, tol float64) {
+// tiles, whose inputs round twice). The cp.async tiles (mmtc) read the F16
+// copy of the activations for every weight type.
+func seenOperands(t testing.TB, be *Backend, path mvPath, o kernels.MatMul, w, x []float64) (sw, sx []float64, tol float64) {
+	typ, nb, rows := o.W.Type, o.X.Rows, o.W.Rows
 	if path == pathMMQ || path == pathMMF16 {
-		if mt, _ := be.mmaShape(typ, nb, rows); mt == 0 && mmtType(typ) {
-			if be.mmtQ8(typ) {
+		if mt, nt := be.mmaShape(typ, nb, rows); mt == 0 && mmtType(typ) {
+			if be.mmtQ8(typ) && be.mmtcStages([]kernels.MatMul{o}, nt) == 0 {
 				x = seenActivations(t, pathMMQ, x)
 			}
 			return seenActivations(t, pathMMF16, w), seenActivations(t, pathMMF16, x), 1e-3
@@ -152,7 +154,7 @@ func testMatMul(t *testing.T, h *harness) {
 					for b := 0; b < s.batch; b++ {
 						xv = append(xv, xall[b*(s.n+s.xOff)+s.xOff:][:s.n]...)
 					}
-					wv, xv, tol := seenOperands(t, h.gpu, path, typ, s.batch, s.rows, wv, xv)
+					wv, xv, tol := seenOperands(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x(xbuf.g)}, wv, xv)
 					want := make([]float64, s.batch*s.rows)
 					for b := 0; b < s.batch; b++ {
 						for o := 0; o < s.rows; o++ {
@@ -178,21 +180,25 @@ func testMatMul(t *testing.T, h *harness) {
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth = nil, false, 0 }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = nil, false, 0, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
 			// the prefill tiles read 8-bit (integer weights) or F16 copies
-			// of the activations, loading 2 to 4 steps ahead, or F32 ones
+			// of the activations, loading 2 to 4 steps ahead into
+			// registers (ring -1), or F32 ones; those of F16, Q4_K and
+			// Q6_K through 3 or 4 cp.async stages (ring), where rows are
+			// 16-byte aligned (Q6_K: n 2048)
 			type variant struct {
-				f32   bool
-				depth int
+				f32         bool
+				depth, ring int
 			}
-			vars := []variant{{false, 0}}
+			vars := []variant{{false, 0, 0}}
 			if sh[0] == 0 {
-				vars = []variant{{false, 2}, {false, 3}, {false, 4}, {true, 0}}
+				vars = []variant{{false, 2, -1}, {false, 3, -1}, {false, 4, -1}, {true, 0, 0}}
+				vars = append(vars, variant{false, 0, 3}, variant{false, 0, 4})
 			}
 			for _, v := range vars {
-				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}} {
+				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}, {130, 140, 2048}} {
 					batch, rows, n := c.batch, c.rows, c.n
 					if n%typ.BlockSize() != 0 {
 						continue
@@ -204,10 +210,13 @@ func TestMatMulTileShapes(t *testing.T) {
 					if v.depth > 0 {
 						name += fmt.Sprintf("/d%d", v.depth)
 					}
+					if v.ring > 0 {
+						name += fmt.Sprintf("/ring%d", v.ring)
+					}
 					t.Run(name, func(t *testing.T) {
 						h.t = t
 						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-						h.gpu.pF32, h.gpu.pDepth = v.f32, v.depth
+						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = v.f32, v.depth, v.ring
 						w := h.random(typ, rows, n)
 						x := h.random(quant.F32, batch, n)
 						y := h.output(quant.F32, batch, rows)
@@ -215,7 +224,7 @@ func TestMatMulTileShapes(t *testing.T) {
 						h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
 							return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
 						}, []*pair{w, x, y}, func(round int) {
-							wv, xv, tol := seenOperands(t, h.gpu, path, typ, batch, rows, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
+							wv, xv, tol := seenOperands(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x.g}, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
 							want := make([]float64, batch*rows)
 							for b := 0; b < batch; b++ {
 								for o := 0; o < rows; o++ {

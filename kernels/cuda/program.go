@@ -54,7 +54,7 @@ func (c *compiler) scratch(r workspace.Region, n int64) devicePtr {
 
 // add appends a launch of kernel with its parameters.
 func (c *compiler) add(op, kernel string, grid, block [3]uint32, shared uint32, args ...uint64) error {
-	fn, err := c.be.function(kernel)
+	fn, err := c.be.functionShared(kernel, shared)
 	if err != nil {
 		return err
 	}

@@ -105,9 +105,18 @@ func Q8Layout(rows, n int) (scales, bytes int64) {
 }
 
 // TileRows is the most rows a product runs with the few-row tensor-core
-// tiles; larger ones take the prefill tiles, which for F16 weights read an
-// F16 copy of the activations (HalfBytes, in the Aligned region).
+// tiles; larger ones take the prefill tiles, which for the weight types of
+// CopiesToHalf read an F16 copy of the activations (HalfBytes, in the
+// Aligned region).
 const TileRows = 32
+
+// CopiesToHalf reports whether a product of more than TileRows rows with
+// weights of type t may read an F16 copy of its activations: F16 weights
+// in every prefill tile, Q4_K and Q6_K in the cp.async ones (sm_80 and
+// later).
+func CopiesToHalf(t quant.Type) bool {
+	return t == quant.F16 || t == quant.Q4_K || t == quant.Q6_K
+}
 
 // HalfBytes is an F16 copy of rows of n float32, each row 16-byte aligned.
 func HalfBytes(rows, n int) int64 {
@@ -212,8 +221,9 @@ type Pass struct {
 	// Quantized is the widest activation an integer product reads (see
 	// QuantizesActivations; 0: none).
 	Quantized int
-	// Half is the widest activation a product with F16 weights reads (0:
-	// none): passes of more than TileRows rows copy it to F16.
+	// Half is the widest activation a product with weights of a type of
+	// CopiesToHalf reads (0: none): passes of more than TileRows rows copy
+	// it to F16.
 	Half int
 	// Experts > 0: the blocks' FFNs are mixtures of Experts experts of
 	// width ExpertFF, ExpertsUsed a row, over a residual of width Embd.

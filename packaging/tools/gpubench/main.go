@@ -67,6 +67,7 @@ type config struct {
 	pTile     int
 	pF32      bool
 	pDepth    int
+	pRing     int
 	profRows  int
 }
 
@@ -94,6 +95,7 @@ func run(args []string) error {
 	fs.IntVar(&c.pTile, "prefill-tile", 0, "tensor-core tile of products above 32 rows: 64 or 128 batch rows (shared-memory tiles), -1 register tiles (cuda; 0: the backend's default)")
 	fs.BoolVar(&c.pF32, "prefill-f32", false, "prefill tiles of integer weights read F32 activations, not 8-bit ones (cuda)")
 	fs.IntVar(&c.pDepth, "prefill-depth", 0, "steps of 32 the prefill tiles load ahead, 2 to 4 (cuda; 0: the backend's default)")
+	fs.IntVar(&c.pRing, "prefill-ring", 0, "shared-memory stages of the cp.async prefill tiles, 3 or 4, or -1 for the register-set tiles (cuda; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
