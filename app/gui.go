@@ -3,9 +3,11 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -72,7 +74,13 @@ func openWindow(opt guiOptions) error {
 	// while a model computes (166 ms of such waits in one answer of the
 	// demo pair on 2 cores, perf sched; none with the extra P).
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	// This goroutine is the window's (Fyne locks it to the main thread):
+	// the model's workers and the rest of the runtime yield to its frames.
+	if err := lowerOtherThreads(computeNice); err != nil {
+		fmt.Fprintln(os.Stderr, "tandem:", err) // the window works, only less smoothly
+	}
 	a := fyneapp.NewWithID(appID)
+	fyneapp.SetMetadata(withFyneDo(a.Metadata()))
 	a.SetIcon(fyne.NewStaticResource("tandem.png", assets.Icon()))
 	post := fyne.Do
 	var frames *frameMonitor
@@ -101,7 +109,12 @@ func openWindow(opt guiOptions) error {
 	defer signal.Stop(sig)
 	go func() {
 		if _, ok := <-sig; ok {
-			fyne.Do(a.Quit)
+			fyne.Do(func() {
+				if frames != nil {
+					frames.close() // the window's teardown is no frame
+				}
+				a.Quit()
+			})
 		}
 	}()
 	m.win.SetMaster()
@@ -141,6 +154,25 @@ func openWindow(opt guiOptions) error {
 		return m.frames.writeReport(opt.frameStats)
 	}
 	return nil
+}
+
+// withFyneDo is md declaring Fyne's "fyneDo" migration: the app touches
+// widgets only on the main goroutine (through fyne.Do, or in Fyne's own
+// callbacks), so Fyne need not check the calling goroutine on every
+// Refresh. That check reads the goroutine's id from a runtime.Stack
+// trace: 15 of the 124 ms that the window's thread computed for the chat
+// page's first frame after a load (perf, the 2-core test machine under
+// Xvfb). The name and id keep Fyne from reading FyneApp.toml over it
+// later (it does while both are empty).
+func withFyneDo(md fyne.AppMetadata) fyne.AppMetadata {
+	md.Migrations = maps.Clone(md.Migrations)
+	if md.Migrations == nil {
+		md.Migrations = map[string]bool{}
+	}
+	md.Migrations["fyneDo"] = true
+	md.ID = cmp.Or(md.ID, appID)
+	md.Name = cmp.Or(md.Name, "Tandem")
+	return md
 }
 
 // startDevices are the devices the window opens on: this machine's, or

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,10 @@ type frameMonitor struct {
 
 	stopOnce sync.Once
 	stop     chan struct{}
+	// stopped is set by close: ticks still queued, or run by Fyne on the
+	// ticker's goroutine once its loop has ended, measure the window's
+	// teardown, not a frame.
+	stopped atomic.Bool
 }
 
 func newFrameMonitor(period time.Duration, now func() time.Time, post func(func())) *frameMonitor {
@@ -55,10 +60,16 @@ func (m *frameMonitor) start() {
 	}()
 }
 
-func (m *frameMonitor) close() { m.stopOnce.Do(func() { close(m.stop) }) }
+func (m *frameMonitor) close() {
+	m.stopped.Store(true)
+	m.stopOnce.Do(func() { close(m.stop) })
+}
 
 // tick runs on the main goroutine.
 func (m *frameMonitor) tick() {
+	if m.stopped.Load() {
+		return
+	}
 	now := m.now()
 	if !m.last.IsZero() {
 		gap := now.Sub(m.last)

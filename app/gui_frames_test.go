@@ -62,3 +62,20 @@ func TestFrameMonitorPhases(t *testing.T) {
 		t.Errorf("stalls %+v, want one of 150 ms in loading+idle", m.worst)
 	}
 }
+
+// Once closed (the app quitting), ticks still queued or run while the
+// window is torn down add no gap.
+func TestFrameMonitorStopsAtClose(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	m := newFrameMonitor(time.Millisecond, func() time.Time { return clock }, func(f func()) { f() })
+	m.setPhase("idle")
+	m.tick()
+	clock = clock.Add(10 * time.Millisecond)
+	m.tick()
+	m.close()
+	clock = clock.Add(300 * time.Millisecond) // the window's teardown
+	m.tick()
+	if r := m.report()["idle"]; r.Samples != 1 || r.MaxMS != 10 || len(m.worst) != 0 {
+		t.Errorf("idle %+v, stalls %+v; want the one 10 ms gap before close", r, m.worst)
+	}
+}

@@ -64,6 +64,7 @@ type mainWindow struct {
 	chat    *chatPage
 	pages   *container.AppTabs
 	chatTab *container.TabItem
+	planned bool      // the first plan was shown (the window's start is over)
 	find    *findPage // models on the Hugging Face Hub
 	findTab *container.TabItem
 
@@ -161,12 +162,12 @@ func (m *mainWindow) build() {
 		m.serveCtl)
 
 	m.chat = newChatPage(m)
-	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), m.chat.content)
+	m.chatTab = container.NewTabItemWithIcon("Chat", theme.MailComposeIcon(), newPage(m.chat.content))
 	m.find = newFindPage(m, newHubClient())
-	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), m.find.content)
+	m.findTab = container.NewTabItemWithIcon("Find", theme.SearchIcon(), newPage(m.find.content))
 	modelsPage := container.NewBorder(m.notice.box, nil, nil, nil, split)
 	m.notice.in(modelsPage)
-	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), modelsPage), m.chatTab, m.findTab)
+	m.pages = container.NewAppTabs(container.NewTabItemWithIcon("Models", theme.StorageIcon(), newPage(modelsPage)), m.chatTab, m.findTab)
 	m.pages.OnSelected = func(t *container.TabItem) {
 		if t == m.findTab {
 			m.find.shown()

@@ -319,3 +319,23 @@ func TestWindowFitsTheScreen(t *testing.T) {
 		t.Errorf("the window's content needs %v: more than an 800x600 screen gives", min)
 	}
 }
+
+// Once the window has its first plan, the chat page is laid out behind the
+// Models page at the size it will show at, so the frame that ends a load
+// (and shows the chat) has no page to build and measure.
+func TestChatPageLaidOutBeforeShown(t *testing.T) {
+	h := newHarness(t, nil, loadReturning(&fakeModel{}))
+	h.m.openModels()
+	h.settle()
+	m := h.m
+	if m.plan == nil {
+		t.Fatal("no first plan")
+	}
+	if m.pages.Selected() == m.chatTab {
+		t.Fatal("the window opened on the chat page")
+	}
+	want := m.pages.Selected().Content.Size()
+	if got := m.chatTab.Content.Size(); want.IsZero() || got != want {
+		t.Errorf("before it is shown the chat page is %v, want the Models page's %v", got, want)
+	}
+}

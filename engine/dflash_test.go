@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/tandem-run/tandem/engine/plan"
 	"slices"
 	"testing"
 
@@ -105,113 +104,19 @@ func TestDFlashSampledKeepsDistribution(t *testing.T) {
 }
 
 // The demo target with the DFlash draft on a device of its own generates
-// what the target alone does, in the layouts of the seed reports (the
-// draft on device 2 with the target on 0, by layers on 0-1, or by tensors
-// on 0-1 with the head split or replicated) and both ways of using the
-// borrowed embedding and head; each device holds what the plan says, the
-// draft's device only the draft.
+// what the target alone does, in the layouts of the seed reports and both
+// ways of using the borrowed embedding and head (placedDraftIsTheTargets);
+// each device holds what the plan says within 0.5%. The acceptance is
+// checked only where the pair on one device accepts more than 20 tokens.
 func TestPlacedDFlashIsTheTargets(t *testing.T) {
-	prompts := loadOracle(t)[:3]
-	target, draft := placedTargetPath(t), dflashPath("F16")
-	one := load(t, Config{Target: target, Context: 256})
-	pair := load(t, Config{Target: target, Draft: draft, Context: 256})
-	drafting := Drafting{Max: 4, PMin: -1}
-	want := make([][]int32, len(prompts))
-	wantAccepted := 0
-	for i, p := range prompts {
-		if _, err := one.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true},
-			func(e Event) { want[i] = append(want[i], e.IDs...) }); err != nil {
-			t.Fatal(err)
-		}
-		st, err := pair.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true, Drafting: drafting}, func(Event) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantAccepted += st.Accepted
-	}
-	devs := virtualCPUs(t, "cpu:256MiB,cpu:256MiB,cpu:256MiB")
-	for _, tc := range []struct {
-		name   string
-		target plan.Placement
-	}{
-		{"target on 0", plan.Placement{Devices: []int{0}}},
-		{"target by layers on 0-1", plan.Placement{Devices: []int{0, 1}, Ratios: []float64{1, 3}}},
-		{"target by tensors on 0-1, head split", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit}},
-		{"target by tensors on 0-1, head replicated", plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadReplicated}},
-	} {
-		for _, borrow := range []plan.Borrow{plan.BorrowInPlace, plan.BorrowCopy} {
-			t.Run(fmt.Sprintf("%s, draft on 2, borrow %s", tc.name, borrow), func(t *testing.T) {
-				r := load(t, Config{
-					Target: target, Draft: draft, Context: 256, Batch: 64,
-					Placement: &Placement{Devices: devs, Target: tc.target, Draft: plan.Placement{Devices: []int{2}, Borrow: borrow}},
-				})
-				accepted, drafted := 0, 0
-				for i, p := range prompts {
-					var got []int32
-					st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true, Drafting: drafting},
-						func(e Event) { got = append(got, e.IDs...) })
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(got, want[i]) {
-						t.Errorf("prompt %d:\n got %v\nwant %v", i, got, want[i])
-					}
-					accepted += st.Accepted
-					drafted += st.Drafted
-				}
-				t.Logf("drafted %d, accepted %d; %d accepted on one device", drafted, accepted, wantAccepted)
-				if drafted == 0 {
-					t.Error("nothing drafted")
-				}
-				if wantAccepted > 20 && (float64(accepted) < 0.8*float64(wantAccepted) || float64(accepted) > 1.2*float64(wantAccepted)) {
-					t.Errorf("accepted %d drafted tokens, %d on one device", accepted, wantAccepted)
-				}
-				held := r.DeviceUsage()
-				for _, b := range r.Plan().Devices {
-					u, i := held[b.Device.Index], b.Device.Index
-					got, want := u.Total(), b.Total()
-					t.Logf("device %d (%s): holds %d bytes (draft %d), plan %d (draft %d)", i, b.Device.Label(), got, u.Of("draft"), want, b.Draft.Total())
-					if d := float64(got-want) / float64(want); d < -0.005 || d > 0.005 {
-						t.Errorf("device %d holds %d bytes, plan %d", i, got, want)
-					}
-					switch {
-					case i == 2 && (u.Of("target") != 0 || u.Of("draft") == 0):
-						t.Errorf("device 2 holds %d target and %d draft bytes; want the draft alone", u.Of("target"), u.Of("draft"))
-					case i != 2 && borrow == plan.BorrowCopy && u.Of("draft") != 0:
-						t.Errorf("device %d holds %d bytes of a draft that copies what it borrows", i, u.Of("draft"))
-					}
-				}
-			})
-		}
-	}
+	placedDraftIsTheTargets(t, placedDraft{path: dflashPath("F16"), drafting: Drafting{Max: 4, PMin: -1}, usageTol: 0.005, acceptFrom: 20})
 }
 
 // A generation cancelled halfway leaves the DFlash draft's injected states
 // behind the target's or past the history's; the next one still
 // reproduces the target.
 func TestDFlashAfterCancel(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: dflashPath("F16")})
-	ctx, cancel := context.WithCancel(context.Background())
-	events := 0
-	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 7}}, func(Event) {
-		events++
-		if events == 3 {
-			cancel()
-		}
-	})
-	if err != nil || st.FinishReason != "cancelled" {
-		t.Fatalf("finish %q, %v", st.FinishReason, err)
-	}
-	p := loadOracle(t)[3]
-	var ids []int32
-	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 7}},
-		func(e Event) { ids = append(ids, e.IDs...) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(ids, p.Target.Greedy) {
-		t.Errorf("after cancel:\n got %v\nwant %v", ids, p.Target.Greedy)
-	}
+	st := generateAfterCancel(t, dflashPath("F16"), Drafting{Max: 7})
 	if st.Drafted == 0 {
 		t.Error("nothing drafted after the cancel")
 	}

@@ -112,10 +112,21 @@ func TestEagle3GreedyIsTheTargets(t *testing.T) {
 // A generation cancelled halfway leaves the EAGLE-3 draft's state behind
 // the target's; the next one still reproduces the target.
 func TestEagle3AfterCancel(t *testing.T) {
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, "factory-eagle3-F16.gguf")})
+	st := generateAfterCancel(t, modelPath(t, "factory-eagle3-F16.gguf"), Drafting{Max: 4, Min: 4})
+	if st.Accepted == 0 {
+		t.Error("no drafted token was accepted after the cancel")
+	}
+}
+
+// generateAfterCancel cancels a generation of the demo target with draft
+// after its third event, then generates the fourth oracle prompt's greedy
+// continuation, which must be the target's, and returns its statistics.
+func generateAfterCancel(t *testing.T, draft string, drafting Drafting) Stats {
+	t.Helper()
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: draft})
 	ctx, cancel := context.WithCancel(context.Background())
 	events := 0
-	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: Drafting{Max: 4, Min: 4}}, func(Event) {
+	st, err := r.Generate(ctx, Request{Prompt: "In the beginning", MaxTokens: 2000, IgnoreEOS: true, Drafting: drafting}, func(Event) {
 		events++
 		if events == 3 {
 			cancel()
@@ -126,7 +137,7 @@ func TestEagle3AfterCancel(t *testing.T) {
 	}
 	p := loadOracle(t)[3]
 	var ids []int32
-	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: Drafting{Max: 4, Min: 4}},
+	st, err = r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: len(p.Target.Greedy), IgnoreEOS: true, Drafting: drafting},
 		func(e Event) { ids = append(ids, e.IDs...) })
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +145,5 @@ func TestEagle3AfterCancel(t *testing.T) {
 	if !slices.Equal(ids, p.Target.Greedy) {
 		t.Errorf("after cancel:\n got %v\nwant %v", ids, p.Target.Greedy)
 	}
-	if st.Accepted == 0 {
-		t.Error("no drafted token was accepted after the cancel")
-	}
+	return st
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -77,29 +78,72 @@ func borrow(l *loader, tf *gguf.File, mp *plan.ModelPlan, t *Model, specs []tens
 	return embedFar, heads, nil
 }
 
-// farBuffers are a head-sharing draft's buffers on the target's devices,
-// by backend, freed together.
-type farBuffers map[kernels.Backend][]kernels.Buffer
+// farSide is what EAGLE-3 and DFlash drafts have alike beyond their own
+// device, where they use the target's tables in place (plan.BorrowInPlace):
+// the target, which looks tokens up for the draft when embed is set (the
+// rows come back through emb), and the host copy of the normalised states
+// that go to the head's shards (sel). The shards differ by draft.
+type farSide struct {
+	target *Model
+	embed  bool      // tokens are looked up by the target (Model.lookUp)
+	emb    []float32 // [batch, n_embd] looked-up rows
+	sel    []float32 // the normalised states the head's shards read, [rows, n_embd]
+}
 
-// alloc allocates on be and remembers the buffer for free.
-func (f farBuffers) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
+// lookUp has the target look up tokens in its embedding (rows of embd)
+// and writes the rows to dst on be, the draft's device.
+func (f *farSide) lookUp(ctx context.Context, be kernels.Backend, dst kernels.Tensor, tokens []int32, embd int) error {
+	n := len(tokens) * embd
+	if err := f.target.lookUp(ctx, tokens, f.emb[:n]); err != nil {
+		return err
+	}
+	if err := be.Write(dst.RowSlice(0, len(tokens)), kernels.F32Bytes(f.emb[:n])); err != nil {
+		return fmt.Errorf("model: draft embedding: %w", err)
+	}
+	return nil
+}
+
+// farHeld is what a head-sharing draft holds on the target's devices: its
+// buffers there, by backend, and the programs of its head's shards; the
+// draft's Close releases them together.
+type farHeld struct {
+	bufs  map[kernels.Backend][]kernels.Buffer
+	progs []*programs
+}
+
+// alloc allocates on be and remembers the buffer for release.
+func (f *farHeld) alloc(be kernels.Backend, label kernels.Label, size int64) (kernels.Buffer, error) {
 	buf, err := be.Alloc(label, size)
 	if err != nil {
 		return nil, err
 	}
-	f[be] = append(f[be], buf)
+	if f.bufs == nil {
+		f.bufs = map[kernels.Backend][]kernels.Buffer{}
+	}
+	f.bufs[be] = append(f.bufs[be], buf)
 	return buf, nil
 }
 
-// free releases every buffer and forgets them.
-func (f farBuffers) free() error {
+// programs are a new shard's programs on be (where, in messages),
+// remembered for release.
+func (f *farHeld) programs(be kernels.Backend, where string) *programs {
+	p := newPrograms(be, where)
+	f.progs = append(f.progs, &p)
+	return &p
+}
+
+// release closes the programs, frees every buffer, and forgets them.
+func (f *farHeld) release() error {
 	var errs []error
-	for be, bufs := range f {
+	for _, p := range f.progs {
+		errs = append(errs, p.close())
+	}
+	for be, bufs := range f.bufs {
 		for _, b := range bufs {
 			errs = append(errs, be.Free(b))
 		}
-		delete(f, be)
 	}
+	f.bufs, f.progs = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -144,7 +188,7 @@ func reserveWorkspace(be kernels.Backend, p *plan.Plan, dev int) error {
 // the draft's own device too) and reports whether it did; local binds the
 // rest, the draft's own (or refuses one), and a buffer on a device that
 // runs none of the draft is refused.
-func allocDraftBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far farBuffers,
+func allocDraftBuffers(l *loader, mp *plan.ModelPlan, backends map[int]kernels.Backend, far *farHeld,
 	shard func(b plan.Buffer, t kernels.Tensor) bool, local func(b plan.Buffer, t kernels.Tensor) error) error {
 	dev := mp.Placement.Devices[0]
 	for _, b := range mp.Buffers {
@@ -197,8 +241,8 @@ func headRole(r plan.BufferRole) bool {
 
 // releaseDraft is a head-sharing draft's Close: it stops target's capture
 // (target may be nil), then frees the draft's programs, its own buffers on
-// be and, when far is set, what it holds on the other devices.
-func releaseDraft(target *Model, progs *programs, be kernels.Backend, bufs []kernels.Buffer, far func() error) error {
+// be, and what it holds on the target's devices.
+func releaseDraft(target *Model, progs *programs, be kernels.Backend, bufs []kernels.Buffer, far *farHeld) error {
 	var errs []error
 	if target != nil {
 		errs = append(errs, target.Capture(nil, nil, kernels.Tensor{}, nil))
@@ -207,9 +251,7 @@ func releaseDraft(target *Model, progs *programs, be kernels.Backend, bufs []ker
 	for _, b := range bufs {
 		errs = append(errs, be.Free(b))
 	}
-	if far != nil {
-		errs = append(errs, far())
-	}
+	errs = append(errs, far.release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("model: close: %w", err)
 	}

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
@@ -44,6 +43,7 @@ type DFlash struct {
 	s           dflashScratch
 	bufs        []kernels.Buffer
 	far         *dflashFar
+	held        farHeld // buffers and programs on the target's devices
 	progs       programs
 
 	tokens, positions, bounds []int32
@@ -78,14 +78,10 @@ type dflashScratch struct {
 }
 
 // dflashFar is what the draft runs beyond its device: the target's token
-// lookups and head shards.
+// lookups and head shards (sel: the normalised slots, [batch, n_embd]).
 type dflashFar struct {
-	target *Model
-	embed  bool
-	heads  []*blockShard
-	emb    []float32 // [batch, n_embd]
-	sel    []float32 // [batch, n_embd] the normalised slots the head reads
-	bufs   farBuffers
+	farSide
+	heads []*blockShard
 }
 
 // blockShard is one device's rows of the borrowed head for a block's slots.
@@ -97,7 +93,7 @@ type blockShard struct {
 	sent   bool
 	logits kernels.Tensor // [batch, rows]: slot logits in the first half, their softmax in the second
 	ids    kernels.Tensor // I32 [1, batch]
-	progs  programs
+	progs  *programs
 }
 
 func (p DFlashParams) specs(w *dflashWeights, targetVocab int) []tensorSpec {
@@ -162,14 +158,14 @@ func LoadDFlash(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	if m.maxDraft < 1 {
 		return nil, fmt.Errorf("model: a DFlash block of %d in batches of %d: %w", d.BlockSize, p.Batch, ErrBadParam)
 	}
-	far := &dflashFar{target: target, bufs: farBuffers{}}
+	far := &dflashFar{farSide: farSide{target: target}}
 	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
 		if err != nil {
 			for _, b := range l.bufs {
 				_ = be.Free(b)
 			}
-			_ = far.close()
+			_ = m.held.release()
 		}
 	}()
 	specs := d.specs(&m.w, tp.Vocab)
@@ -215,7 +211,7 @@ func (m *DFlash) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 	far.embed = far.embed || embed
 	for _, h := range heads {
 		far.heads = append(far.heads, &blockShard{be: h.be, rows: h.rows, w: h.w,
-			progs: newPrograms(h.be, fmt.Sprintf("device %d, DFlash head rows %v", h.dev, h.rows))})
+			progs: m.held.programs(h.be, fmt.Sprintf("device %d, DFlash head rows %v", h.dev, h.rows))})
 	}
 	return nil
 }
@@ -285,7 +281,7 @@ func (m *DFlash) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		}
 		return nil
 	}
-	if err := allocDraftBuffers(l, mp, backends, far.bufs, shard, local); err != nil {
+	if err := allocDraftBuffers(l, mp, backends, &m.held, shard, local); err != nil {
 		return err
 	}
 	for _, t := range []kernels.Tensor{s.tokens, s.x, s.h, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
@@ -501,12 +497,8 @@ func (m *DFlash) run(ctx context.Context, anchor int32, pos, k int, tops bool) e
 		return err
 	}
 	if m.far != nil && m.far.embed {
-		e := m.params.Embd
-		if err := m.far.target.lookUp(ctx, tokens, m.far.emb[:b*e]); err != nil {
+		if err := m.far.lookUp(ctx, m.be, m.s.emb, tokens, m.params.Embd); err != nil {
 			return err
-		}
-		if err := m.be.Write(m.s.emb.RowSlice(0, b), kernels.F32Bytes(m.far.emb[:b*e])); err != nil {
-			return fmt.Errorf("model: DFlash embedding: %w", err)
 		}
 	}
 	key, ops := progKey{kind: progDFlashBlock, n: b}, func() []kernels.Op { return m.blockOps(b) }
@@ -722,19 +714,7 @@ func (f *dflashFar) gather(dst []float32, k, vocab int) error {
 // Close releases the programs and the draft's own device memory, and
 // stops the target's capture; borrowed tensors stay with the target.
 func (m *DFlash) Close() error {
-	var far func() error
-	if m.far != nil {
-		far = m.far.close
-	}
-	err := releaseDraft(m.target, &m.progs, m.be, m.bufs, far)
+	err := releaseDraft(m.target, &m.progs, m.be, m.bufs, &m.held)
 	m.target, m.bufs = nil, nil
 	return err
-}
-
-func (f *dflashFar) close() error {
-	var errs []error
-	for _, sh := range f.heads {
-		errs = append(errs, sh.progs.close())
-	}
-	return errors.Join(append(errs, f.bufs.free())...)
 }

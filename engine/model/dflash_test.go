@@ -6,18 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/quant"
-	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
 
 // demoDFlash is the DFlash draft trained for the demo target.
@@ -56,27 +53,16 @@ type dflashPair struct {
 func loadDFlashPair(t testing.TB, draftPath string) (*dflashPair, error) {
 	t.Helper()
 	pr := &dflashPair{}
-	var err error
-	if pr.tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.tf.Close() })
-	if pr.df, err = gguf.Open(draftPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.df.Close() })
-	p, err := plan.Make(plan.Input{Target: pr.tf, Draft: pr.df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: 32})
-	if err != nil {
-		return nil, err
-	}
+	pr.tf, pr.df = openDemoPair(t, draftPath)
 	cb := cpu.New(cpu.Options{})
 	t.Cleanup(func() { cb.Close() })
 	pr.be = &countingBackend{Backend: cb, owner: string(plan.Draft)}
 	backends := map[int]kernels.Backend{0: pr.be}
-	if pr.target, err = LoadPlan(context.Background(), pr.tf, p, &p.Target, backends, nil); err != nil {
+	p, target, err := loadDemoTarget(t, pr.tf, pr.df, 32, backends)
+	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { pr.target.Close() })
+	pr.target = target
 	if pr.draft, err = LoadDFlash(context.Background(), pr.df, pr.tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		return pr, err
 	}
@@ -86,47 +72,6 @@ func loadDFlashPair(t testing.TB, draftPath string) (*dflashPair, error) {
 		}
 	})
 	return pr, nil
-}
-
-// dflashVariant writes a copy of the demo DFlash draft with metadata
-// overridden by kv and the extra tensors added.
-func dflashVariant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
-	t.Helper()
-	f, err := gguf.Open(demoDFlash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var w gguf.Writer
-	for _, e := range f.KV {
-		if v, ok := kv[e.Key]; ok {
-			e.Value = v
-		}
-		w.AddKV(e.Key, e.Value)
-	}
-	for k, v := range kv {
-		if _, ok := f.Get(k); !ok {
-			w.AddKV(k, v)
-		}
-	}
-	tensors := extra
-	for _, info := range f.Tensors {
-		data, err := f.TensorData(&info)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tensors = append(tensors, rawTensor{info.Name, info.Type, info.Dims, data})
-	}
-	for _, r := range tensors {
-		if err := w.AddTensor(r.name, r.typ, r.dims, r.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "dflash.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // DFlash files that cannot serve the target are refused with the reason
@@ -166,7 +111,7 @@ func TestDFlashLoadErrors(t *testing.T) {
 		{"sliding window", map[string]any{"dflash.attention.sliding_window": uint32(64)}, nil, ErrUnsupported, "sliding-window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, err := loadDFlashPair(t, dflashVariant(t, tc.kv, tc.extra...))
+			pr, err := loadDFlashPair(t, draftVariant(t, demoDFlash, tc.kv, tc.extra...))
 			if tc.want == errPlan && (err == nil || !strings.HasPrefix(err.Error(), "plan: ")) || tc.want != errPlan && !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -233,7 +178,7 @@ func TestDFlashBlockIsNonCausal(t *testing.T) {
 		return slices.Clone(out)
 	}
 	full := logits(demoDFlash)
-	causal := logits(dflashVariant(t, map[string]any{"dflash.attention.causal": true}))
+	causal := logits(draftVariant(t, demoDFlash, map[string]any{"dflash.attention.causal": true}))
 	v := len(full) / 4
 	if slices.Equal(full[:v], causal[:v]) {
 		t.Error("the first slot's logits are the same with causal attention")

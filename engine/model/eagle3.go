@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
@@ -40,6 +39,7 @@ type Eagle3 struct {
 	s           eagle3Scratch
 	bufs        []kernels.Buffer
 	far         *eagle3Far // borrowed tensors used on other devices
+	held        farHeld    // its buffers and programs there
 
 	// fused are the target's states, fc'ed: [context, n_embd], rows
 	// [0, nFused) current. own is the draft's last pre-norm output
@@ -79,15 +79,11 @@ type eagle3Scratch struct {
 
 // eagle3Far is what an EAGLE-3 draft runs beyond its own device: the
 // target's token lookups and head shards, used where the target keeps them
-// (plan.BorrowInPlace). Token ids and the normalised hidden state go there
-// through the host; embeddings and per-shard results come back.
+// (plan.BorrowInPlace). The normalised hidden state (sel, [1, n_embd]) goes
+// to the shards through the host; their results come back.
 type eagle3Far struct {
-	target *Model
-	embed  bool        // tokens are looked up by the target (Model.lookUp)
-	heads  []*farShard // the head's shards, in vocabulary order
-	emb    []float32   // [batch, n_embd] looked-up rows
-	sel    []float32   // [n_embd] the normalised state the head reads
-	bufs   farBuffers
+	farSide
+	heads []*farShard // the head's shards, in vocabulary order
 }
 
 // farShard is one device's rows of the borrowed head, with the draft's
@@ -101,7 +97,7 @@ type farShard struct {
 	logits kernels.Tensor // [1, rows]
 	probs  kernels.Tensor // [1, rows] their softmax; invalid with a batch of 1
 	id     kernels.Tensor // I32 [1, 1] the shard's argmax
-	progs  programs
+	progs  *programs
 }
 
 // Top is a draft's most likely next token over the target's vocabulary and
@@ -133,14 +129,14 @@ func LoadEagle3(ctx context.Context, f, tf *gguf.File, p *plan.Plan, mp *plan.Mo
 	}
 	m := &Eagle3{params: e, targetVocab: tp.Vocab, context: p.Ctx, batch: p.Batch, be: be, target: target, d2t: d2t, next: -1,
 		progs: newPrograms(be, fmt.Sprintf("device %d, EAGLE-3 draft", dev))}
-	far := &eagle3Far{target: target, bufs: farBuffers{}}
+	far := &eagle3Far{farSide: farSide{target: target}}
 	l := &loader{ctx: ctx, f: f, be: be, owner: string(mp.Role), progress: progress}
 	defer func() {
 		if err != nil {
 			for _, b := range l.bufs {
 				_ = be.Free(b)
 			}
-			_ = far.close()
+			_ = m.held.release()
 		}
 	}()
 	specs := e.specs(&m.w, tp.Vocab)
@@ -194,7 +190,7 @@ func (m *Eagle3) placeBorrowed(l *loader, tf *gguf.File, mp *plan.ModelPlan, far
 	far.embed = far.embed || embed
 	for _, h := range heads {
 		far.heads = append(far.heads, &farShard{be: h.be, rows: h.rows, w: h.w,
-			progs: newPrograms(h.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.dev, h.rows))})
+			progs: m.held.programs(h.be, fmt.Sprintf("device %d, EAGLE-3 head rows %v", h.dev, h.rows))})
 	}
 	return nil
 }
@@ -274,7 +270,7 @@ func (m *Eagle3) allocBuffers(l *loader, mp *plan.ModelPlan, backends map[int]ke
 		}
 		return nil
 	}
-	if err := allocDraftBuffers(l, mp, backends, far.bufs, shard, local); err != nil {
+	if err := allocDraftBuffers(l, mp, backends, &m.held, shard, local); err != nil {
 		return err
 	}
 	for _, t := range []kernels.Tensor{m.kvK, m.kvV, m.fused, m.own, s.tokens, s.x, s.in, s.q, s.k, s.v, s.attn, s.gate, s.up, s.hidden} {
@@ -433,7 +429,7 @@ func (m *Eagle3) run(ctx context.Context, tokens []int32, pos int, key progKey, 
 			return err
 		}
 		if m.far != nil && m.far.embed {
-			if err := m.far.lookUp(ctx, m, tokens[c:c+b]); err != nil {
+			if err := m.far.lookUp(ctx, m.be, m.s.emb, tokens[c:c+b], m.params.Embd); err != nil {
 				return err
 			}
 		}
@@ -692,19 +688,6 @@ func (sh *farShard) read() (int32, float64, float64, error) {
 	return id[0], float64(v[0]), float64(v[1]), nil
 }
 
-// lookUp has the target look up tokens in its embedding and writes the
-// rows to the draft's s.emb.
-func (f *eagle3Far) lookUp(ctx context.Context, m *Eagle3, tokens []int32) error {
-	b, e := len(tokens), m.params.Embd
-	if err := f.target.lookUp(ctx, tokens, f.emb[:b*e]); err != nil {
-		return err
-	}
-	if err := m.be.Write(m.s.emb.RowSlice(0, b), kernels.F32Bytes(f.emb[:b*e])); err != nil {
-		return fmt.Errorf("model: EAGLE-3 embedding: %w", err)
-	}
-	return nil
-}
-
 // head sends the normalised state to every shard of the target's head and
 // runs the shard's rows of it there, with its argmax and softmax.
 func (f *eagle3Far) head(ctx context.Context, m *Eagle3) error {
@@ -747,20 +730,7 @@ func (f *eagle3Far) gather(dst []float32) error {
 // Close releases the programs and the draft's own device memory, and
 // stops the target's capture; borrowed tensors stay with the target.
 func (m *Eagle3) Close() error {
-	var far func() error
-	if m.far != nil {
-		far = m.far.close
-	}
-	err := releaseDraft(m.target, &m.progs, m.be, m.bufs, far)
+	err := releaseDraft(m.target, &m.progs, m.be, m.bufs, &m.held)
 	m.target, m.bufs = nil, nil
 	return err
-}
-
-// close releases the programs and buffers on the other devices.
-func (f *eagle3Far) close() error {
-	var errs []error
-	for _, sh := range f.heads {
-		errs = append(errs, sh.progs.close())
-	}
-	return errors.Join(append(errs, f.bufs.free())...)
 }

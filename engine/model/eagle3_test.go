@@ -35,30 +35,19 @@ type eagle3Pair struct {
 func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, error) {
 	t.Helper()
 	pr := &eagle3Pair{}
-	var err error
-	if pr.tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.tf.Close() })
-	if pr.df, err = gguf.Open(draftPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pr.df.Close() })
+	pr.tf, pr.df = openDemoPair(t, draftPath)
 	ep, err := ReadEagle3Params(pr.df)
-	if err != nil {
-		return nil, err
-	}
-	p, err := plan.Make(plan.Input{Target: pr.tf, Draft: pr.df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: batch})
 	if err != nil {
 		return nil, err
 	}
 	be := cpu.New(cpu.Options{})
 	t.Cleanup(func() { be.Close() })
 	backends := map[int]kernels.Backend{0: be}
-	if pr.target, err = LoadPlan(context.Background(), pr.tf, p, &p.Target, backends, nil); err != nil {
+	p, target, err := loadDemoTarget(t, pr.tf, pr.df, batch, backends)
+	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { pr.target.Close() })
+	pr.target = target
 	if pr.draft, err = LoadEagle3(context.Background(), pr.df, pr.tf, p, p.Draft, pr.target, backends, nil); err != nil {
 		return nil, err
 	}
@@ -88,6 +77,39 @@ func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, err
 		t.Fatal(err)
 	}
 	return pr, nil
+}
+
+// openDemoPair opens the F16 demo target and the draft at draftPath, both
+// closed when the test ends.
+func openDemoPair(t testing.TB, draftPath string) (tf, df *gguf.File) {
+	t.Helper()
+	var err error
+	if tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tf.Close() })
+	if df, err = gguf.Open(draftPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { df.Close() })
+	return tf, df
+}
+
+// loadDemoTarget plans target tf with draft df on one CPU device (backends
+// has it as device 0) with a context of 128 and batch (0: the planner's),
+// and loads the target (closed when the test ends).
+func loadDemoTarget(t testing.TB, tf, df *gguf.File, batch int, backends map[int]kernels.Backend) (*plan.Plan, *Model, error) {
+	t.Helper()
+	p, err := plan.Make(plan.Input{Target: tf, Draft: df, Devices: []device.Device{oneCPU()}, Ctx: 128, Batch: batch})
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := LoadPlan(context.Background(), tf, p, &p.Target, backends, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { target.Close() })
+	return p, target, nil
 }
 
 // oneCPU is a CPU device of unbounded memory, for one-device plans.
@@ -230,7 +252,7 @@ func TestEagle3Variants(t *testing.T) {
 	head, headData := tensor("output.weight")
 
 	t.Run("own embedding and head", func(t *testing.T) {
-		path := eagle3Variant(t, nil,
+		path := draftVariant(t, demoEagle3(t), nil,
 			rawTensor{"token_embd.weight", embd.Type, embd.Dims, embdData},
 			rawTensor{"output.weight", head.Type, head.Dims, headData})
 		pr, err := loadEagle3Pair(t, path, 0)
@@ -259,7 +281,7 @@ func TestEagle3Variants(t *testing.T) {
 			rows = append(rows, headData[int(id)*rowBytes:int(id+1)*rowBytes]...)
 			d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
 		}
-		path := eagle3Variant(t, nil,
+		path := draftVariant(t, demoEagle3(t), nil,
 			rawTensor{"output.weight", head.Type, []int64{head.Dims[0], int64(len(ids))}, rows},
 			rawTensor{"d2t", quant.I64, []int64{int64(len(ids))}, d2t})
 		pr, err := loadEagle3Pair(t, path, 0)
@@ -289,7 +311,7 @@ func TestEagle3Variants(t *testing.T) {
 		for i := range norm {
 			norm[i] = float32(1 + 0.3*rng.NormFloat64())
 		}
-		path := eagle3Variant(t, map[string]any{"eagle3.norm_before_fc": true, "eagle3.norm_before_residual": true},
+		path := draftVariant(t, demoEagle3(t), map[string]any{"eagle3.norm_before_fc": true, "eagle3.norm_before_residual": true},
 			rawTensor{"enc.output_norm.weight", quant.F32, []int64{int64(width)}, kernels.F32Bytes(norm)})
 		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
@@ -349,7 +371,7 @@ func TestEagle3LoadErrors(t *testing.T) {
 		{"head of another vocabulary", nil, []rawTensor{head(2)}, ErrShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := eagle3Variant(t, tc.kv, tc.extra...)
+			path := draftVariant(t, demoEagle3(t), tc.kv, tc.extra...)
 			_, err := loadEagle3Pair(t, path, 0)
 			if tc.want == errPlan && (err == nil || !strings.HasPrefix(err.Error(), "plan: ")) || tc.want != errPlan && !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
@@ -414,11 +436,11 @@ type rawTensor struct {
 	data []byte
 }
 
-// eagle3Variant writes a copy of the demo draft with metadata overridden
+// draftVariant writes a copy of the draft at src with metadata overridden
 // by kv and the extra tensors added (replacing any of the same name).
-func eagle3Variant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
+func draftVariant(t *testing.T, src string, kv map[string]any, extra ...rawTensor) string {
 	t.Helper()
-	f, err := gguf.Open(demoEagle3(t))
+	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +473,7 @@ func eagle3Variant(t *testing.T, kv map[string]any, extra ...rawTensor) string {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "eagle3.gguf")
+	path := filepath.Join(t.TempDir(), filepath.Base(src))
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}

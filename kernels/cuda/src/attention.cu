@@ -6,7 +6,7 @@
 // cache's capacity; each block reads the position at run time, and from it
 // how many splits take keys (active_splits) and its own slice, so a
 // captured graph stays valid as the context grows.
-#include "common.cuh"
+#include "attention.cuh"
 
 #define ATT_THREADS 128
 #define ATT_LOADS 8 // 16-byte K and V loads per thread per tile
@@ -89,10 +89,9 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     uint4* vs = ks + T * (C + G);          // T rows of C chunks
     float* es = (float*)(vs + T * C);      // T scores
     float* pe = es + 64;                   // T weights
-    __shared__ int last;
 
     int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
-    int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    int tid = threadIdx.x;
     int kvh = h / (n_head / n_kv_head);
     int p = pos[b];
     int nkeys = min(p + 1, n_ctx);
@@ -134,20 +133,7 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
         if (s == 0) es[j] = j < n ? a : -INFINITY;
         __syncthreads();
 
-        // Every warp finds the tile's max and sum itself (same inputs, same
-        // result), so no further exchange is needed.
-        float mt = -INFINITY;
-        for (int i = lane; i < T; i += 32) mt = fmaxf(mt, es[i]);
-        mt = warp_max(mt);
-        float mn = fmaxf(m, mt);
-        float corr = __expf(m - mn), sum = 0.f;
-        for (int i = lane; i < T; i += 32) {
-            float e = __expf(es[i] - mn);
-            sum += e;
-            if (w == 0) pe[i] = e;
-        }
-        l = l * corr + warp_sum(sum);
-        m = mn;
+        float corr = tile_softmax(es, pe, T, m, l);
 #pragma unroll
         for (int i = 0; i < 8; i++) acc[i] *= corr;
         __syncthreads();
@@ -159,61 +145,9 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
         __syncthreads();
     }
 
-    // Sum the key classes: red[g][head_dim] over the K tile's space.
-    float* red = (float*)ks;
-    if (vg < groups) {
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            if (i < per16) red[vg * head_dim + vc * per16 + i] = acc[i];
-    }
-    __syncthreads();
-    for (int i = tid; i < head_dim; i += ATT_THREADS) {
-        float o = 0.f;
-        for (int g = 0; g < groups; g++) o += red[g * head_dim + i];
-        qs[i] = o;
-    }
-
-    if (nsplit > 1) {
-        float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (head_dim + 2);
-        if (tid == 0) { out[0] = m; out[1] = l; }
-        for (int i = tid; i < head_dim; i += ATT_THREADS) out[2 + i] = qs[i];
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* cnt = done + b * n_head + h;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last) *cnt = 0; // ready for the next run
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        // Merge the splits; other blocks' partials are read from L2.
-        const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (head_dim + 2);
-        for (int i = tid; i < head_dim; i += ATT_THREADS) {
-            float M = -INFINITY, L = 0.f, o = 0.f;
-#pragma unroll 2
-            for (int s = 0; s < nsplit; s++) {
-                const float* ps = pp + s * (head_dim + 2);
-                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a = __ldcg(ps + 2 + i), c, f;
-                merge_step(M, ms, c, f);
-                L = L * c + ls * f;
-                o = o * c + a * f;
-            }
-            qs[i] = L > 0.f ? o / L : 0.f;
-        }
-    } else {
-        for (int i = tid; i < head_dim; i += ATT_THREADS) qs[i] = l > 0.f ? qs[i] / l : 0.f;
-    }
-    __syncthreads();
-
-    // The head's output, quantized on the way when a product reads it next
-    // (xq non-null; row width n_head*head_dim).
-    for (int g = w; g < (head_dim >> 5); g += ATT_THREADS / 32) {
-        int i = h * head_dim + 32 * g + lane;
-        float o = qs[32 * g + lane];
-        y[b * ystride + i] = o;
-        if (xq) quantize_group(o, xq + q8_off(i >> 5, b, q8_pitch(gridDim.y)), xd + q8_sc(i >> 5, b, q8_pitch(gridDim.y)));
-    }
+    // Sum the key classes over the K tile's space, then merge and write.
+    sum_classes<ATT_THREADS, per16>(acc, (float*)ks, qs, vg, groups, vc * per16, head_dim);
+    decode_finish<ATT_THREADS>(qs, m, l, part, done, y, ystride, xq, xd, b, h, n_head, head_dim, split, nsplit);
 }
 
 #define ATTENTION(KT, name)                                                                                     \
@@ -291,7 +225,6 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
     const int krow = D * (int)sizeof(KT) + 16; // padded K row, bytes
     u8* ks = (u8*)(qs + ucap * D);
     const KT* vs = (const KT*)(ks + T * krow);
-    __shared__ int last;
 
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh;
@@ -364,15 +297,7 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
             float a = (p0 + p1) + (p2 + p3);
             if (LPK == 2) a += __shfl_xor_sync(0xffffffffu, a, 1);
             bool ok = key < t1 && key <= p;
-            float sc = ok ? a : -INFINITY;
-            float mt = warp_max(sc);
-            float mn = fmaxf(m[i], mt);
-            float corr = __expf(m[i] - mn);
-            float e = ok ? __expf(sc - mn) : 0.f;
-            l[i] = l[i] * corr + warp_sum(s == 0 ? e : 0.f);
-            m[i] = mn;
-#pragma unroll
-            for (int d = 0; d < 8; d++) acc[i][d] *= corr;
+            float e = key_softmax(ok ? a : -INFINITY, ok, s == 0, m[i], l[i], acc[i]);
             // four keys at a time: their weights and V loads are independent
             int nk = min(T, min(t1, p + 1) - tile0);
             for (int j0 = 0; j0 < nk; j0 += 4) {
@@ -396,69 +321,8 @@ __device__ void attention_rows_t(const float* __restrict__ q, long long qstride,
         }
     }
 
-    // Unnormalised partials per slice, or the result at once.
-    int finalize = 1;
-    if (nsplit > 1) {
-#pragma unroll
-        for (int i = 0; i < UPW; i++) {
-            if (upos[i] < 0) continue;
-            int u = warp + ATR_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-            float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
-            if (lane == 0) { out[0] = m[i]; out[1] = l[i]; }
-#pragma unroll
-            for (int d = 0; d < 8; d++)
-                if (d < DP) out[2 + lane + 32 * d] = acc[i][d];
-        }
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* cnt = done + blockIdx.y * gridDim.x + blockIdx.x;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last) *cnt = 0; // ready for the next run
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        finalize = 0;
-    }
-    int P = q8_pitch(nb);
-#pragma unroll
-    for (int i = 0; i < UPW; i++) {
-        if (upos[i] < 0) continue;
-        int u = warp + ATR_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-        float o[8], L = l[i];
-        if (finalize) {
-#pragma unroll
-            for (int d = 0; d < 8; d++) o[d] = acc[i][d];
-        } else {
-            // merge the slices (other blocks' partials are read from L2)
-            const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
-            float M = -INFINITY;
-            L = 0.f;
-#pragma unroll
-            for (int d = 0; d < 8; d++) o[d] = 0.f;
-#pragma unroll 2
-            for (int sp = 0; sp < nsplit; sp++) {
-                const float* ps = pp + sp * (D + 2);
-                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a[8], c, f;
-#pragma unroll
-                for (int d = 0; d < 8; d++) a[d] = d < DP ? __ldcg(ps + 2 + lane + 32 * d) : 0.f;
-                merge_step(M, ms, c, f);
-                L = L * c + ls * f;
-#pragma unroll
-                for (int d = 0; d < 8; d++) o[d] = o[d] * c + a[d] * f;
-            }
-        }
-#pragma unroll
-        for (int d = 0; d < 8; d++) {
-            if (d >= DP) break;
-            float val = L > 0.f ? o[d] / L : 0.f;
-            int col = h * D + lane + 32 * d;
-            y[(size_t)b * ystride + col] = val;
-            // a warp's 32 lanes hold one whole group of 32 columns
-            if (xq) quantize_group(val, xq + q8_off(col >> 5, b, P), xd + q8_sc(col >> 5, b, P));
-        }
-    }
+    rows_finish<ATR_WARPS, UPW>(m, l, acc, upos, part, done, y, ystride, xq, xd, n_head, D, nb, b0, h0, gh, split,
+                                nsplit);
 }
 
 #define ATTENTION_ROWS(KT, name, T)                                                                           \
@@ -505,7 +369,6 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
     u16* qs = (u16*)smem;
     u16* ks = qs + FA_UNITS * S;
     u16* vs = ks + FA_T * S;
-    __shared__ int last;
 
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh, hend = kvh * G + G;
@@ -674,16 +537,7 @@ __device__ void attention_fa_t(const float* __restrict__ q, long long qstride, c
                 out[3 + 8 * n + 2 * t] = o[n][2 * r + 1];
             }
         }
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* cnt = done + blockIdx.y * gridDim.x + blockIdx.x;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last) *cnt = 0; // ready for the next run
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
+        if (!last_slice(done + blockIdx.y * gridDim.x + blockIdx.x, nsplit)) return;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (upos[r] < 0) continue;

@@ -20,7 +20,7 @@
 // (d = amax/127 as f16, q = round(x*127/amax)) with integer dot products:
 // the score of a group is d_k*d_q*sum(k*q). F32 and F16 K multiply the
 // F32 query. V is dequantized (d*q) and accumulated in F32.
-#include "common.cuh"
+#include "attention.cuh"
 
 // kvt describes a cache type: bytes per 32 elements, whether its rows are
 // 16-byte aligned (F32 and F16: Compile checks), whether a query for it is
@@ -278,7 +278,6 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
     u8* vs = ks + T * srk;
     float* es = (float*)(vs + T * srv);
     float* pe = es + T;
-    __shared__ int last;
 
     int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -334,20 +333,7 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
         if (s == 0) es[j] = j < n ? a * scale : -INFINITY;
         __syncthreads();
 
-        // Every warp finds the tile's max and sum itself (same inputs,
-        // same result), so no further exchange is needed.
-        float mt = -INFINITY;
-        for (int i = lane; i < T; i += 32) mt = fmaxf(mt, es[i]);
-        mt = warp_max(mt);
-        float mn = fmaxf(m, mt);
-        float corr = __expf(m - mn), sum = 0.f;
-        for (int i = lane; i < T; i += 32) {
-            float e = __expf(es[i] - mn);
-            sum += e;
-            if (w == 0) pe[i] = e;
-        }
-        l = l * corr + warp_sum(sum);
-        m = mn;
+        float corr = tile_softmax(es, pe, T, m, l);
 #pragma unroll
         for (int i = 0; i < 8; i++) acc[i] *= corr;
         __syncthreads();
@@ -360,64 +346,10 @@ __device__ void attention_kv_t(const float* __restrict__ q, long long qstride, c
         __syncthreads();
     }
 
-    // Sum the key classes: red[classes][D] (at most 4096 bytes, within
-    // the tiles: T*(srk+srv) >= 64*72).
-    float* red = (float*)ks;
-    if (vg < classes) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) red[vg * D + 8 * vu + i] = acc[i];
-    }
-    __syncthreads();
-    for (int i = tid; i < D; i += AKV_THREADS) {
-        float o = 0.f;
-        for (int c = 0; c < classes; c++) o += red[c * D + i];
-        qf[i] = o;
-    }
-
-    if (nsplit > 1) {
-        float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
-        if (tid == 0) {
-            out[0] = m;
-            out[1] = l;
-        }
-        for (int i = tid; i < D; i += AKV_THREADS) out[2 + i] = qf[i];
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* cnt = done + b * n_head + h;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last) *cnt = 0; // ready for the next run
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        // Merge the splits; other blocks' partials are read from L2.
-        const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
-        for (int i = tid; i < D; i += AKV_THREADS) {
-            float M = -INFINITY, L = 0.f, o = 0.f;
-#pragma unroll 2
-            for (int sp = 0; sp < nsplit; sp++) {
-                const float* ps = pp + sp * (D + 2);
-                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a = __ldcg(ps + 2 + i), c, f;
-                merge_step(M, ms, c, f);
-                L = L * c + ls * f;
-                o = o * c + a * f;
-            }
-            qf[i] = L > 0.f ? o / L : 0.f;
-        }
-    } else {
-        for (int i = tid; i < D; i += AKV_THREADS) qf[i] = l > 0.f ? qf[i] / l : 0.f;
-    }
-    __syncthreads();
-
-    // The head's output, quantized on the way when a product reads it next
-    // (xq non-null; row width n_head*D).
-    for (int g = w; g < ng; g += AKV_THREADS / 32) {
-        int i = h * D + 32 * g + lane;
-        float o = qf[32 * g + lane];
-        y[b * ystride + i] = o;
-        if (xq) quantize_group(o, xq + q8_off(i >> 5, b, q8_pitch(gridDim.y)), xd + q8_sc(i >> 5, b, q8_pitch(gridDim.y)));
-    }
+    // Sum the key classes (red: at most 4096 bytes, within the tiles:
+    // T*(srk+srv) >= 64*72), then merge and write.
+    sum_classes<AKV_THREADS, 8>(acc, (float*)ks, qf, vg, classes, 8 * vu, D);
+    decode_finish<AKV_THREADS>(qf, m, l, part, done, y, ystride, xq, xd, b, h, n_head, D, split, nsplit);
 }
 
 // ---------------------------------------------------------------------
@@ -455,7 +387,6 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
     int* qsum = (int*)(qd + ucap * ng);
     u8* ks = base + qbytes;
     u8* vs = ks + T * srk;
-    __shared__ int last;
 
     int G = n_head / n_kv_head, hchunks = (G + gh - 1) / gh;
     int kvh = blockIdx.x / hchunks, h0 = kvh * G + (blockIdx.x % hchunks) * gh;
@@ -531,15 +462,7 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
             if (lane < T)
                 for (int g = 0; g < ng; g++) a += kv_dot<KT>(ks, krp, g, qu);
             bool ok = lane < T && key < t1 && key <= p;
-            float sc = ok ? a * scale : -INFINITY;
-            float mt = warp_max(sc);
-            float mn = fmaxf(m[i], mt);
-            float corr = __expf(m[i] - mn);
-            float e = ok ? __expf(sc - mn) : 0.f;
-            l[i] = l[i] * corr + warp_sum(e);
-            m[i] = mn;
-#pragma unroll
-            for (int d = 0; d < 8; d++) acc[i][d] *= corr;
+            float e = key_softmax(ok ? a * scale : -INFINITY, ok, true, m[i], l[i], acc[i]);
             // four keys at a time: their weights and V reads are independent
             int nk = min(T, min(t1, p + 1) - tile0);
             for (int j0 = 0; j0 < nk; j0 += 4) {
@@ -564,72 +487,8 @@ __device__ void attention_rows_kv_t(const float* __restrict__ q, long long qstri
         }
     }
 
-    // Unnormalised partials per slice, or the result at once.
-    int finalize = 1;
-    if (nsplit > 1) {
-#pragma unroll
-        for (int i = 0; i < UPW; i++) {
-            if (upos[i] < 0) continue;
-            int u = warp + ARK_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-            float* out = part + (((size_t)b * n_head + h) * gridDim.z + split) * (D + 2);
-            if (lane == 0) {
-                out[0] = m[i];
-                out[1] = l[i];
-            }
-#pragma unroll
-            for (int d = 0; d < 8; d++)
-                if (d < DP) out[2 + lane + 32 * d] = acc[i][d];
-        }
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-            int* cnt = done + blockIdx.y * gridDim.x + blockIdx.x;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last) *cnt = 0; // ready for the next run
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        finalize = 0;
-    }
-    int P = q8_pitch(nb);
-#pragma unroll
-    for (int i = 0; i < UPW; i++) {
-        if (upos[i] < 0) continue;
-        int u = warp + ARK_WARPS * i, b = b0 + u / gh, h = h0 + u % gh;
-        float o[8], L = l[i];
-        if (finalize) {
-#pragma unroll
-            for (int d = 0; d < 8; d++) o[d] = acc[i][d];
-        } else {
-            // merge the slices (other blocks' partials are read from L2)
-            const float* pp = part + ((size_t)b * n_head + h) * gridDim.z * (D + 2);
-            float M = -INFINITY;
-            L = 0.f;
-#pragma unroll
-            for (int d = 0; d < 8; d++) o[d] = 0.f;
-#pragma unroll 2
-            for (int sp = 0; sp < nsplit; sp++) {
-                const float* ps = pp + sp * (D + 2);
-                float ms = __ldcg(ps), ls = __ldcg(ps + 1), a[8], c, f;
-#pragma unroll
-                for (int d = 0; d < 8; d++) a[d] = d < DP ? __ldcg(ps + 2 + lane + 32 * d) : 0.f;
-                merge_step(M, ms, c, f);
-                L = L * c + ls * f;
-#pragma unroll
-                for (int d = 0; d < 8; d++) o[d] = o[d] * c + a[d] * f;
-            }
-        }
-#pragma unroll
-        for (int d = 0; d < 8; d++) {
-            if (d >= DP) break;
-            float val = L > 0.f ? o[d] / L : 0.f;
-            int col = h * D + lane + 32 * d;
-            y[(size_t)b * ystride + col] = val;
-            // a warp's 32 lanes hold one whole group of 32 columns
-            if (xq) quantize_group(val, xq + q8_off(col >> 5, b, P), xd + q8_sc(col >> 5, b, P));
-        }
-    }
+    rows_finish<ARK_WARPS, UPW>(m, l, acc, upos, part, done, y, ystride, xq, xd, n_head, D, nb, b0, h0, gh, split,
+                                nsplit);
 }
 
 // Entry points: attention_kv_<K>_<V> (one query row a block) and

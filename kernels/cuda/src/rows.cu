@@ -360,6 +360,41 @@ extern "C" __global__ void set_rows_kv(const float* x0, long long xs0, u8* d0, l
 #define PREP_WARPS 4
 #define PREP_MAX_HEAD 256
 
+// prep_head is attn_prep's work on one Q or K head x (one warp): it
+// RMS-normalises the head into hb (head_dim floats of the warp's shared
+// memory; w null: copied as it is) and rotates it for position p (the
+// first dims elements; neox: pairs (j, j+dims/2), else (2j, 2j+1); the
+// angle of pair j is p*scale*base^(-2j/dims), divided by factors[j] when
+// given).
+__device__ __forceinline__ void prep_head(const float* x, float* hb, const float* w, float eps, float p,
+                                          const float* factors, int head_dim, int dims, float base,
+                                          float scale, int neox) {
+    int lane = threadIdx.x & 31;
+    float ss = 0.f;
+    for (int e = lane; e < head_dim; e += 32) {
+        float t = x[e];
+        hb[e] = t;
+        ss += t * t;
+    }
+    if (w) {
+        float rs = rsqrtf(warp_sum(ss) / head_dim + eps);
+        for (int e = lane; e < head_dim; e += 32) hb[e] = hb[e] * rs * w[e];
+    }
+    __syncwarp();
+    int half = dims >> 1;
+    for (int j = lane; j < half; j += 32) {
+        float theta = p * scale * powf(base, -2.f * j / dims);
+        if (factors) theta /= factors[j];
+        float c, s;
+        sincosf(theta, &s, &c);
+        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+        float a = hb[i0], b = hb[i1];
+        hb[i0] = a * c - b * s;
+        hb[i1] = a * s + b * c;
+    }
+    __syncwarp();
+}
+
 template <typename CT>
 __device__ void attn_prep_t(float* q, long long qs, float* k, long long ks, const float* __restrict__ v,
                             long long vs, CT* kc, long long kcs, int kcrows, CT* vc, long long vcs, int vcrows,
@@ -385,29 +420,7 @@ __device__ void attn_prep_t(float* q, long long qs, float* k, long long ks, cons
     float* x = (is_k ? k + r * ks : q + r * qs) + h * head_dim;
     const float* w = is_k ? kw : qw;
     float* hb = buf[warp];
-    float ss = 0.f;
-    for (int e = lane; e < head_dim; e += 32) {
-        float t = x[e];
-        hb[e] = t;
-        ss += t * t;
-    }
-    if (w) {
-        float rs = rsqrtf(warp_sum(ss) / head_dim + (is_k ? keps : qeps));
-        for (int e = lane; e < head_dim; e += 32) hb[e] = hb[e] * rs * w[e];
-    }
-    __syncwarp();
-    int half = dims >> 1;
-    for (int j = lane; j < half; j += 32) {
-        float theta = (float)pos[r] * scale * powf(base, -2.f * j / dims);
-        if (factors) theta /= factors[j];
-        float c, s;
-        sincosf(theta, &s, &c);
-        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-        float a = hb[i0], b = hb[i1];
-        hb[i0] = a * c - b * s;
-        hb[i1] = a * s + b * c;
-    }
-    __syncwarp();
+    prep_head(x, hb, w, is_k ? keps : qeps, (float)pos[r], factors, head_dim, dims, base, scale, neox);
     bool cache = is_k && dst_row >= 0 && dst_row < kcrows;
     CT* kr = kc + dst_row * kcs + h * head_dim;
     for (int e = lane; e < head_dim; e += 32) {
@@ -459,29 +472,7 @@ extern "C" __global__ void attn_prep_kv(float* q, long long qs, float* k, long l
     float* x = (is_k ? k + r * ks : q + r * qs) + h * head_dim;
     const float* w = is_k ? kw : qw;
     float* hb = buf[warp];
-    float ss = 0.f;
-    for (int e = lane; e < head_dim; e += 32) {
-        float t = x[e];
-        hb[e] = t;
-        ss += t * t;
-    }
-    if (w) {
-        float rs = rsqrtf(warp_sum(ss) / head_dim + (is_k ? keps : qeps));
-        for (int e = lane; e < head_dim; e += 32) hb[e] = hb[e] * rs * w[e];
-    }
-    __syncwarp();
-    int half = dims >> 1;
-    for (int j = lane; j < half; j += 32) {
-        float theta = (float)pos[r] * scale * powf(base, -2.f * j / dims);
-        if (factors) theta /= factors[j];
-        float c, s;
-        sincosf(theta, &s, &c);
-        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-        float a = hb[i0], b = hb[i1];
-        hb[i0] = a * c - b * s;
-        hb[i1] = a * s + b * c;
-    }
-    __syncwarp();
+    prep_head(x, hb, w, is_k ? keps : qeps, (float)pos[r], factors, head_dim, dims, base, scale, neox);
     for (int e = lane; e < head_dim; e += 32) x[e] = hb[e];
     if (is_k && dst_row >= 0 && dst_row < kcrows) { // warp-uniform
         u8* kr = kc + dst_row * kcs + h * khb;

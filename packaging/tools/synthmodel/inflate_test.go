@@ -89,6 +89,16 @@ func inflateTo(t testing.TB, src string, sh shape, shapeName, ftype, dir string)
 func inflateTypedTo(t testing.TB, src string, sh shape, shapeName, ftype string, typeLayers int, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%d.gguf", filepath.Base(src), shapeName, ftype, typeLayers))
+	return inflateOnce(t, src, out, func(s *srcModel) (*gguf.Writer, error) {
+		w, _, err := inflateTarget(s, sh, shapeName, ftype, typeLayers, rand.New(rand.NewPCG(1, 2)))
+		return w, err
+	})
+}
+
+// inflateOnce returns out, first writing there what inflate makes of the
+// model at src unless a previous run left the file.
+func inflateOnce(t testing.TB, src, out string, inflate func(*srcModel) (*gguf.Writer, error)) string {
+	t.Helper()
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -97,7 +107,7 @@ func inflateTypedTo(t testing.TB, src string, sh shape, shapeName, ftype string,
 		t.Fatal(err)
 	}
 	defer s.f.Close()
-	w, _, err := inflateTarget(s, sh, shapeName, ftype, typeLayers, rand.New(rand.NewPCG(1, 2)))
+	w, err := inflate(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,35 +120,28 @@ func inflateTypedTo(t testing.TB, src string, sh shape, shapeName, ftype string,
 	return out
 }
 
+// inflateDraftTo is inflateOnce for the draft at src against the inflated
+// target: out is the draft's kind, the target's file name and ftype.
+func inflateDraftTo(t testing.TB, src, kind, target, ftype, dir string, inflate func(*srcModel, *targetInflation) (*gguf.Writer, error)) string {
+	t.Helper()
+	out := filepath.Join(dir, fmt.Sprintf("%s-for-%s-%s.gguf", kind, filepath.Base(target), ftype))
+	return inflateOnce(t, src, out, func(s *srcModel) (*gguf.Writer, error) {
+		ti, err := openInflatedTarget(target)
+		if err != nil {
+			return nil, err
+		}
+		defer ti.f.Close()
+		return inflate(s, ti)
+	})
+}
+
 // inflateEagle3To is inflateTo for the demo EAGLE-3 draft against target.
 func inflateEagle3To(t testing.TB, target string, sh shape, shapeName, ftype, dir string) string {
 	t.Helper()
-	src := demo(t, "factory-eagle3-F16.gguf")
-	out := filepath.Join(dir, fmt.Sprintf("eagle3-for-%s-%s.gguf", filepath.Base(target), ftype))
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	s, err := openSource(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.f.Close()
-	ti, err := openInflatedTarget(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ti.f.Close()
-	w, err := inflateEagle3(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(3, 4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteFile(out + ".part"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(out+".part", out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return inflateDraftTo(t, demo(t, "factory-eagle3-F16.gguf"), "eagle3", target, ftype, dir,
+		func(s *srcModel, ti *targetInflation) (*gguf.Writer, error) {
+			return inflateEagle3(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(3, 4)))
+		})
 }
 
 func newBackend(t testing.TB) kernels.Backend {
@@ -375,18 +378,29 @@ type eaglePair struct {
 
 func loadEaglePair(t *testing.T, targetPath, draftPath string, be kernels.Backend) *eaglePair {
 	t.Helper()
+	target, draft := loadPair(t, targetPath, draftPath, be, model.LoadEagle3)
+	return &eaglePair{target: target, draft: draft}
+}
+
+// draftLoader is model.LoadEagle3 or model.LoadDFlash.
+type draftLoader[D any] func(context.Context, *gguf.File, *gguf.File, *plan.Plan, *plan.ModelPlan, *model.Model, map[int]kernels.Backend, func(model.Progress)) (D, error)
+
+// loadPair loads the draft at draftPath with load beside its target at
+// targetPath, by loadPlanned's plan on be; the draft is closed when the
+// test ends.
+func loadPair[D interface{ Close() error }](t *testing.T, targetPath, draftPath string, be kernels.Backend, load draftLoader[D]) (*model.Model, D) {
+	t.Helper()
 	pp := loadPlanned(t, targetPath, draftPath, be)
-	pr := &eaglePair{target: pp.target}
-	var err error
-	if pr.draft, err = model.LoadEagle3(context.Background(), pp.df, pp.tf, pp.p, pp.p.Draft, pr.target, pp.backends, nil); err != nil {
+	draft, err := load(context.Background(), pp.df, pp.tf, pp.p, pp.p.Draft, pp.target, pp.backends, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := pr.draft.Close(); err != nil {
+		if err := draft.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return pr
+	return pp.target, draft
 }
 
 // planned is a target loaded by a one-device plan made with its draft,
@@ -471,32 +485,55 @@ func checkEagle3(t *testing.T, target, draft string) {
 	src := loadEaglePair(t, demo(t, "factory-target-F16.gguf"), demo(t, "factory-eagle3-F16.gguf"), be)
 	inf := loadEaglePair(t, target, draft, be)
 	const vocab, steps = 8192, 3
-	worst, margin := 0.0, math.Inf(1)
-	calls := 0
+	d := newDrift()
 	for pi, p := range o.Prompts {
 		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
 		for n := len(p.IDs); n+steps+1 < len(seq); n += 9 {
 			want, _ := src.drafts(t, seq, n, steps, vocab)
 			got, m := inf.drafts(t, seq, n, steps, vocab)
-			margin = min(margin, m)
-			for i := range want {
-				calls++
-				scale := float64(slices.Max(want[i]))
-				if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
-					t.Errorf("prompt %d, %d tokens, step %d: draft top %d, the demo draft's %d", pi, n, i, a, b)
-				}
-				for j := range want[i] {
-					worst = max(worst, math.Abs(float64(got[i][j]-want[i][j]))/math.Abs(scale))
-				}
-			}
+			d.add(t, got, want, m, fmt.Sprintf("prompt %d, %d tokens, step", pi, n))
 		}
 	}
-	t.Logf("%d draft calls: largest logit difference %.2e of the largest logit; padding at least %.0f below", calls, worst, margin)
-	if worst > 2e-3 {
-		t.Errorf("draft logits differ by %.2e of the largest", worst)
+	d.check(t, "draft calls", 2e-3)
+}
+
+// drift follows how far an inflated draft's logits depart from the demo
+// draft's, row by row (a draft call, a block's slot).
+type drift struct {
+	rows   int
+	worst  float64 // the largest difference, relative to its row's largest logit
+	margin float64 // the smallest gap between a row's best logit and its best padding
+}
+
+func newDrift() *drift { return &drift{margin: math.Inf(1)} }
+
+// add takes rows got against want, whose best tokens must be the same
+// (row i is where i in messages), and the rows' padding margin m.
+func (d *drift) add(t *testing.T, got, want [][]float32, m float64, where string) {
+	t.Helper()
+	d.margin = min(d.margin, m)
+	for i := range want {
+		d.rows++
+		if a, b := argmaxOf(got[i]), argmaxOf(want[i]); a != b {
+			t.Errorf("%s %d: top %d, the demo draft's %d", where, i, a, b)
+		}
+		scale := math.Abs(float64(slices.Max(want[i])))
+		for j := range want[i] {
+			d.worst = max(d.worst, math.Abs(float64(got[i][j]-want[i][j]))/scale)
+		}
 	}
-	if margin < 100 {
-		t.Errorf("a padding token came within %.1f of the draft's best", margin)
+}
+
+// check logs the drift over the rows (named rows in the log) and fails
+// past tol, or with a padding token within 100 of a row's best.
+func (d *drift) check(t *testing.T, rows string, tol float64) {
+	t.Helper()
+	t.Logf("%d %s: largest logit difference %.2e of the largest logit; padding at least %.0f below", d.rows, rows, d.worst, d.margin)
+	if d.worst > tol {
+		t.Errorf("draft logits differ by %.2e of the largest", d.worst)
+	}
+	if d.margin < 100 {
+		t.Errorf("a padding token came within %.1f of the draft's best", d.margin)
 	}
 }
 
