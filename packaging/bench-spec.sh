@@ -11,7 +11,8 @@
 # Targets: the demo target inflated to Qwen3-1.7B and Qwen3-8B (F16 and
 # Q4_K_M) on the GPU, the demo pair itself on the CPU. Each inflated target
 # gets its EAGLE-3 draft and its DFlash draft inflated against it
-# (synthmodel; the DFlash draft at a real DFlash draft's shape), and DFlash
+# (synthmodel; the EAGLE-3 draft with a real one's 32,000-row head and d2t
+# map, the DFlash draft at a real DFlash draft's shape), and DFlash
 # rows; a DFlash row also logs the draft's block time by drafted tokens,
 # and every greedy row whether its output is the target alone's.
 #
