@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tandem-run/tandem/engine/grammar"
 	"github.com/tandem-run/tandem/engine/model"
@@ -23,6 +24,8 @@ type eagle3Drafter struct {
 	fed    []int32   // fed[p]: the token draft position p read, from the history
 	toks   []int32
 	dists  [][]float32
+	// rowDist is the last draw's distribution over the draft's rows.
+	rowDist []float32
 }
 
 // behind is where the draft's catch-up on history starts, c, and the
@@ -70,8 +73,17 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 		return p, d.forget(ran)
 	}
 	// Sampled, penalised or constrained drafting takes each pass's logits
-	// to the host (a grammar masks them there).
-	logits, err := d.m.Forward(ctx, history[c+1:ran+1], c)
+	// to the host (a grammar masks them there). A draft with a reduced
+	// vocabulary of its own (d2t) is sampled over its rows, where neither
+	// penalties (by target id) nor a grammar apply: the same distribution
+	// as over the target's ids, which would only add -Inf entries to scan.
+	d2t, vocab := d.m.Rows()
+	rows := d2t != nil && m == nil && !s.Params().Penalised()
+	forward, step := d.m.Forward, d.m.Step
+	if rows {
+		forward, step = d.m.ForwardRows, d.m.StepRows
+	}
+	logits, err := forward(ctx, history[c+1:ran+1], c)
 	if err != nil {
 		return proposal{}, err
 	}
@@ -87,7 +99,13 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 	}
 	for i := 0; ; i++ {
 		p.passes++
-		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
+		var t int32
+		var top float64
+		if rows {
+			t, top, d.rowDist, err = pickRows(s, logits, d2t, vocab, d.rowDist, dists, i)
+		} else {
+			t, top, err = pickUnder(m, s, logits, d.toks, dists, i)
+		}
 		if err != nil {
 			return proposal{}, err
 		}
@@ -104,7 +122,7 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 		}
 		// Position ran+i reads the token just drafted and the output the
 		// previous call left.
-		if logits, err = d.m.Step(ctx, t, ran+i); err != nil {
+		if logits, err = step(ctx, t, ran+i); err != nil {
 			return proposal{}, err
 		}
 	}
@@ -119,4 +137,35 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 // will provide its states for them.
 func (d *eagle3Drafter) forget(ran int) error {
 	return d.m.Truncate(min(ran, d.m.Len()))
+}
+
+// pickRows is pick over a draft's own rows, logits in d2t's order: the
+// token is mapped to its target id and, when sampling, the distribution
+// (drawn into rowDist, returned for reuse) is spread into dists[i] over
+// the target's vocab ids, the form verification reads. Without penalties
+// the draw is the one pick makes over the target's ids with -Inf outside
+// d2t: those ids get no mass, and the rest keep their order.
+func pickRows(s *sample.Sampler, logits []float32, d2t []int32, vocab int, rowDist []float32, dists [][]float32, i int) (int32, float64, []float32, error) {
+	if dists == nil {
+		t, top, err := pick(s, logits, nil, nil, i)
+		if err != nil {
+			return 0, 0, rowDist, err
+		}
+		return d2t[t], top, rowDist, nil
+	}
+	q, t, top, err := s.Pick(rowDist, logits, nil)
+	if err != nil {
+		return 0, 0, rowDist, fmt.Errorf("engine: draft: %w", err)
+	}
+	full := dists[i]
+	if cap(full) < vocab {
+		full = make([]float32, vocab)
+	}
+	full = full[:vocab]
+	clear(full)
+	for r, id := range d2t {
+		full[id] = q[r]
+	}
+	dists[i] = full
+	return d2t[t], top, q, nil
 }

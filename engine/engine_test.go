@@ -157,8 +157,10 @@ func TestQuantizedGreedySpeculativeIsTheTargets(t *testing.T) {
 // With sampling, the draft changes nothing about the distribution of the
 // output: the first two tokens under many seeds are distributed alike with
 // and without the draft (a chi-square test of homogeneity), for a draft
-// model and for an EAGLE-3 draft (fewer samples: the test's power is still
-// ample at these counts, and it keeps the runtime down).
+// model and for an EAGLE-3 draft, with the target's head and with a
+// reduced vocabulary of its own (sampled over its rows; fewer samples: the
+// test's power is still ample at these counts, and it keeps the runtime
+// down).
 func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 	if testing.Short() {
 		t.Skip("48,000 sampled generations")
@@ -169,8 +171,9 @@ func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 		name, draft string
 		n           int
 	}{
-		{"draft model", "factory-draft-Q8_0.gguf", 20000},
-		{"EAGLE-3", "factory-eagle3-F16.gguf", 8000},
+		{"draft model", modelPath(t, "factory-draft-Q8_0.gguf"), 20000},
+		{"EAGLE-3", modelPath(t, "factory-eagle3-F16.gguf"), 8000},
+		{"EAGLE-3 with a reduced vocabulary", eagle3WithD2T(t, target), 8000},
 	}
 	// Four checks (two drafts, two positions) share a false-alarm rate of
 	// 0.01: each is held to 0.01/4 (Bonferroni), so the test as a whole
@@ -179,7 +182,7 @@ func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 	alpha := familyAlpha / float64(2*len(cases))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			with := load(t, Config{Target: target, Draft: modelPath(t, c.draft)})
+			with := load(t, Config{Target: target, Draft: c.draft})
 			counts, drafted := sampledPairs(t, with, c.n, 0)
 			if drafted == 0 {
 				t.Fatal("the draft proposed nothing")

@@ -11,7 +11,8 @@
 # Targets: the demo target inflated to Qwen3-1.7B and Qwen3-8B (F16 and
 # Q4_K_M) on the GPU, the demo pair itself on the CPU. Each inflated target
 # gets its EAGLE-3 draft and its DFlash draft inflated against it
-# (synthmodel; the DFlash draft at a real DFlash draft's shape), and DFlash
+# (synthmodel; the EAGLE-3 draft with a real one's 32,000-row head and d2t
+# map, the DFlash draft at a real DFlash draft's shape), and DFlash
 # rows; a DFlash row also logs the draft's block time by drafted tokens,
 # and every greedy row whether its output is the target alone's.
 #
@@ -41,7 +42,7 @@
 #                                         machine wall times swing 2x from run
 #                                         to run; CLOCK=wall THREADS=0 for the
 #                                         wall clock on all cores)
-# N sets the tokens a prompt (64); SPECBENCH_FLAGS adds specbench flags
+# N sets the tokens a prompt (64); MODES the inflated targets' rows (all); SPECBENCH_FLAGS adds specbench flags
 # (-modes, -sets, -temps: see packaging/tools/specbench).
 #
 # The GPU targets are inflated from the bundled Q4_K_M demo target
@@ -134,7 +135,7 @@ run)
 		[ -f "$d" ] || "$dir/synthmodel" -inflate "$dir/factory-dflash-Q8_0.gguf" -target "$t" -shape "$shape" -type F16 -o "$d"
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$draft" -eagle "$e" -dflash "$d" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
+			-draft "$draft" -eagle "$e" -dflash "$d" -modes ${MODES:-alone,fixed4,adaptive,lookup,eagle3k1,eagle3,dflash} \
 			-json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
 		header=
 	done

@@ -228,6 +228,9 @@ func (m *Eagle3) Chain(ctx context.Context, tokens []int32, pos, k int, pMin flo
 		return nil, nil, err
 	}
 	withP := pMin > 0
+	if m.d2t != nil && m.picksOnDevice() {
+		return m.chainMapped(ctx, tokens, pos, k, pMin)
+	}
 	if !m.chains(k) {
 		return m.chainHost(ctx, tokens, pos, k, pMin)
 	}
@@ -276,6 +279,68 @@ func (m *Eagle3) chains(k int) bool {
 		return false
 	}
 	return k <= s.pos.Cols && int64(k) <= int64(s.topIDs.Rows)*int64(s.topIDs.Cols)
+}
+
+// picksOnDevice reports whether the draft's own head runs on its device
+// with slots for an argmax and its probability.
+func (m *Eagle3) picksOnDevice() bool {
+	s := m.s
+	switch {
+	case !m.w.output.Valid() || m.far != nil && len(m.far.heads) > 0:
+		return false
+	case !s.topIDs.Valid() || !s.topP.Valid() || !s.logits.Valid():
+		return false
+	}
+	return true
+}
+
+// chainMapped is Chain for a draft whose head covers a reduced vocabulary
+// (d2t): each pass takes its argmax on the device, over the draft's rows,
+// and only the id (and its probability) crosses to the host, which maps
+// it to a target id and sends that as the next step's token. The host
+// path would read the draft's logits and scan the target's whole
+// vocabulary every step; a real EAGLE-3 draft (32,000 rows for a
+// 151,936-token target) spends most of a step's time there. The argmax's
+// probability is the softmax over the draft's rows, which is the one over
+// the target's ids: the ids outside d2t get none.
+func (m *Eagle3) chainMapped(ctx context.Context, tokens []int32, pos, k int, pMin float64) ([]int32, []float32, error) {
+	s, withP := m.s, pMin > 0
+	m.chain.grow(k)
+	ids, probs := m.chain.ids[:k], m.chain.probs[:k]
+	pick := pickOps(s.logits, s.topIDs, s.topP, 0, withP)
+	first := func(b int) []kernels.Op { return append(m.bodyOps(b), pick...) }
+	step := func(b int) []kernels.Op { return append(m.stepOps(b), pick...) }
+	err := m.run(ctx, tokens, pos, progKey{kind: progDraft, block: 1, top: boolInt(withP)}, first)
+	at := pos + len(tokens)
+	var one [1]int32
+	var p [1]float32
+	for i := 0; ; i++ {
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := m.be.Read(kernels.I32Bytes(one[:]), packed(s.topIDs, 1, 1)); err != nil {
+			return nil, nil, fmt.Errorf("model: drafted id: %w", err)
+		}
+		if one[0] < 0 || int(one[0]) >= len(m.d2t) {
+			return nil, nil, fmt.Errorf("model: drafted id %d of a %d-token draft vocabulary: %w", one[0], len(m.d2t), ErrShape)
+		}
+		ids[i] = m.d2t[one[0]]
+		if withP {
+			if err := m.be.Read(kernels.F32Bytes(p[:]), packed(s.topP, 1, 1)); err != nil {
+				return nil, nil, fmt.Errorf("model: drafted probability: %w", err)
+			}
+			probs[i] = p[0]
+		}
+		if i == k-1 || withP && float64(p[0]) < pMin {
+			ids, probs = ids[:i+1], probs[:i+1]
+			break
+		}
+		err = m.run(ctx, []int32{ids[i]}, at+i, progKey{kind: progStep, block: 1, top: boolInt(withP)}, step)
+	}
+	if !withP {
+		probs = nil
+	}
+	return ids, probs, nil
 }
 
 // chainOps are a chain's steps 2..k, each a Step on the id in the slot

@@ -201,3 +201,63 @@ func TestEagle3ChainIsStepwise(t *testing.T) {
 		})
 	}
 }
+
+// A draft with a reduced vocabulary (d2t) chains through its device argmax
+// and the host's map: each id is the borrowing demo draft's best among the
+// mapped target ids, on the ids drafted before, with that one's softmax
+// over the mapped ids; a p-min cut stops after the first unsure one.
+func TestEagle3ChainMapped(t *testing.T) {
+	seq := demoSequence(t)
+	n := len(loadOracle(t).Prompts[0].IDs) - 1
+	const k = 4
+	ref, err := loadEagle3Pair(t, demoEagle3(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, mapped := eagle3D2TVariant(t, ref.tf)
+	pr, err := loadEagle3Pair(t, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pr.draft.picksOnDevice() || pr.draft.chains(k) {
+		t.Fatal("the d2t draft should pick on the device but not chain there")
+	}
+	ctx := context.Background()
+	for _, pMin := range []float64{-1, 0.01, 0.9} {
+		if _, err := pr.target.Forward(ctx, seq[:n], 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.draft.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		ids, probs, err := pr.draft.Chain(ctx, seq[1:n+1], 0, k, pMin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (probs == nil) != (pMin <= 0) {
+			t.Fatalf("p-min %v: probabilities %v", pMin, probs)
+		}
+		want := ref.draftRun(t, seq, n, ids[:len(ids)-1])
+		for i, id := range ids {
+			best, sum := mapped[0], 0.0
+			for _, m := range mapped {
+				if want[i][m] > want[i][best] || want[i][m] == want[i][best] && m < best {
+					best = m
+				}
+			}
+			for _, m := range mapped {
+				sum += math.Exp(float64(want[i][m] - want[i][best]))
+			}
+			if int64(id) != best {
+				t.Errorf("p-min %v, step %d: %d, want %d", pMin, i, id, best)
+			}
+			if probs != nil && math.Abs(float64(probs[i])-1/sum) > 1e-4 {
+				t.Errorf("p-min %v, step %d: probability %v, want %v", pMin, i, probs[i], 1/sum)
+			}
+			unsure := probs != nil && float64(probs[i]) < pMin
+			if last := i == len(ids)-1; last != (unsure || i == k-1) {
+				t.Errorf("p-min %v: chain of %d stops at step %d (p %v)", pMin, len(ids), i, probs)
+			}
+		}
+	}
+}

@@ -393,6 +393,45 @@ func (m *Eagle3) Forward(ctx context.Context, tokens []int32, pos int) ([]float3
 	return m.readLogits()
 }
 
+// ForwardRows is Forward returning the logits over the draft's own rows
+// (d2t's order; the target's ids without a d2t map), not spread over the
+// target's vocabulary: for a sampler that maps its draw through Rows.
+func (m *Eagle3) ForwardRows(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
+	if err := m.checkForward(tokens, pos); err != nil {
+		return nil, err
+	}
+	if err := m.run(ctx, tokens, pos, progKey{kind: progDraft}, m.bodyOps); err != nil {
+		return nil, err
+	}
+	return m.readRows()
+}
+
+// StepRows is Step returning the logits as ForwardRows does.
+func (m *Eagle3) StepRows(ctx context.Context, token int32, pos int) ([]float32, error) {
+	if pos != m.next || pos > m.n || pos >= m.context {
+		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
+	}
+	if err := m.run(ctx, []int32{token}, pos, progKey{kind: progStep}, m.stepOps); err != nil {
+		return nil, err
+	}
+	return m.readRows()
+}
+
+// Rows is the map from the draft's head rows to target ids (nil when the
+// head covers the target's vocabulary) and the target's vocabulary size.
+func (m *Eagle3) Rows() ([]int32, int) { return m.d2t, m.targetVocab }
+
+// readRows reads the head's row as it is.
+func (m *Eagle3) readRows() ([]float32, error) {
+	if m.d2t == nil {
+		return m.readLogits()
+	}
+	if err := m.be.Read(kernels.F32Bytes(m.draftLogits), m.s.logits); err != nil {
+		return nil, fmt.Errorf("model: logits: %w", err)
+	}
+	return m.draftLogits, nil
+}
+
 // Step drafts on past the target's states: position pos takes token (the
 // one at pos+1, just drafted) and the pre-norm output the previous call
 // left at pos-1. It returns the logits as Forward does and keeps its own
@@ -624,6 +663,16 @@ func (m *Eagle3) checkForward(tokens []int32, pos int) error {
 // top is the last pass's most likely token: from the shards where the
 // head runs elsewhere, from the logits where it runs on the draft's device.
 func (m *Eagle3) top() (Top, error) {
+	if m.d2t != nil && (m.far == nil || len(m.far.heads) == 0) {
+		// Over the draft's own rows: the target ids outside d2t would
+		// only add -Inf entries to scan.
+		if err := m.be.Read(kernels.F32Bytes(m.draftLogits), m.s.logits); err != nil {
+			return Top{}, fmt.Errorf("model: logits: %w", err)
+		}
+		t := topOf(m.draftLogits)
+		t.ID = m.d2t[t.ID]
+		return t, nil
+	}
 	if m.far == nil || len(m.far.heads) == 0 || !m.far.heads[0].probs.Valid() {
 		logits, err := m.readLogits()
 		if err != nil {

@@ -270,20 +270,7 @@ func TestEagle3Variants(t *testing.T) {
 	})
 
 	t.Run("d2t", func(t *testing.T) {
-		// Every third target id, backwards.
-		var ids []int64
-		for id := int64(head.Dims[1]) - 1; id >= 0; id -= 3 {
-			ids = append(ids, id)
-		}
-		rowBytes := len(headData) / int(head.Dims[1])
-		var rows, d2t []byte
-		for _, id := range ids {
-			rows = append(rows, headData[int(id)*rowBytes:int(id+1)*rowBytes]...)
-			d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
-		}
-		path := draftVariant(t, demoEagle3(t), nil,
-			rawTensor{"output.weight", head.Type, []int64{head.Dims[0], int64(len(ids))}, rows},
-			rawTensor{"d2t", quant.I64, []int64{int64(len(ids))}, d2t})
+		path, ids := eagle3D2TVariant(t, tf)
 		pr, err := loadEagle3Pair(t, path, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -434,6 +421,31 @@ type rawTensor struct {
 	typ  quant.Type
 	dims []int64
 	data []byte
+}
+
+// eagle3D2TVariant writes the demo draft with a reduced vocabulary of its
+// own: every third target id, backwards (so draft and target ids differ
+// in order too), the head rows copied from the target tf's.
+func eagle3D2TVariant(t *testing.T, tf *gguf.File) (string, []int64) {
+	t.Helper()
+	head, _ := tf.Tensor("output.weight")
+	headData, err := tf.TensorData(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for id := int64(head.Dims[1]) - 1; id >= 0; id -= 3 {
+		ids = append(ids, id)
+	}
+	rowBytes := len(headData) / int(head.Dims[1])
+	var rows, d2t []byte
+	for _, id := range ids {
+		rows = append(rows, headData[int(id)*rowBytes:int(id+1)*rowBytes]...)
+		d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
+	}
+	return draftVariant(t, demoEagle3(t), nil,
+		rawTensor{"output.weight", head.Type, []int64{head.Dims[0], int64(len(ids))}, rows},
+		rawTensor{"d2t", quant.I64, []int64{int64(len(ids))}, d2t}), ids
 }
 
 // draftVariant writes a copy of the draft at src with metadata overridden

@@ -81,7 +81,7 @@ func parse(args []string) (options, error) {
 	fs := flag.NewFlagSet("specbench", flag.ContinueOnError)
 	fs.StringVar(&o.target, "target", "", "target GGUF (required)")
 	fs.StringVar(&o.draft, "draft", "", "model draft GGUF (modes fixed4, adaptive)")
-	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (mode eagle3)")
+	fs.StringVar(&o.eagle, "eagle", "", "EAGLE-3 draft GGUF (modes eagle3, eagle3k1)")
 	fs.StringVar(&o.dflash, "dflash", "", "DFlash draft GGUF (mode dflash, not in the default modes)")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
 	fs.StringVar(&o.label, "label", "", "device label in the table (default: the backend)")
@@ -296,6 +296,8 @@ func modeFor(name string, o options) (mode, time.Duration, bool) {
 		return mode{name: "lookup", lookup: true}, 0, true
 	case "eagle3":
 		return mode{name: "EAGLE-3 adaptive", draft: o.eagle}, 0, o.eagle != ""
+	case "eagle3k1":
+		return mode{name: "EAGLE-3 k=1", draft: o.eagle, fixedK: 1}, 0, o.eagle != ""
 	case "dflash":
 		return mode{name: "DFlash adaptive", draft: o.dflash}, 0, o.dflash != ""
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tandem-run/tandem/engine/gguf"
+	"github.com/tandem-run/tandem/kernels/quant"
 )
 
 // targetInflation is what an EAGLE-3 inflation reads from the inflated
@@ -69,7 +73,17 @@ func openInflatedTarget(path string) (*targetInflation, error) {
 // source's, the bias lane at the same dim with the same c (fc copies it
 // from the first captured state; the layer's blocks never write it), so
 // the epsilon that keeps the target's norms exact keeps the draft's too.
-func inflateEagle3(src *srcModel, target *targetInflation, sh shape, shapeName, ftype string, rng *rand.Rand) (*gguf.Writer, error) {
+//
+// With draftVocab below the target's vocabulary the draft gets a head of
+// its own over that many target ids and the d2t map, as real EAGLE-3
+// drafts have (SpecForge's for Qwen3 and Llama 3: draft_vocab_size
+// 32,000 against 151,936 and 128,256): a drafted token then reads a
+// 32,000-row head, not the target's whole one. Its ids are every token
+// of the source's vocabulary (so the draft proposes what the source
+// draft does) and then padding ids, whose rows are the target's (they
+// lose in the draft as in the target); the rows are the target's head
+// rows, in the head type of ftype.
+func inflateEagle3(src *srcModel, target *targetInflation, sh shape, shapeName, ftype string, draftVocab int, rng *rand.Rand) (*gguf.Writer, error) {
 	if src.arch != "eagle3" {
 		return nil, fmt.Errorf("the draft is %q, not eagle3", src.arch)
 	}
@@ -89,6 +103,8 @@ func inflateEagle3(src *srcModel, target *targetInflation, sh shape, shapeName, 
 		return nil, fmt.Errorf("the draft's vocabulary is %d tokens, its target's source %d", src.vocab, target.srcVocab)
 	case sh.embd != target.N:
 		return nil, fmt.Errorf("shape width %d, the inflated target's %d: inflate the draft at its target's shape", sh.embd, target.N)
+	case draftVocab > 0 && draftVocab < target.vocab && draftVocab < target.srcVocab:
+		return nil, fmt.Errorf("a draft vocabulary of %d tokens leaves out some of the source's %d", draftVocab, target.srcVocab)
 	}
 	types := typesFor(ftype, shape{tied: false})
 	if err := checkFits(src, sh, types.base); err != nil {
@@ -126,7 +142,66 @@ func inflateEagle3(src *srcModel, target *targetInflation, sh shape, shapeName, 
 	if err := addEagle3Tensors(ig, src, sh, l, len(layers)); err != nil {
 		return nil, err
 	}
+	if draftVocab > 0 && draftVocab < target.vocab {
+		if err := addDraftHead(ig.w, target, types.head, draftVocab); err != nil {
+			return nil, err
+		}
+	}
 	return ig.w, nil
+}
+
+// addDraftHead gives the draft its own head over target ids 0..rows-1
+// (the source's tokens first, then padding) and the d2t map that says so:
+// the target's head rows (its embedding's where tied), re-encoded as typ
+// where the target stores another type.
+func addDraftHead(w *gguf.Writer, target *targetInflation, typ quant.Type, rows int) error {
+	info, ok := target.f.Tensor("output.weight")
+	if !ok {
+		info, ok = target.f.Tensor("token_embd.weight")
+	}
+	if !ok || len(info.Dims) != 2 || int(info.Dims[0]) != target.N || int(info.Dims[1]) < rows {
+		return fmt.Errorf("the target has no head of %d by at least %d", target.N, rows)
+	}
+	data, err := target.f.TensorData(info)
+	if err != nil {
+		return err
+	}
+	srcRow, err := info.Type.RowBytes(int64(target.N))
+	if err != nil {
+		return err
+	}
+	dstRow, err := typ.RowBytes(int64(target.N))
+	if err != nil {
+		return err
+	}
+	// A copy: the writer runs after the target file may be closed.
+	data = slices.Clone(data[:int64(rows)*srcRow])
+	d2t := make([]byte, 0, 8*rows)
+	for id := range rows {
+		d2t = binary.LittleEndian.AppendUint64(d2t, uint64(id))
+	}
+	if err := w.AddTensor("d2t", quant.I64, []int64{int64(rows)}, d2t); err != nil {
+		return err
+	}
+	return w.AddTensorFunc("output.weight", typ, []int64{int64(target.N), int64(rows)}, func(out io.Writer) error {
+		if typ == info.Type {
+			_, err := out.Write(data)
+			return err
+		}
+		row, buf := make([]float32, target.N), make([]byte, dstRow)
+		for r := range rows {
+			if err := quant.Dequantize(info.Type, data[int64(r)*srcRow:int64(r+1)*srcRow], row); err != nil {
+				return fmt.Errorf("output.weight row %d: %w", r, err)
+			}
+			if err := quant.Quantize(typ, row, buf); err != nil {
+				return fmt.Errorf("output.weight row %d: %w", r, err)
+			}
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func addEagle3Tensors(ig *inflater, src *srcModel, sh shape, l *layout, fused int) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/device"
@@ -136,11 +137,12 @@ func inflateDraftTo(t testing.TB, src, kind, target, ftype, dir string, inflate 
 }
 
 // inflateEagle3To is inflateTo for the demo EAGLE-3 draft against target.
-func inflateEagle3To(t testing.TB, target string, sh shape, shapeName, ftype, dir string) string {
+// draftVocab is inflateEagle3's: 0 borrows the target's head.
+func inflateEagle3To(t testing.TB, target string, sh shape, shapeName, ftype string, draftVocab int, dir string) string {
 	t.Helper()
-	return inflateDraftTo(t, demo(t, "factory-eagle3-F16.gguf"), "eagle3", target, ftype, dir,
+	return inflateDraftTo(t, demo(t, "factory-eagle3-F16.gguf"), fmt.Sprintf("eagle3-%d", draftVocab), target, ftype, dir,
 		func(s *srcModel, ti *targetInflation) (*gguf.Writer, error) {
-			return inflateEagle3(s, ti, sh, shapeName, ftype, rand.New(rand.NewPCG(3, 4)))
+			return inflateEagle3(s, ti, sh, shapeName, ftype, draftVocab, rand.New(rand.NewPCG(3, 4)))
 		})
 }
 
@@ -547,12 +549,56 @@ func argmaxOf(x []float32) int {
 	return best
 }
 
+// The demo EAGLE-3 draft inflated against its inflated target drafts as the
+// demo pair does, borrowing the target's head and with a reduced
+// vocabulary of its own (all 8,192 source tokens and 128 padding ids of
+// the ci shape's 8,448).
 func TestInflateEagle3(t *testing.T) {
 	dir := t.TempDir()
 	target := inflateTo(t, demo(t, "factory-target-F16.gguf"), ciShape, "ci", "F16", dir)
-	eagle := inflateEagle3To(t, target, ciShape, "ci", "F16", dir)
-	checkCompatible(t, target, eagle)
-	checkEagle3(t, target, eagle)
+	for _, c := range []struct {
+		name  string
+		vocab int
+		rows  int64
+	}{{"borrowed head", 0, 0}, {"draft vocabulary", 8320, 8320}} {
+		t.Run(c.name, func(t *testing.T) {
+			eagle := inflateEagle3To(t, target, ciShape, "ci", "F16", c.vocab, dir)
+			checkCompatible(t, target, eagle)
+			checkEagle3(t, target, eagle)
+			f, err := gguf.Open(eagle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var rows int64
+			if info, ok := f.Tensor("output.weight"); ok {
+				rows = info.Dims[1]
+			}
+			d2t, _ := f.Tensor("d2t")
+			if rows != c.rows || (d2t != nil) != (c.rows > 0) {
+				t.Errorf("head of %d rows (d2t %v), want %d", rows, d2t != nil, c.rows)
+			}
+		})
+	}
+	if _, err := inflateEagle3Err(t, target, 8000); err == nil || !strings.Contains(err.Error(), "leaves out") {
+		t.Errorf("a draft vocabulary smaller than the source's: %v", err)
+	}
+}
+
+// inflateEagle3Err is inflateEagle3 of the demo draft at the ci shape,
+// for its error.
+func inflateEagle3Err(t *testing.T, target string, draftVocab int) (*gguf.Writer, error) {
+	s, err := openSource(demo(t, "factory-eagle3-F16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.f.Close()
+	ti, err := openInflatedTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ti.f.Close()
+	return inflateEagle3(s, ti, ciShape, "ci", "F16", draftVocab, rand.New(rand.NewPCG(3, 4)))
 }
 
 // checkCompatible: the inflated target, whose vocabulary runs past the
@@ -605,7 +651,7 @@ func TestInflateShape(t *testing.T) {
 	f16 := inflateTo(t, src, sh, *shapeFlag, "F16", dir)
 	t.Run("F16", func(t *testing.T) { checkExact(t, f16) })
 	t.Run("EAGLE-3", func(t *testing.T) {
-		eagle := inflateEagle3To(t, f16, sh, *shapeFlag, "F16", dir)
+		eagle := inflateEagle3To(t, f16, sh, *shapeFlag, "F16", defaultDraftVocab, dir)
 		checkCompatible(t, f16, eagle)
 		checkEagle3(t, f16, eagle)
 	})

@@ -132,14 +132,14 @@ func TestInflateRejects(t *testing.T) {
 		{"too few K/V heads", target, "", fewKV, "cannot hold"},
 	}
 	for _, c := range cases {
-		err := inflateFile(c.path, c.target, c.sh, "x", "F16", out, rng)
+		err := inflateFile(c.path, c.target, c.sh, "x", "F16", defaultDraftVocab, out, rng)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
 	tiny := ciShape
 	tiny.layers = 4
-	if err := inflateFile(target, "", tiny, "x", "F16", out, rng); err == nil || !strings.Contains(err.Error(), "blocks") {
+	if err := inflateFile(target, "", tiny, "x", "F16", defaultDraftVocab, out, rng); err == nil || !strings.Contains(err.Error(), "blocks") {
 		t.Errorf("fewer blocks than the source: %v", err)
 	}
 }

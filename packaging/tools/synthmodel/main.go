@@ -65,6 +65,10 @@ var shapes = map[string]shape{
 	"qwen3-30b-a3b": {2048, 48, 32, 4, 128, 6144, 151936, false, 128, 8, 768},
 }
 
+// defaultDraftVocab is the draft_vocab_size of real EAGLE-3 drafts
+// (SpecForge's configs for Qwen3 8B and 32B, Llama 3 8B, DeepSeek V3).
+const defaultDraftVocab = 32000
+
 // fileTypes maps a llama.cpp file type name to its general.file_type.
 var fileTypes = map[string]uint32{"F16": 1, "Q8_0": 7, "Q4_K_M": 15}
 
@@ -82,6 +86,7 @@ func run(args []string) error {
 	vocabPath := fs.String("vocab", "", "GGUF holding the tokenizer (random weights)")
 	inflatePath := fs.String("inflate", "", "trained qwen3 model, or EAGLE-3 or DFlash draft, to inflate to the shape")
 	targetPath := fs.String("target", "", "the inflated target an inflated EAGLE-3 or DFlash draft serves")
+	draftVocab := fs.Int("draft-vocab", defaultDraftVocab, "an inflated EAGLE-3 draft's own vocabulary: a head over that many target ids and a d2t map (0: borrow the target's head)")
 	out := fs.String("o", "", "output path (required)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +105,7 @@ func run(args []string) error {
 		if s.experts > 0 {
 			return fmt.Errorf("shape %s is a mixture of experts: it takes random weights (-vocab), not -inflate", *shapeName)
 		}
-		return inflateFile(*inflatePath, *targetPath, s, *shapeName, *ftype, *out, rng)
+		return inflateFile(*inflatePath, *targetPath, s, *shapeName, *ftype, *draftVocab, *out, rng)
 	}
 	w, err := build(s, *shapeName, *ftype, *vocabPath, rng)
 	if err != nil {
@@ -111,7 +116,7 @@ func run(args []string) error {
 
 // inflateFile inflates the model at path (with target for an EAGLE-3 or
 // DFlash draft) and writes it to out.
-func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng *rand.Rand) error {
+func inflateFile(path, target string, s shape, shapeName, ftype string, draftVocab int, out string, rng *rand.Rand) error {
 	src, err := openSource(path)
 	if err != nil {
 		return err
@@ -127,11 +132,12 @@ func inflateFile(path, target string, s shape, shapeName, ftype, out string, rng
 			return err
 		}
 		defer t.f.Close()
-		inflate := inflateEagle3
 		if src.arch == "dflash" {
-			inflate = inflateDFlash
+			w, err = inflateDFlash(src, t, s, shapeName, ftype, rng)
+		} else {
+			w, err = inflateEagle3(src, t, s, shapeName, ftype, draftVocab, rng)
 		}
-		if w, err = inflate(src, t, s, shapeName, ftype, rng); err != nil {
+		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	default:
