@@ -79,6 +79,36 @@ func TestAttentionSeqs(t *testing.T) {
 	}
 }
 
+// Attention of several sequences followed by an integer product of its
+// output quantizes the output in its launch, as decode's does; both
+// results must match the CPU's.
+func TestAttentionSeqsQuantized(t *testing.T) {
+	h := newHarness(t)
+	const seqs, nHead, nKV, hd, ctx = 8, 8, 2, 64, 128
+	q := h.random(quant.F32, seqs, nHead*hd)
+	k := h.random(quant.F16, seqs*ctx, nKV*hd)
+	v := h.random(quant.F16, seqs*ctx, nKV*hd)
+	first := make([]int32, seqs)
+	pos := h.ints(seqs, func(i int) int32 {
+		first[i] = int32(h.rng.IntN(ctx))
+		return first[i]
+	})
+	rows := h.ints(seqs, func(i int) int32 { return int32(i*ctx) + first[i] })
+	y := h.output(quant.F32, seqs, nHead*hd)
+	wo := h.random(quant.Q8_0, 256, nHead*hd)
+	out := h.output(quant.F32, seqs, 256)
+	h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
+		return []kernels.Op{
+			kernels.Attention{Dst: s(y), Q: s(q), K: s(k), V: s(v), Pos: s(pos), Rows: s(rows), Ctx: ctx,
+				NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.125},
+			kernels.MatMul{Dst: s(out), W: s(wo), X: s(y)},
+		}
+	}, []*pair{q, k, v, pos, rows, y, wo, out}, func(int) {
+		h.expectClose(y, attentionTolerance(quant.F16), "attention")
+		h.expectClose(out, matMulTolerance(quant.Q8_0, seqs), "o-projection")
+	})
+}
+
 // seqOf is the sequence of row i of sequences of lens rows, and the row's
 // index in it.
 func seqOf(lens []int, i int) (s, r int) {
