@@ -113,6 +113,15 @@ type Attention struct {
 	// Window > 0 is sliding-window attention (Gemma's local layers): row
 	// b attends cache rows Pos[b]-Window+1 .. Pos[b] only.
 	Window int
+	// Rows, when set, lets one op attend the rows of several sequences
+	// (a --parallel pass), each held in its own slot of Ctx rows of K and
+	// V: row b's own key is K/V row Rows[b], and it attends its slot's
+	// rows Rows[b]-Pos[b] .. Rows[b] exactly as it would attend rows
+	// 0 .. Pos[b] of K and V cut to that slot alone.
+	//
+	//	Rows I32 [1, B]  K, V [slots*Ctx, NKVHead*HeadDim]
+	Rows Tensor
+	Ctx  int
 }
 
 // GeGLU is Gemma's gated FFN activation Dst = gelu(Gate) * Up with the
@@ -306,7 +315,21 @@ func (o Attention) check() error {
 		shape(o.Q, o.Q.Rows, o.NHead*o.HeadDim), shape(o.Dst, o.Q.Rows, o.Q.Cols),
 		shape(o.K, o.K.Rows, o.NKVHead*o.HeadDim), shape(o.V, o.K.Rows, o.K.Cols),
 		shape(o.Pos, 1, o.Q.Rows), positive("scale", float64(o.Scale), false),
-		positive("window", float64(o.Window), true), disjoint(o.Dst, o.Q))
+		positive("window", float64(o.Window), true), disjoint(o.Dst, o.Q), o.checkRows())
+}
+
+// checkRows checks the slots of a several-sequence Attention (Rows set).
+func (o Attention) checkRows() error {
+	if !o.Rows.Valid() {
+		return nil
+	}
+	if err := CheckView(o.Rows); err != nil {
+		return err
+	}
+	if o.Ctx <= 0 || o.K.Rows%o.Ctx != 0 {
+		return fmt.Errorf("%w: slots of %d rows in a cache of %d", ErrShape, o.Ctx, o.K.Rows)
+	}
+	return first(isType(o.Rows, quant.I32), shape(o.Rows, 1, o.Q.Rows))
 }
 
 func (o Softmax) check() error {

@@ -654,6 +654,7 @@ func (m *Model) attnOpsAt(pt *part, l, b int, pos kernels.Tensor) []kernels.Op {
 	}
 	if len(m.segs) > 0 {
 		a.allKeys, a.allValues, a.cacheRows = pt.kvK[l], pt.kvV[l], pt.s.outIdx.ColSlice(0, b)
+		a.slotRows, a.supports = m.ctx, pt.be.Supports
 	}
 	ops := append([]kernels.Op{kernels.RMSNorm{Dst: h, X: x, W: w.attnNorm, Eps: p.NormEps}}, p.attention(a)...)
 	if p.arch.postNorms {
@@ -696,11 +697,14 @@ type attnArgs struct {
 	// (Model.ForwardSeqs): each writes and attends its own caches, not
 	// keys and values. With cacheRows, each row's row of allKeys and
 	// allValues (every sequence's caches, slot after slot), the rows are
-	// rotated and written for all sequences at once, and only attention
-	// runs a sequence at a time.
+	// rotated and written for all sequences at once, and attended in one
+	// op (slots of slotRows rows) where the backend supports it, else a
+	// sequence at a time.
 	seqs               []seqKV
 	allKeys, allValues kernels.Tensor
 	cacheRows          kernels.Tensor
+	slotRows           int
+	supports           func(kernels.Op) bool
 	heads, kvHeads     int     // the heads this device computes
 	base               float32 // the block's RoPE base
 	window             int     // > 0: sliding-window attention
@@ -740,11 +744,19 @@ func (p Params) attention(a attnArgs) []kernels.Op {
 	// Several sequences' rows are rotated and cached together, each row
 	// written at its own row of the caches (one fused launch on a GPU,
 	// not one a sequence), and attend each sequence's own slot: the
-	// attention kernels need not know of slots.
+	// attention kernels need not know of slots. Attention then runs once
+	// for all of them too, each row reading its own slot (Rows), where
+	// the backend can: on a GPU one launch a block, not one a sequence.
 	if a.cacheRows.Valid() {
 		ops = append(ops, rope(a.q, a.pos), rope(a.k, a.pos),
 			kernels.SetRows{Dst: a.allKeys, Src: a.k, Idx: a.cacheRows},
 			kernels.SetRows{Dst: a.allValues, Src: a.v, Idx: a.cacheRows})
+		all := kernels.Attention{Dst: a.attn, Q: a.q, K: a.allKeys, V: a.allValues, Pos: a.pos,
+			Rows: a.cacheRows, Ctx: a.slotRows, NHead: a.heads, NKVHead: a.kvHeads, HeadDim: p.HeadDim,
+			Scale: p.attnScale(), Window: a.window}
+		if a.supports(all) {
+			return append(ops, all, kernels.MatMul{Dst: a.out, W: w.wo, X: a.attn})
+		}
 		for _, sq := range seqs {
 			pos := a.pos.ColSlice(sq.row, sq.n)
 			ops = append(ops, kernels.Attention{Dst: a.attn.RowSlice(sq.row, sq.n), Q: a.q.RowSlice(sq.row, sq.n),

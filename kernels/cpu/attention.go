@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -31,6 +32,8 @@ import (
 // sequential.
 type attention struct {
 	dst, q, k, v, pos view
+	rows              view // several sequences' slots (Attention.Rows); rows.data nil for one sequence
+	slot              int  // rows of a slot, with rows; else the cache's
 	nHead, nKVHead    int
 	group             int // query heads per KV head
 	headDim           int
@@ -69,6 +72,13 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 			return nil, err
 		}
 	}
+	s.slot = s.k.rows
+	if o.Rows.Valid() {
+		if s.rows, err = b.rows(o.Rows); err != nil {
+			return nil, err
+		}
+		s.slot = o.Ctx
+	}
 	kh, err := o.K.Type.RowBytes(int64(o.HeadDim))
 	if err != nil {
 		return nil, err
@@ -82,7 +92,7 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 		return nil, err
 	}
 	s.scratch = make([]attnScratch, b.pool.size)
-	s.ctx16 = (s.k.rows + 15) &^ 15
+	s.ctx16 = (s.slot + 15) &^ 15
 	for w := range s.scratch {
 		s.scratch[w] = attnScratch{
 			scores: make([]float32, s.ctx16),
@@ -101,8 +111,18 @@ func (b *Backend) newAttention(o kernels.Attention) (*attention, error) {
 }
 
 func (s *attention) exec(p *pool) error {
-	if err := checkIndices(s.pos.i32(0), s.k.rows); err != nil {
+	if err := checkIndices(s.pos.i32(0), s.slot); err != nil {
 		return err
+	}
+	if s.rows.data != nil {
+		if err := checkIndices(s.rows.i32(0), s.k.rows); err != nil {
+			return err
+		}
+		for i, r := range s.rows.i32(0) {
+			if p := s.pos.i32(0)[i]; int(r-p)%s.slot != 0 || r < p {
+				return fmt.Errorf("attention: row %d at position %d starts no slot of %d rows: %w", r, p, s.slot, kernels.ErrShape)
+			}
+		}
 	}
 	n := s.q.rows * s.nKVHead
 	p.parallel(s, n, p.grainFor(n, 1))
@@ -117,6 +137,10 @@ func (s *attention) run(w, lo, hi int) {
 		first := 0
 		if s.window > 0 {
 			first = max(0, n-s.window)
+		}
+		if s.rows.data != nil { // the rows of its own slot
+			base := int(s.rows.i32(0)[r]) + 1 - n
+			first, n = first+base, n+base
 		}
 		if s.k.typ != quant.F32 || s.v.typ != quant.F32 {
 			s.flash(sc, r, g, first, n)

@@ -66,7 +66,7 @@ func checkKernels(t *testing.T, dir string) {
 	want := []string{"quantize_q8", "rms_norm", "rms_norm_q8", "swiglu_q8", "softmax", "argmax", "top_k_chunk", "top_k_merge",
 		"get_rows_f32_any", "set_rows_f32", "set_rows_f16", "add_f32", "mul_f32", "swiglu_f32",
 		"copy_f32_f32", "copy_f32_f16", "copy_f16_f32", "copy_f16_f16", "rope_f32",
-		"attention_f32", "attention_f16", "spin"}
+		"attention_f32", "attention_f16", "attention_seqs_f32", "attention_seqs_f16", "spin"}
 	want = append(want, "moe_topk", "moe_group", "moe_sum", "geglu_f32", "scale_f32")
 	for _, name := range moeTypes {
 		want = append(want, "moe_logits_"+name, "moe_gate_up_"+name, "moe_down_"+name)

@@ -99,6 +99,9 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 	if err != nil {
 		return err
 	}
+	if o.Rows.Valid() {
+		return c.seqsAttention(o, quantize, q, k, v, pos, y)
+	}
 	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
 	if b > workspace.VerifyRows {
 		return c.rowAttention(o, quantize, q, k, v, pos, y)
@@ -128,6 +131,52 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(part),
 		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
 		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows))
+	if quantize {
+		c.holdQ8(o.Dst, 0, err)
+	}
+	return err
+}
+
+// seqsSupported checks an Attention over several sequences (Rows set):
+// attention_seqs_<type> is decode's kernel with each row's slot, so it
+// takes what decode's several rows take, F32 or F16 caches and up to
+// VerifyRows rows, without a window.
+func seqsSupported(o kernels.Attention) error {
+	switch {
+	case !floatPair(o.K.Type, o.V.Type):
+		return fmt.Errorf("%w: several sequences on K %v, V %v caches", kernels.ErrUnsupported, o.K.Type, o.V.Type)
+	case o.Q.Rows > workspace.VerifyRows:
+		return fmt.Errorf("%w: %d rows of several sequences (at most %d)", kernels.ErrUnsupported, o.Q.Rows, workspace.VerifyRows)
+	case o.Window > 0:
+		return fmt.Errorf("%w: several sequences under a sliding window", kernels.ErrUnsupported)
+	}
+	return nil
+}
+
+// seqsAttention launches attention_seqs_<type>: decode's launch cut for
+// one slot of Ctx rows, not for the whole cache, so that each row takes
+// the slices and steps (and has the bits) of its sequence's own decode.
+func (c *compiler) seqsAttention(o kernels.Attention, quantize bool, q, k, v, pos, y devicePtr) error {
+	rows, _, _, err := c.addr3(o.Rows, kernels.Tensor{}, kernels.Tensor{})
+	if err != nil {
+		return err
+	}
+	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
+	splits := workspace.AttentionSplits(nh, o.Ctx, c.be.info.Multiprocessors)
+	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
+	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
+	var xq, xd devicePtr
+	if quantize {
+		xq, xd = c.q8Region(o.Dst)
+	}
+	kernel, elem := "attention_seqs_f32", 4
+	if o.K.Type == quant.F16 {
+		kernel, elem = "attention_seqs_f16", 2
+	}
+	err = c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, attnSharedBytes(hd, elem),
+		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(rows),
+		argPtr(part), argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
+		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.Ctx))
 	if quantize {
 		c.holdQ8(o.Dst, 0, err)
 	}

@@ -77,7 +77,8 @@ func stride(t kernels.Tensor) int64 { return t.Stride / elemSize(t.Type) }
 // Supports reports whether the backend runs op with its operand types
 // (the weight type of MatMul and GetRows, the cache types of SetRows and
 // Attention: F32, F16, Q8_0 and Q4_0, K and V of any two, F32 and F16
-// for sliding-window attention; MoE's router and experts, gate and up of
+// for sliding-window attention, up to VerifyRows rows of several
+// sequences (Rows) on F32 or F16 caches without a window; MoE's router and experts, gate and up of
 // one type; every other op is supported). Shape limits (widths in whole 32-element groups, head
 // sizes up to 256) are Compile's to report.
 func (be *Backend) Supports(op kernels.Op) bool {
@@ -94,6 +95,9 @@ func (be *Backend) Supports(op kernels.Op) bool {
 	case kernels.Attention:
 		_, kOK := kvCaches[o.K.Type]
 		_, vOK := kvCaches[o.V.Type]
+		if o.Rows.Valid() {
+			return seqsSupported(o) == nil
+		}
 		if o.Window > 0 {
 			return supportsWindow(o)
 		}
@@ -278,7 +282,7 @@ func inputs(op kernels.Op) []kernels.Tensor {
 	case kernels.Rope:
 		return []kernels.Tensor{o.X, o.Pos, o.Factors}
 	case kernels.Attention:
-		return []kernels.Tensor{o.Q, o.K, o.V, o.Pos}
+		return []kernels.Tensor{o.Q, o.K, o.V, o.Pos, o.Rows}
 	case kernels.Softmax:
 		return []kernels.Tensor{o.X}
 	case kernels.Argmax:
@@ -329,6 +333,11 @@ func supported(op kernels.Op) error {
 			}
 		}
 	case kernels.Attention:
+		if o.Rows.Valid() {
+			if err := seqsSupported(o); err != nil {
+				return err
+			}
+		}
 		if o.Window > 0 {
 			return windowSupported(o)
 		}

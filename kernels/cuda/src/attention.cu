@@ -74,13 +74,18 @@ __device__ __forceinline__ void att_load(const uint4* __restrict__ kb, long long
 // and sum, and add the weighted V rows, each thread owning one 16-byte
 // chunk of the output for one residue class of keys; the classes are
 // summed at the end. K and V rows must be 16-byte aligned.
-template <typename KT>
+//
+// SEQS: the query rows are of several sequences, each in its own slot of
+// n_ctx rows of the caches; row b's own key is cache row rows[b], so its
+// slot starts rows[b]-pos[b] rows in, and it is cut and attended as a
+// lone sequence on that slot would be (attention_seqs_<type>).
+template <typename KT, bool SEQS>
 __device__ void attention_t(const float* __restrict__ q, long long qstride, const KT* __restrict__ k,
                             long long kstride, const KT* __restrict__ v, long long vstride,
-                            const int* __restrict__ pos, float* __restrict__ part, int* __restrict__ done,
-                            float* __restrict__ y, long long ystride, signed char* __restrict__ xq,
-                            float2* __restrict__ xd, int n_head, int n_kv_head, int head_dim, float scale,
-                            int n_ctx) {
+                            const int* __restrict__ pos, const int* __restrict__ rows, float* __restrict__ part,
+                            int* __restrict__ done, float* __restrict__ y, long long ystride,
+                            signed char* __restrict__ xq, float2* __restrict__ xd, int n_head, int n_kv_head,
+                            int head_dim, float scale, int n_ctx) {
     extern __shared__ uint4 smem[];
     const int per16 = 16 / sizeof(KT);
     const int C = head_dim / per16, T = att_tile(C), G = ATT_THREADS / T;
@@ -102,6 +107,11 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
     const uint4* kb = (const uint4*)(k + kvh * head_dim);
     const uint4* vb = (const uint4*)(v + kvh * head_dim);
     const long long ks16 = kstride / per16, vs16 = vstride / per16; // strides in chunks
+    if (SEQS) {
+        long long slot0 = rows[b] - p;
+        kb += slot0 * ks16;
+        vb += slot0 * vs16;
+    }
 
     uint4 kr[ATT_LOADS], vr[ATT_LOADS];
     if (t0 < t1) att_load(kb, ks16, vb, vs16, t0, t1, C, T, kr, vr);
@@ -157,8 +167,17 @@ __device__ void attention_t(const float* __restrict__ q, long long qstride, cons
                          long long ystride, signed char* xq, float2* xd, int n_head, int n_kv_head,            \
                          int head_dim, float scale, int n_ctx) {                                               \
         grid_dep_begin();                                                                                      \
-        attention_t<KT>(q, qstride, k, kstride, v, vstride, pos, part, done, y, ystride, xq, xd, n_head,       \
-                        n_kv_head, head_dim, scale, n_ctx);                                                    \
+        attention_t<KT, false>(q, qstride, k, kstride, v, vstride, pos, nullptr, part, done, y, ystride, xq,   \
+                               xd, n_head, n_kv_head, head_dim, scale, n_ctx);                                 \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                  \
+        attention_seqs_##name(const float* q, long long qstride, const KT* k, long long kstride, const KT* v, \
+                              long long vstride, const int* pos, const int* rows, float* part, int* done,      \
+                              float* y, long long ystride, signed char* xq, float2* xd, int n_head,            \
+                              int n_kv_head, int head_dim, float scale, int n_ctx) {                           \
+        grid_dep_begin();                                                                                      \
+        attention_t<KT, true>(q, qstride, k, kstride, v, vstride, pos, rows, part, done, y, ystride, xq, xd,   \
+                              n_head, n_kv_head, head_dim, scale, n_ctx);                                      \
     }
 ATTENTION(float, f32)
 ATTENTION(u16, f16)
