@@ -370,6 +370,29 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], unsigned a0, unsigned a1,
 #endif
 }
 
+// mma_s8 adds A (16x32 s8: a0 rows 0-7 k 0-15 part, a1 rows 8-15, a2 and a3
+// the same for k 16-31) times B (32x8 s8: b0 k 0-15, b1 k 16-31) to c, for
+// mma.cu's integer tiles and matvec.cu's exact multi-row products; sm_75
+// composes it from m8n8k16.
+__device__ __forceinline__ void mma_s8(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                       unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a0), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a1), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a2), "r"(b1));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a3), "r"(b1));
+#endif
+}
+
 // ldmatrix_x4 loads four 8x8 matrices of halves from shared memory, lane
 // l giving the address of row l%8 of matrix l/8; trans: each transposed.
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
@@ -381,6 +404,27 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
     unsigned a = (unsigned)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+// warp_tile_k16 adds the 16-wide k slice at column k of a warp's tile to
+// acc (MI 16-row parts by NJ 8-column parts): A's rows from row a0 and B's
+// from row b0 of row-major F16 tiles in shared memory, P halves a row,
+// loaded with ldmatrix; the prefill tiles of mma.cu and prefill.cu.
+template <int MI, int NJ, int P>
+__device__ __forceinline__ void warp_tile_k16(float (&acc)[MI][NJ][4], const u16* A, const u16* B, int a0, int b0, int k, int lane) {
+    unsigned af[MI][4], bf[NJ / 2][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+        ldmatrix_x4(af[i], A + (a0 + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * P + k + 8 * (lane >> 4));
+#pragma unroll
+    for (int jp = 0; jp < NJ / 2; jp++)
+        ldmatrix_x4(bf[jp], B + (b0 + 16 * jp + 8 * (lane >> 4) + (lane & 7)) * P + k + 8 * ((lane >> 3) & 1));
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int jp = 0; jp < NJ / 2; jp++) {
+            mma_f16(acc[i][2 * jp], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][0], bf[jp][1]);
+            mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
+        }
 }
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);

@@ -372,29 +372,6 @@ __device__ void mvq_glu(const u8* __restrict__ wg, long long wgs, float* yg, lon
     if (lane == 0) counters[grp] = 0;
 }
 
-// mvx_mma adds A (16x32 s8: a0 rows 0-7 k 0-15 part, a1 rows 8-15, a2 and
-// a3 the same for k 16-31) times B (32x8 s8: b0 k 0-15, b1 k 16-31) to c;
-// compute_75 (Turing) composes it from m8n8k16. (mma.cu's mma_s8, which
-// lives in another module.)
-__device__ __forceinline__ void mvx_mma(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                        unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a0), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a1), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a2), "r"(b1));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a3), "r"(b1));
-#endif
-}
-
 // mvx_sum adds the 32 partials of each of a block's NO outputs (part[i][o]:
 // decode's lane i's share of output o, row row0 + o/NC, batch row o%NC) in
 // warp_sum's order: after the step of offset o, lane i holds its value
@@ -508,8 +485,8 @@ __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __r
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     int cl[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
-                    mvx_mma(cl, lo[0][0], lo[1][0], lo[0][1], lo[1][1], xl[j].x, xl[j].y);
-                    mvx_mma(ch, hi[0][0], hi[1][0], hi[0][1], hi[1][1], xh[j].x, xh[j].y);
+                    mma_s8(cl, lo[0][0], lo[1][0], lo[0][1], lo[1][1], xl[j].x, xl[j].y);
+                    mma_s8(ch, hi[0][0], hi[1][0], hi[0][1], hi[1][1], xh[j].x, xh[j].y);
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         int h = e >> 1; // row g or g+8
@@ -620,7 +597,7 @@ __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __r
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     int sum[4] = {0, 0, 0, 0};
-                    mvx_mma(sum, a0, a1, a2, a3, xv[j].x, xv[j].y);
+                    mma_s8(sum, a0, a1, a2, a3, xv[j].x, xv[j].y);
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         float x = (e & 1) ? xs[j].z : xs[j].x;
@@ -697,7 +674,7 @@ __device__ void mvx_q8_0(const u8* __restrict__ w, long long wstride, float* __r
                 uint2 xv = __ldg((const uint2*)(xq + q8_off(k + u, bcol[j], P) + 8 * t));
                 float4 xs = __ldg((const float4*)(xd + q8_sc(k + u, scol[j], P)));
                 int sum[4] = {0, 0, 0, 0};
-                mvx_mma(sum, q[0][u][0], q[1][u][0], q[0][u][1], q[1][u][1], xv.x, xv.y);
+                mma_s8(sum, q[0][u][0], q[1][u][0], q[0][u][1], q[1][u][1], xv.x, xv.y);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float x = (e & 1) ? xs.z : xs.x;

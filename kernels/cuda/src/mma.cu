@@ -36,27 +36,6 @@
 // Q8_0 staging: a row's 4 blocks (136 bytes) in Q8_STAGE bytes.
 #define Q8_STAGE 144
 
-// mma_s8 adds A (16x32 s8: a0 rows 0-7 k 0-15 part, a1 rows 8-15, a2 and a3
-// the same for k 16-31) times B (32x8 s8: b0 k 0-15, b1 k 16-31) to c.
-__device__ __forceinline__ void mma_s8(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                       unsigned b0, unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a0), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a1), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a2), "r"(b1));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a3), "r"(b1));
-#endif
-}
-
 // mma_s8_k16 is mma_s8 for k 16 (A 16x16: a0 rows 0-7, a1 rows 8-15).
 __device__ __forceinline__ void mma_s8_k16(int (&c)[4], unsigned a0, unsigned a1, unsigned b0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -693,24 +672,8 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
         const u16* A = As + buf * MMT_BM * MMT_S;
         const u16* B = Bs + buf * BN * MMT_S;
 #pragma unroll
-        for (int ks = 0; ks < 2; ks++) {
-            unsigned af[MI][4], bf[NJ / 2][4];
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-                ldmatrix_x4(af[i], A + (WTM * wm + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMT_S + 16 * ks +
-                                       8 * (lane >> 4));
-#pragma unroll
-            for (int jp = 0; jp < NJ / 2; jp++)
-                ldmatrix_x4(bf[jp], B + (WTN * wn + 16 * jp + 8 * (lane >> 4) + (lane & 7)) * MMT_S + 16 * ks +
-                                        8 * ((lane >> 3) & 1));
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int jp = 0; jp < NJ / 2; jp++) {
-                    mma_f16(acc[i][2 * jp], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][0], bf[jp][1]);
-                    mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
-                }
-        }
+        for (int ks = 0; ks < 2; ks++)
+            warp_tile_k16<MI, NJ, MMT_S>(acc, A, B, WTM * wm, WTN * wn, 16 * ks, lane);
         if (s + 1 < steps) store((set + 1) % NS, buf ^ 1, (s + 1) * MMT_BK);
         __syncthreads();
     };

@@ -212,24 +212,8 @@ __device__ void mmtc(const u8* __restrict__ w, long long wstride, float* __restr
                                 (s + 1) * MMTC_BK);
         }
 #pragma unroll
-        for (int ks = 0; ks < MMTC_BK / 16; ks++) {
-            unsigned af[MI][4], bf[NJ / 2][4];
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-                ldmatrix_x4(af[i], A + (WTM * wm + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1)) * MMTC_P + 16 * ks +
-                                       8 * (lane >> 4));
-#pragma unroll
-            for (int jp = 0; jp < NJ / 2; jp++)
-                ldmatrix_x4(bf[jp], B + (WTN * wn + 16 * jp + 8 * (lane >> 4) + (lane & 7)) * MMTC_P + 16 * ks +
-                                        8 * ((lane >> 3) & 1));
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int jp = 0; jp < NJ / 2; jp++) {
-                    mma_f16(acc[i][2 * jp], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][0], bf[jp][1]);
-                    mma_f16(acc[i][2 * jp + 1], af[i][0], af[i][1], af[i][2], af[i][3], bf[jp][2], bf[jp][3]);
-                }
-        }
+        for (int ks = 0; ks < MMTC_BK / 16; ks++)
+            warp_tile_k16<MI, NJ, MMTC_P>(acc, A, B, WTM * wm, WTN * wn, 16 * ks, lane);
     }
 #pragma unroll
     for (int i = 0; i < MI; i++)
