@@ -102,8 +102,7 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 	if o.Rows.Valid() {
 		return c.seqsAttention(o, quantize, q, k, v, pos, y)
 	}
-	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
-	if b > workspace.VerifyRows {
+	if o.Q.Rows > workspace.VerifyRows {
 		return c.rowAttention(o, quantize, q, k, v, pos, y)
 	}
 	if !floatPair(o.K.Type, o.V.Type) {
@@ -116,21 +115,38 @@ func (c *compiler) attention(o kernels.Attention, quantize bool) error {
 	// own decode, so its output has the same bits (the several-row kernels
 	// order and round differently), at the price of reading a KV head once
 	// per query and query head rather than once for all of them.
-	splits := decodeSplits(o, c.be.info.Multiprocessors)
+	return c.decodeAttention(o, quantize, q, k, v, pos, y, 0)
+}
+
+// decodeAttention launches attention_<type>, or with rows (the cache row
+// of each query's own key: several sequences) attention_seqs_<type>, cut
+// for a cache of slot rows: the whole cache, or one sequence's slot of
+// Ctx rows, so that each row takes the slices and steps (and has the
+// bits) of its sequence's own decode.
+func (c *compiler) decodeAttention(o kernels.Attention, quantize bool, q, k, v, pos, y, rows devicePtr) error {
+	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
+	kernel, slot := "attention_", o.K.Rows
+	if rows != 0 {
+		kernel, slot = "attention_seqs_", o.Ctx
+	}
+	splits := workspace.AttentionSplits(nh, slot, c.be.info.Multiprocessors)
 	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
 	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
 	var xq, xd devicePtr
 	if quantize {
 		xq, xd = c.q8Region(o.Dst)
 	}
-	kernel, elem := "attention_f32", 4
+	typ, elem := "f32", 4
 	if o.K.Type == quant.F16 {
-		kernel, elem = "attention_f16", 2
+		typ, elem = "f16", 2
 	}
-	err = c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, attnSharedBytes(hd, elem),
-		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(part),
-		argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
-		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.K.Rows))
+	args := []uint64{argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos)}
+	if rows != 0 {
+		args = append(args, argPtr(rows))
+	}
+	args = append(args, argPtr(part), argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
+		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(slot))
+	err := c.add(o.Name(), kernel+typ, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, attnSharedBytes(hd, elem), args...)
 	if quantize {
 		c.holdQ8(o.Dst, 0, err)
 	}
@@ -153,34 +169,14 @@ func seqsSupported(o kernels.Attention) error {
 	return nil
 }
 
-// seqsAttention launches attention_seqs_<type>: decode's launch cut for
-// one slot of Ctx rows, not for the whole cache, so that each row takes
-// the slices and steps (and has the bits) of its sequence's own decode.
+// seqsAttention launches attention_seqs_<type> (decodeAttention) for the
+// query rows of several sequences, each with its key's cache row in Rows.
 func (c *compiler) seqsAttention(o kernels.Attention, quantize bool, q, k, v, pos, y devicePtr) error {
 	rows, _, _, err := c.addr3(o.Rows, kernels.Tensor{}, kernels.Tensor{})
 	if err != nil {
 		return err
 	}
-	b, nh, hd := o.Q.Rows, o.NHead, o.HeadDim
-	splits := workspace.AttentionSplits(nh, o.Ctx, c.be.info.Multiprocessors)
-	part := c.scratch(workspace.Attention, workspace.AttentionBytes(nh*b, splits, hd))
-	done := c.scratch(workspace.Counters, workspace.CounterBytes(nh*b))
-	var xq, xd devicePtr
-	if quantize {
-		xq, xd = c.q8Region(o.Dst)
-	}
-	kernel, elem := "attention_seqs_f32", 4
-	if o.K.Type == quant.F16 {
-		kernel, elem = "attention_seqs_f16", 2
-	}
-	err = c.add(o.Name(), kernel, [3]uint32{uint32(nh), uint32(b), uint32(splits)}, [3]uint32{128, 1, 1}, attnSharedBytes(hd, elem),
-		argPtr(q), argI64(stride(o.Q)), argPtr(k), argI64(stride(o.K)), argPtr(v), argI64(stride(o.V)), argPtr(pos), argPtr(rows),
-		argPtr(part), argPtr(done), argPtr(y), argI64(stride(o.Dst)), argPtr(xq), argPtr(xd),
-		argInt(nh), argInt(o.NKVHead), argInt(hd), argF32(o.Scale), argInt(o.Ctx))
-	if quantize {
-		c.holdQ8(o.Dst, 0, err)
-	}
-	return err
+	return c.decodeAttention(o, quantize, q, k, v, pos, y, rows)
 }
 
 // rowAttention launches the several-row kernel: one block per (KV head,
