@@ -53,14 +53,14 @@ func TestPlacedExpertsOnCPU(t *testing.T) {
 			defer r.Close()
 			drafted := 0
 			for i, p := range prompts[:3] {
-				var got, want []int32
-				st, err := r.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true,
-					Drafting: Drafting{Max: 4, Min: 4, PMin: -1}}, func(e Event) { got = append(got, e.IDs...) })
+				req := Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true}
+				want, _, err := collect(context.Background(), alone, req, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := alone.Generate(context.Background(), Request{Prompt: p.Text, MaxTokens: 24, IgnoreEOS: true},
-					func(e Event) { want = append(want, e.IDs...) }); err != nil {
+				req.Drafting = Drafting{Max: 4, Min: 4, PMin: -1}
+				got, st, err := collect(context.Background(), r, req, nil)
+				if err != nil {
 					t.Fatal(err)
 				}
 				if !slices.Equal(got, want) {
