@@ -106,6 +106,17 @@ func countDrafting(ks []int) int {
 	return n
 }
 
+// steadyFrom is the first round of ks from which at least 18 of 20 rounds
+// draft (drafting steadily again), or -1.
+func steadyFrom(ks []int) int {
+	for i := range ks {
+		if countDrafting(ks[i:min(i+20, len(ks))]) >= 18 {
+			return i
+		}
+	}
+	return -1
+}
+
 // A draft step costing more than the target pass: drafting never pays,
 // and probing it costs almost nothing.
 func TestChooserNeverPays(t *testing.T) {
@@ -236,13 +247,7 @@ func TestChooserAcceptanceCollapses(t *testing.T) {
 
 	n = len(s.ks)
 	s.run(good, 400)
-	back := -1
-	for i := range s.ks[n:] {
-		if countDrafting(s.ks[n+i:min(n+i+20, len(s.ks))]) >= 18 {
-			back = i
-			break
-		}
-	}
+	back := steadyFrom(s.ks[n:])
 	t.Logf("acceptance back to 0.8: drafting steadily again after %d rounds", back)
 	if back < 0 || back > 300 {
 		t.Errorf("drafting resumed after %d rounds", back)
@@ -466,13 +471,7 @@ func TestChooserDearFirstRunsLeaveProbes(t *testing.T) {
 	s.run(bad, 300)
 	n := len(s.ks)
 	s.run(good, 600)
-	back := -1
-	for i := range s.ks[n:] {
-		if countDrafting(s.ks[n+i:min(n+i+20, len(s.ks))]) >= 18 {
-			back = i
-			break
-		}
-	}
+	back := steadyFrom(s.ks[n:])
 	t.Logf("acceptance back to 0.7: drafting steadily again after %d rounds", back)
 	if back < 0 || back > 300 {
 		t.Errorf("drafting resumed after %d rounds", back)
