@@ -24,19 +24,7 @@ var threads = []struct {
 func openOn(t testing.TB, ordinal int, name string, w *Worker) *Backend {
 	o := testOptions()
 	o.Ordinal, o.Name, o.Worker = ordinal, name, w
-	be, err := Open(o)
-	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrInvalidDevice) {
-		t.Skipf("no CUDA device %d: %v", ordinal, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := be.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return be
+	return openGPUWith(t, o)
 }
 
 // sharedWorker is a Worker closed after the backends on it (cleanups run

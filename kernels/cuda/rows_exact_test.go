@@ -53,11 +53,7 @@ func (h *harness) exactRows(batch int, operands []*pair, out *pair, build func(b
 		singles = append(singles, build(b, 1)...)
 	}
 	run := func(ops []kernels.Op) []byte {
-		nan := make([]byte, out.g.Bytes())
-		for i := 0; i+4 <= len(nan); i += 4 {
-			binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
-		}
-		if err := h.gpu.Write(out.g, nan); err != nil {
+		if err := h.gpu.Write(out.g, nanBytes(out.g.Bytes())); err != nil {
 			h.t.Fatal(err)
 		}
 		p, err := h.gpu.Compile(ops)
