@@ -8,7 +8,6 @@ import (
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/quant"
-	"github.com/tandem-run/tandem/kernels/synth"
 )
 
 // moeTolerance is the relative error allowed against the CPU, whose expert
@@ -152,17 +151,9 @@ func BenchmarkMoE(b *testing.B) {
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
 	const n, ff, experts, used = 2048, 768, 128, 8
 	upload := func(typ quant.Type, rows, cols int, std float64) kernels.Tensor {
-		rb, _ := typ.RowBytes(int64(cols))
-		data := make([]byte, rb*int64(rows))
-		if err := synth.Fill(rng, typ, data, std); err != nil {
-			b.Fatal(err)
-		}
-		buf, err := gpu.Upload(lbl, data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { gpu.Free(buf) })
-		return kernels.NewTensor(buf, typ, rows, cols, 0)
+		t := benchTensor(b, gpu, lbl, typ, rows, cols)
+		benchFill(b, gpu, rng, std, t)
+		return t
 	}
 	router := upload(quant.F32, experts, n, 0.05)
 	gate, up := upload(quant.Q4_K, experts*ff, n, 0.02), upload(quant.Q4_K, experts*ff, n, 0.02)
