@@ -23,6 +23,24 @@ extern "C" __global__ void quantize_q8(const float* __restrict__ x, long long xs
     quantize_group(x[b * xstride + 32 * g + lane], xq + q8_off(g, b, P), xd + q8_sc(g, b, P));
 }
 
+// mv_store ends a warp's WR weight rows from row on: it adds each row and
+// batch row's partial sums across the lanes (warp_sum), and lane 0 stores
+// the sums of rows and batch rows that exist (adds them with accumulate).
+template <int WR, int NB>
+__device__ __forceinline__ void mv_store(const float (&acc)[WR][NB], int lane, int row, int rows, int nb,
+                                         float* __restrict__ y, long long ystride, int accumulate) {
+#pragma unroll
+    for (int r = 0; r < WR; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            float s = warp_sum(acc[r][b]);
+            if (lane == 0 && b < nb && row + r < rows) {
+                float* out = y + b * ystride + row + r;
+                *out = accumulate ? *out + s : s;
+            }
+        }
+}
+
 // Generic: dequantize 32 weights, dot with F32 activations.
 template <int T, int NB>
 __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const float* __restrict__ x,
@@ -31,9 +49,9 @@ __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const fl
     int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const u8* wr = w + (size_t)row * wstride;
-    float acc[NB];
+    float acc[1][NB];
 #pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
+    for (int b = 0; b < NB; b++) acc[0][b] = 0.f;
     for (int g = lane; g < (n >> 5); g += 32) {
         float v[32];
         dequant32<T>(wr, g, v);
@@ -47,18 +65,11 @@ __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const fl
                     float4 t = __ldg(xv + i);
                     s += v[4 * i] * t.x + v[4 * i + 1] * t.y + v[4 * i + 2] * t.z + v[4 * i + 3] * t.w;
                 }
-                acc[b] += s;
+                acc[0][b] += s;
             }
         }
     }
-#pragma unroll
-    for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
-        }
-    }
+    mv_store<1, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // F16 weights in 16-byte vectors (rows 16-byte aligned, n % 8 == 0). A
@@ -101,16 +112,7 @@ __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const fl
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < WR; r++)
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            float s = warp_sum(acc[r][b]);
-            if (lane == 0 && b < nb && row + r < rows) {
-                float* out = y + b * ystride + row + r;
-                *out = accumulate ? *out + s : s;
-            }
-        }
+    mv_store<WR, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // The integer kernels' float steps are spelt out with round-to-nearest
@@ -312,16 +314,7 @@ __device__ void mvq(const u8* __restrict__ w, long long wstride, const signed ch
     for (int r = 0; r < WR; r++) wp[r] = w + (size_t)min(row + r, rows - 1) * wstride;
     float acc[WR][NB];
     dot_q<T, NB, WR>(wp, xq, xd, n, nb, acc);
-#pragma unroll
-    for (int r = 0; r < WR; r++)
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            float s = warp_sum(acc[r][b]);
-            if (lane == 0 && b < nb && row + r < rows) {
-                float* out = y + b * ystride + row + r;
-                *out = accumulate ? *out + s : s;
-            }
-        }
+    mv_store<WR, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // silu_mul is silu(g) * u, the same bits in the fused gate/up product of
