@@ -59,15 +59,11 @@ var familyFixtures = []string{"qwen3moe-tiny-F16", "gemma3-tiny-F16"}
 // with its oracle.
 func openFixture(t *testing.T, name string) (*Model, *familyOracle) {
 	t.Helper()
-	f, err := gguf.Open(filepath.Join("testdata", name+".gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openGGUF(t, filepath.Join("testdata", name+".gguf"))
 	be := newFamilyBackend(t)
 	m, err := Load(context.Background(), f, be, Options{Context: 256})
 	if err != nil {
 		be.Close()
-		f.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -75,7 +71,6 @@ func openFixture(t *testing.T, name string) (*Model, *familyOracle) {
 			t.Error(err)
 		}
 		be.Close()
-		f.Close()
 	})
 	var o familyOracle
 	readJSON(t, filepath.Join("testdata", name+"-oracle.json"), &o)

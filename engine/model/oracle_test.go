@@ -87,13 +87,21 @@ func loadOracle(t *testing.T) *oracle {
 	return &o
 }
 
-// openModel loads a file from ../shared/models on a CPU backend.
-func openModel(t testing.TB, file string, opts Options) *Model {
+// openGGUF opens the GGUF file at path, closed when the test ends.
+func openGGUF(t testing.TB, path string) *gguf.File {
 	t.Helper()
-	f, err := gguf.Open(sharedtest.Path(t, "models", file))
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// openModel loads a file from ../shared/models on a CPU backend.
+func openModel(t testing.TB, file string, opts Options) *Model {
+	t.Helper()
+	f := openGGUF(t, sharedtest.Path(t, "models", file))
 	be := cpu.New(cpu.Options{})
 	m, err := Load(context.Background(), f, be, opts)
 	if err != nil {
@@ -104,7 +112,6 @@ func openModel(t testing.TB, file string, opts Options) *Model {
 			t.Error(err)
 		}
 		be.Close()
-		f.Close()
 	})
 	return m
 }
@@ -302,11 +309,7 @@ func TestFloat64Reference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := gguf.Open(sharedtest.Path(t, "models", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := openGGUF(t, sharedtest.Path(t, "models", tc.file))
 			want := newRefModel(t, m.Params(), f).logits(seq)
 			vocab := m.Params().Vocab
 			var worst float64

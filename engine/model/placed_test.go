@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/device"
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
@@ -63,11 +62,7 @@ func placeModel(t testing.TB, file, caps string, pl plan.Placement, ctx, batch i
 // wrap (nil: as it is).
 func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch int, wrap func(dev int, be kernels.Backend) kernels.Backend) *placedRig {
 	t.Helper()
-	f, err := gguf.Open(sharedtest.Path(t, "models", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := openGGUF(t, sharedtest.Path(t, "models", file))
 	inv, err := device.ParseVirtual(caps)
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +72,11 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &placedRig{plan: p, backends: map[int]kernels.Backend{}}
-	for _, d := range inv.Devices {
-		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
-		r.backends[d.Index] = be
-		if wrap != nil {
-			r.backends[d.Index] = wrap(d.Index, be)
+	r := &placedRig{plan: p, backends: virtualCPUs(t, inv.Devices)}
+	if wrap != nil {
+		for i, be := range r.backends {
+			r.backends[i] = wrap(i, be)
 		}
-		t.Cleanup(func() { be.Close() })
 	}
 	r.m, err = LoadPlan(context.Background(), f, p, &p.Target, r.backends, nil)
 	if err != nil {
@@ -99,6 +91,18 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 		}
 	})
 	return r
+}
+
+// virtualCPUs is a CPU backend for each of devs, by index: two threads,
+// the device's capacity as its memory limit, closed when the test ends.
+func virtualCPUs(t testing.TB, devs []device.Device) map[int]kernels.Backend {
+	bes := map[int]kernels.Backend{}
+	for _, d := range devs {
+		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
+		t.Cleanup(func() { be.Close() })
+		bes[d.Index] = be
+	}
+	return bes
 }
 
 // TestPlacedOracle runs the demo target and draft on every layout and
