@@ -180,22 +180,26 @@ func testMatMul(t *testing.T, h *harness) {
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = nil, false, 0, 0 }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = nil, false, 0, 0, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
 			// the prefill tiles read 8-bit (integer weights) or F16 copies
 			// of the activations, loading 2 to 4 steps ahead into
 			// registers (ring -1), or F32 ones; those of F16, Q4_K and
 			// Q6_K through 3 or 4 cp.async stages (ring), where rows are
-			// 16-byte aligned (Q6_K: n 2048)
+			// 16-byte aligned (Q6_K: n 2048); F16 on compute capability
+			// 9.0 through the wgmma tiles of 4 to 6 stages (wg)
 			type variant struct {
-				f32         bool
-				depth, ring int
+				f32             bool
+				depth, ring, wg int
 			}
-			vars := []variant{{false, 0, 0}}
+			vars := []variant{{false, 0, 0, 0}}
 			if sh[0] == 0 {
-				vars = []variant{{false, 2, -1}, {false, 3, -1}, {false, 4, -1}, {true, 0, 0}}
-				vars = append(vars, variant{false, 0, 3}, variant{false, 0, 4})
+				vars = []variant{{false, 2, -1, 0}, {false, 3, -1, 0}, {false, 4, -1, 0}, {true, 0, 0, 0}}
+				vars = append(vars, variant{false, 0, 3, 0}, variant{false, 0, 4, 0})
+				if typ == quant.F16 && h.gpu.wgmma {
+					vars = append(vars, variant{false, 0, 0, 4}, variant{false, 0, 0, 5}, variant{false, 0, 0, 6})
+				}
 			}
 			for _, v := range vars {
 				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}, {130, 140, 2048}} {
@@ -213,10 +217,13 @@ func TestMatMulTileShapes(t *testing.T) {
 					if v.ring > 0 {
 						name += fmt.Sprintf("/ring%d", v.ring)
 					}
+					if v.wg > 0 {
+						name += fmt.Sprintf("/wg%d", v.wg)
+					}
 					t.Run(name, func(t *testing.T) {
 						h.t = t
 						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = v.f32, v.depth, v.ring
+						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = v.f32, v.depth, v.ring, v.wg
 						w := h.random(typ, rows, n)
 						x := h.random(quant.F32, batch, n)
 						y := h.output(quant.F32, batch, rows)
