@@ -117,8 +117,8 @@ func TestMatMulMatVecRows(t *testing.T) {
 	}
 }
 
-// An out-of-range MatVecRows or MatVecWeightRows is refused before the
-// driver is asked.
+// An out-of-range MatVecRows, MatVecWeightRows or PrefillWGMMA is refused
+// before the driver is asked.
 func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 9} {
 		if _, err := Open(Options{MatVecRows: n}); !errors.Is(err, ErrBadOption) {
@@ -128,6 +128,11 @@ func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 3} {
 		if _, err := Open(Options{MatVecWeightRows: n}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("MatVecWeightRows %d: %v, want ErrBadOption", n, err)
+		}
+	}
+	for _, n := range []int{-2, 3, 7} {
+		if _, err := Open(Options{PrefillWGMMA: n}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("PrefillWGMMA %d: %v, want ErrBadOption", n, err)
 		}
 	}
 }
