@@ -348,8 +348,21 @@ func (be *Backend) mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 			return 2, 4
 		}
 	}
-	return mmaShape(t, nb, rows)
+	mt, nt = mmaShape(t, nb, rows)
+	if mt != 0 && t == quant.F16 && be.wgmma && be.pWG >= 0 && be.pRing == 0 && nb > workspace.TileRows &&
+		(rows+127)/128*((nb+63)/64) >= mmtwBlocks {
+		return 0, 8
+	}
+	return mt, nt
 }
+
+// mmtwBlocks is how many blocks of the 128x64 tile an F16 product must
+// make to leave mmaShape's register tiles (2x4) for the wgmma tile where
+// that runs: half of the 256 the mma.sync tiles need, as the wgmma tile
+// runs at 1.5-1.8x theirs. hf16's second call: 1.7B F16 pp512 (its 2048-row
+// products make 128) 46685 -> 67459-68231 tok/s; every product on 128x64
+// (-prefill-tile 64) 63114.
+const mmtwBlocks = 128
 
 // Name is the backend's name ("cuda0").
 func (be *Backend) Name() string { return be.name }
