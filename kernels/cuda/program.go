@@ -104,6 +104,9 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		return kOK && vOK
 	case kernels.MoE:
 		return supportsMoE(o)
+	case kernels.AllReduce:
+		g, ok := o.Group.(*group)
+		return ok && g.rank(be) >= 0
 	}
 	return true
 }
@@ -122,7 +125,13 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	if err := c.compile(ops); err != nil {
 		return nil, err
 	}
-	p := &program{be: be, ops: slices.Clone(ops), need: c.need}
+	reduces := slices.ContainsFunc(ops, func(op kernels.Op) bool { _, ok := op.(kernels.AllReduce); return ok })
+	if reduces {
+		if err := be.preload(c.steps); err != nil {
+			return nil, err
+		}
+	}
+	p := &program{be: be, ops: slices.Clone(ops), need: c.need, reduces: reduces}
 	if c.need == (workspace.Sizes{}) {
 		p.steps = c.steps
 		return p, nil
@@ -219,6 +228,8 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		return 1, c.topK(o)
 	case kernels.Copy:
 		return 1, c.copyOp(o)
+	case kernels.AllReduce:
+		return 1, c.allReduce(o)
 	}
 	return 0, fmt.Errorf("%w: %T", kernels.ErrUnsupported, ops[i])
 }
@@ -257,6 +268,8 @@ func outputs(op kernels.Op) []kernels.Tensor {
 	case kernels.GeGLU:
 		return []kernels.Tensor{o.Dst}
 	case kernels.Scale:
+		return []kernels.Tensor{o.Dst}
+	case kernels.AllReduce:
 		return []kernels.Tensor{o.Dst}
 	}
 	return nil
@@ -297,6 +310,8 @@ func inputs(op kernels.Op) []kernels.Tensor {
 		return []kernels.Tensor{o.Gate, o.Up}
 	case kernels.Scale:
 		return []kernels.Tensor{o.X}
+	case kernels.AllReduce:
+		return append([]kernels.Tensor{o.A}, o.Shares...)
 	}
 	return nil
 }
@@ -360,6 +375,10 @@ func supported(op kernels.Op) error {
 		}
 	case kernels.MoE:
 		return moeSupported(o)
+	case kernels.AllReduce:
+		if _, ok := o.Group.(*group); !ok {
+			return fmt.Errorf("%w: a group of %T", kernels.ErrUnsupported, o.Group)
+		}
 	}
 	return nil
 }
@@ -390,6 +409,11 @@ type program struct {
 	steps   []step
 	runs    int
 	noGraph bool // capture failed once: stay eager
+	// reduces: the program has an AllReduce, which waits on the device
+	// for other backends' programs. It is not profiled: the profiler
+	// waits for each program on the thread that may have yet to post
+	// the others'.
+	reduces bool
 	graph   cuGraph
 	exec    cuGraphExec
 }
@@ -424,7 +448,7 @@ func (p *program) Run(ctx context.Context) error {
 		}
 	}
 	p.runs++
-	if be.profiling() {
+	if be.profiling() && !p.reduces {
 		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
 	switch {
