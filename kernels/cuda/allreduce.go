@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tandem-run/tandem/kernels"
 )
@@ -19,13 +20,42 @@ const (
 
 var _ kernels.Reducer = (*Backend)(nil)
 
+// ErrReduceOpen is a driver call refused because it could wait forever: a
+// reduce of a group has been launched on some of its members only, and
+// the others' launches would come after the call on the same thread.
+var ErrReduceOpen = errors.New("cuda: a reduce is launched on some members of its group only; run every member's program before any other call")
+
 // group is a kernels.ReduceGroup of CUDA backends: every member holds the
 // flags its peers raise, and reaches every other member's memory.
+//
+// Why the members share one thread. A reduce kernel waits on the device
+// until every member has launched its own, so it must never depend on a
+// launch that waits for it in turn. With a thread per member it could:
+// the driver may hold any call up behind another thread's (the CUDA
+// documentation says any call may block on internal resources; a
+// copy to pageable host memory on one thread is seen to hold up kernel
+// launches on others), so a Read on member 0's thread, waiting for member
+// 0's reduce, can keep member 1's thread from launching the reduce that
+// member 0 waits for. TestAllReduce's own-thread cases hung so, in a
+// different case each run (kernels/cuda/NOTES.md, htp2). Group therefore
+// moves every member onto one thread, the caller's; its calls are made in
+// the order they are posted, so a call posted after every member's
+// program waits only for launched work. A call posted between the
+// members' programs would not: the thread refuses it with ErrReduceOpen
+// (worker.roundOpen) rather than hang.
 type group struct {
 	members []*Backend
 	bes     []kernels.Backend
 	flags   []kernels.Buffer
 	ptrs    []devicePtr // flags' addresses, by member
+	w       *worker     // every member's thread
+	// blocks is the most blocks of one reduce: reduceBlocks, or fewer so
+	// that the members on one GPU leave a multiprocessor free of waiting
+	// blocks (reduceGrid).
+	blocks int
+	// launched counts the reduce kernels launched per member, on w's
+	// thread only; the group's round is open while they differ.
+	launched []int
 }
 
 // Group joins members, CUDA backends on GPUs that reach one another's
@@ -73,6 +103,20 @@ func (be *Backend) Group(label kernels.Label, members []kernels.Backend) (kernel
 			}
 		}
 	}
+	infos := make([]DeviceInfo, len(g.members))
+	for i, m := range g.members {
+		infos[i] = m.info
+	}
+	g.blocks = blockLimit(infos)
+	g.w, g.launched = be.w, make([]int, len(g.members))
+	for _, m := range g.members {
+		if err := m.moveTo(g.w); err != nil {
+			return nil, fmt.Errorf("cuda: group: %w", err)
+		}
+	}
+	if err := g.w.do(0, nil, func() error { g.w.groups = append(g.w.groups, g); return nil }); err != nil {
+		return nil, fmt.Errorf("cuda: group: %w", err)
+	}
 	for _, m := range g.members {
 		buf, err := m.Alloc(label, reduceFlagBytes)
 		if err != nil {
@@ -94,8 +138,21 @@ func (be *Backend) Group(label kernels.Label, members []kernels.Backend) (kernel
 // Members are the group's backends, in the order of AllReduce's shares.
 func (g *group) Members() []kernels.Backend { return g.bes }
 
-// Close frees the flags once every member's work has finished.
+// Close frees the flags once every member's work has finished. With a
+// round open it fails with ErrReduceOpen and frees nothing: the members'
+// kernels may still read the flags.
 func (g *group) Close() error {
+	if g.w == nil {
+		return nil
+	}
+	err := g.w.do(0, nil, func() error {
+		g.w.groups = slices.DeleteFunc(g.w.groups, func(o *group) bool { return o == g })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cuda: group close: %w", err)
+	}
+	g.w = nil
 	var errs []error
 	for i, buf := range g.flags {
 		m := g.members[i]
@@ -121,9 +178,62 @@ func (g *group) rank(be *Backend) int {
 }
 
 // reduceGrid is the blocks of a reduce of n elements: a block per 1024
-// (four a thread), at most reduceBlocks.
-func reduceGrid(n int) uint32 {
-	return uint32(min(max((n+4*reduceThreads-1)/(4*reduceThreads), 1), reduceBlocks))
+// (four a thread), at most limit (group.blocks). Each block waits on the
+// device for the other members' blocks, and on virtual devices those
+// members' kernels before the reduce must find room on the same GPU: with
+// at most (multiprocessors-1)/members blocks a member, one multiprocessor
+// always holds no waiting block, so every kernel can make progress there
+// however large its blocks.
+func reduceGrid(n, limit int) uint32 {
+	return uint32(min(max((n+4*reduceThreads-1)/(4*reduceThreads), 1), limit))
+}
+
+// blockLimit is the most blocks of one reduce of a group on these GPUs:
+// reduceBlocks, or (multiprocessors-1)/members on a GPU that hosts several
+// members (virtual devices), the least over the GPUs, as every member must
+// run the same grid.
+func blockLimit(members []DeviceInfo) int {
+	perGPU := map[int]int{}
+	for _, m := range members {
+		perGPU[m.Ordinal]++
+	}
+	limit := reduceBlocks
+	for _, m := range members {
+		limit = min(limit, max(1, (m.Multiprocessors-1)/perGPU[m.Ordinal]))
+	}
+	return limit
+}
+
+// roundOpen fails with ErrReduceOpen while a group on the thread has
+// launched more reduces on some member than on another; thread only.
+func (w *worker) roundOpen() error {
+	for _, g := range w.groups {
+		for i, n := range g.launched {
+			if n != g.launched[0] {
+				return fmt.Errorf("%w (%s has launched %d, %s %d)", ErrReduceOpen,
+					g.members[0].name, g.launched[0], g.members[i].name, n)
+			}
+		}
+	}
+	return nil
+}
+
+// moveTo makes w the thread of be's driver calls (Group), after the work
+// posted to its old one.
+func (be *Backend) moveTo(w *worker) error {
+	if be.w == w {
+		return nil
+	}
+	if err := be.Sync(); err != nil {
+		return err
+	}
+	if !w.hold() {
+		return ErrClosed
+	}
+	old := be.w
+	be.w = w
+	old.release()
+	return nil
 }
 
 // allReduce compiles a kernels.AllReduce: one launch of all_reduce_f32.
@@ -168,7 +278,11 @@ func (c *compiler) allReduce(o kernels.AllReduce) error {
 		vec = 1
 	}
 	args = append(args, argInt(rank), argInt(len(g.members)), argI64(int64(n)), argInt(vec))
-	return c.add(o.Name(), "all_reduce_f32", [3]uint32{reduceGrid(n), 1, 1}, [3]uint32{reduceThreads, 1, 1}, 0, args...)
+	if err := c.add(o.Name(), "all_reduce_f32", [3]uint32{reduceGrid(n, g.blocks), 1, 1}, [3]uint32{reduceThreads, 1, 1}, 0, args...); err != nil {
+		return err
+	}
+	c.steps[len(c.steps)-1].group, c.steps[len(c.steps)-1].rank = g, rank
+	return nil
 }
 
 // preload loads every kernel of a program with an all-reduce before it

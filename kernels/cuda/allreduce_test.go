@@ -326,3 +326,98 @@ func benchAllReduce(b *testing.B, bes []*Backend, rows int) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/reduces/1e3, "us/reduce")
 }
+
+// A reduce's blocks a member leave one multiprocessor free of waiting
+// blocks on a GPU that hosts several members, and every member of a group
+// gets the same limit.
+func TestBlockLimit(t *testing.T) {
+	h200 := func(ordinal int) DeviceInfo { return DeviceInfo{Ordinal: ordinal, Multiprocessors: 132} }
+	for _, c := range []struct {
+		name    string
+		members []DeviceInfo
+		want    int
+	}{
+		{"two GPUs", []DeviceInfo{h200(0), h200(1)}, reduceBlocks},
+		{"two virtual", []DeviceInfo{h200(0), h200(0)}, reduceBlocks}, // 131/2 is more
+		{"three virtual", []DeviceInfo{h200(0), h200(0), h200(0)}, 131 / 3},
+		{"eight virtual", []DeviceInfo{h200(0), h200(0), h200(0), h200(0), h200(0), h200(0), h200(0), h200(0)}, 131 / 8},
+		{"two on GPU 1, one on GPU 0", []DeviceInfo{h200(0), h200(1), h200(1)}, reduceBlocks},
+		{"four on a small GPU", []DeviceInfo{{Multiprocessors: 3}, {Multiprocessors: 3}, {Multiprocessors: 3}, {Multiprocessors: 3}}, 1},
+	} {
+		got := blockLimit(c.members)
+		if got != c.want {
+			t.Errorf("%s: %d blocks, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// The launch order that hung before the members shared a thread, forced:
+// member 0's reduce is launched and waits on the device for member 1's,
+// and the host waits on member 0 (and on member 1) before running member
+// 1's program. Every member now makes its calls on the group's one thread,
+// and those waits are refused with ErrReduceOpen at once instead of
+// waiting forever; once member 1's program runs, both get the sum.
+func TestAllReduceOpenRound(t *testing.T) {
+	for _, th := range threads {
+		t.Run(th.name, func(t *testing.T) {
+			bes := openVirtual(t, 2, th.shared)
+			g := newGroup(t, bes)
+			if bes[0].w != bes[1].w {
+				t.Fatal("the group's members make their calls on different threads")
+			}
+			const n = 4096
+			rng := rand.New(rand.NewPCG(5, 6))
+			lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
+			var shares, dsts []kernels.Tensor
+			var host [][]float32
+			for _, be := range bes {
+				buf, err := be.Alloc(lbl, 2*4*n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, d := kernels.NewTensor(buf, quant.F32, 1, n, 0), kernels.NewTensor(buf, quant.F32, 1, n, 4*n)
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64())
+				}
+				if err := be.Write(s, kernels.F32Bytes(v)); err != nil {
+					t.Fatal(err)
+				}
+				shares, dsts, host = append(shares, s), append(dsts, d), append(host, v)
+			}
+			var progs []kernels.Program
+			for i, be := range bes {
+				p, err := be.Compile([]kernels.Op{kernels.AllReduce{Dst: dsts[i], Shares: shares, Group: g}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				progs = append(progs, p)
+			}
+			if err := progs[0].Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, n)
+			if err := bes[0].Read(kernels.F32Bytes(got), dsts[0]); !errors.Is(err, ErrReduceOpen) {
+				t.Errorf("Read on member 0 before member 1's program: %v, want ErrReduceOpen", err)
+			}
+			if err := bes[1].Sync(); !errors.Is(err, ErrReduceOpen) {
+				t.Errorf("Sync of member 1 before its program: %v, want ErrReduceOpen", err)
+			}
+			if err := progs[1].Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := reduceRef(nil, host)
+			for i, be := range bes {
+				if err := be.Read(kernels.F32Bytes(got), dsts[i]); err != nil {
+					t.Fatalf("member %d after both programs: %v", i, err)
+				}
+				for j := range got {
+					if got[j] != want[j] {
+						t.Fatalf("member %d: element %d is %g, want %g", i, j, got[j], want[j])
+					}
+				}
+			}
+		})
+	}
+}

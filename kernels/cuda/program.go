@@ -20,6 +20,10 @@ type step struct {
 	grid, block [3]uint32
 	shared      uint32
 	args        []uint64
+	// group is an all-reduce's (rank: the backend's place in it), whose
+	// launches the thread counts (worker.roundOpen); nil for other kernels.
+	group *group
+	rank  int
 }
 
 // compiler turns ops into steps. It runs twice: first to size the scratch
@@ -416,10 +420,16 @@ type program struct {
 	reduces bool
 	graph   cuGraph
 	exec    cuGraphExec
+	// stale are graphs (exec, graph) of older steps, handed to the next
+	// run's job on the thread to destroy (build).
+	stale [][2]uintptr
 }
 
 // build compiles the steps against the workspace, growing it to p.need,
-// and drops a graph of older steps.
+// and leaves a graph of older steps to the next run to destroy: on the
+// thread, with the run's launches, so that a program with a reduce posts
+// nothing else while another member's reduce may wait for it
+// (worker.roundOpen).
 func (p *program) build() error {
 	base, layout, gen, err := p.be.growScratch(p.need)
 	if err != nil {
@@ -429,11 +439,26 @@ func (p *program) build() error {
 	if err := c.compile(p.ops); err != nil {
 		return err
 	}
-	if err := p.dropGraph(); err != nil {
-		return err
+	if p.exec != 0 || p.graph != 0 {
+		p.stale = append(p.stale, [2]uintptr{uintptr(p.exec), uintptr(p.graph)})
 	}
+	p.exec, p.graph = 0, 0
 	p.steps, p.gen, p.runs, p.noGraph = c.steps, gen, 0, false
 	return nil
+}
+
+// destroyGraphs destroys graphs (exec, graph); thread only.
+func (p *program) destroyGraphs(graphs [][2]uintptr) error {
+	var errs []error
+	for _, g := range graphs {
+		if g[0] != 0 {
+			errs = append(errs, p.be.drv.graphExecDestroy(cuGraphExec(g[0])))
+		}
+		if g[1] != 0 {
+			errs = append(errs, p.be.drv.graphDestroy(cuGraph(g[1])))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Run enqueues the program; Read or Sync waits for it.
@@ -449,18 +474,34 @@ func (p *program) Run(ctx context.Context) error {
 	}
 	p.runs++
 	if be.profiling() && !p.reduces {
+		// Not a launch job: the profiler waits for its events.
 		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
+	if p.reduces {
+		// Once posted, a run with a reduce launches whole: the other
+		// members' runs wait on the device for each of its reduces.
+		ctx = context.WithoutCancel(ctx)
+	}
+	launch := p.eager
 	switch {
 	case p.exec != 0:
-		return be.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })
+		launch = func(context.Context, bool) error { return p.launchGraph() }
 	case p.runs >= 2 && !p.noGraph:
-		return be.post(func() error { return p.capture(ctx) })
+		launch = func(ctx context.Context, _ bool) error { return p.capture(ctx) }
 	}
-	return be.post(func() error { return p.eager(ctx) })
+	stale := p.stale
+	p.stale = nil
+	return be.postLaunch(func() error {
+		if err := p.destroyGraphs(stale); err != nil {
+			return err
+		}
+		return launch(ctx, true)
+	})
 }
 
-func (p *program) eager(ctx context.Context) error {
+// eager launches the steps one by one; counted: they run now (not into a
+// capture), so the reduces among them count as launched.
+func (p *program) eager(ctx context.Context, counted bool) error {
 	for i := range p.steps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -468,6 +509,22 @@ func (p *program) eager(ctx context.Context) error {
 		s := &p.steps[i]
 		if err := p.be.launch(s.fn, s.grid, s.block, s.shared, s.args); err != nil {
 			return fmt.Errorf("cuda: %s (%s): %w", s.op, s.kernel, err)
+		}
+		if counted && s.group != nil {
+			s.group.launched[s.rank]++
+		}
+	}
+	return nil
+}
+
+// launchGraph launches the captured graph and counts its reduces.
+func (p *program) launchGraph() error {
+	if err := p.be.drv.graphLaunch(p.exec, p.be.stream); err != nil {
+		return err
+	}
+	for i := range p.steps {
+		if s := &p.steps[i]; s.group != nil {
+			s.group.launched[s.rank]++
 		}
 	}
 	return nil
@@ -479,46 +536,37 @@ func (p *program) capture(ctx context.Context) error {
 	d, be := p.be.drv, p.be
 	if err := d.beginCapture(be.stream); err != nil {
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
-	runErr := p.eager(context.Background())
+	runErr := p.eager(context.Background(), false)
 	g, endErr := d.endCapture(be.stream)
 	if runErr != nil || endErr != nil {
 		if g != 0 {
 			d.graphDestroy(g)
 		}
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
 	exec, err := d.graphInstantiate(g)
 	if err != nil {
 		d.graphDestroy(g)
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
 	p.graph, p.exec = g, exec
-	return d.graphLaunch(exec, be.stream)
+	return p.launchGraph()
 }
 
-// Close frees the graph. The workspace stays with the backend.
-func (p *program) Close() error { return p.dropGraph() }
-
-// dropGraph destroys the captured graph, if any.
-func (p *program) dropGraph() error {
-	if p.exec == 0 && p.graph == 0 {
+// Close frees the graph, and any that build replaced and no run has
+// destroyed yet. The workspace stays with the backend.
+func (p *program) Close() error {
+	graphs := p.stale
+	if p.exec != 0 || p.graph != 0 {
+		graphs = append(graphs, [2]uintptr{uintptr(p.exec), uintptr(p.graph)})
+	}
+	p.stale, p.exec, p.graph = nil, 0, 0
+	if len(graphs) == 0 {
 		return nil
 	}
-	be := p.be
-	err := be.do(func() error {
-		var errs []error
-		if p.exec != 0 {
-			errs = append(errs, be.drv.graphExecDestroy(p.exec))
-		}
-		if p.graph != 0 {
-			errs = append(errs, be.drv.graphDestroy(p.graph))
-		}
-		return errors.Join(errs...)
-	})
-	p.exec, p.graph = 0, 0
-	return err
+	return p.be.do(func() error { return p.destroyGraphs(graphs) })
 }
