@@ -145,7 +145,11 @@ type Reducer interface {
 	// Group joins members (this backend among them, each reaching the
 	// others' memory) into a group for AllReduce ops. Each member holds
 	// a few KiB of flags, counted under label. It fails wrapping
-	// ErrUnsupported when a member cannot take part.
+	// ErrUnsupported when a member cannot take part. A program with the
+	// group's ops waits on its device for the other members' programs,
+	// so callers run every member's program of a round before any other
+	// call on a member (a backend may refuse such a call rather than
+	// wait forever).
 	Group(label Label, members []Backend) (ReduceGroup, error)
 }
 

@@ -71,7 +71,9 @@ func newGroup(t testing.TB, bes []*Backend) kernels.ReduceGroup {
 // not 16-byte aligned; every program runs four times (eager, capture,
 // replays) with new inputs each time, and its second reduce reads shares
 // that the op before it overwrote after the first: the members must not
-// run ahead of one another's reads.
+// run ahead of one another's reads. Members opened on threads of their
+// own run on one once grouped; before that move, these cases hung now and
+// then on own threads (kernels/cuda/NOTES.md, htp2).
 func TestAllReduce(t *testing.T) {
 	cases := []struct {
 		name       string
