@@ -36,8 +36,9 @@ var ErrReduceOpen = errors.New("cuda: a reduce is launched on some members of it
 // copy to pageable host memory on one thread is seen to hold up kernel
 // launches on others), so a Read on member 0's thread, waiting for member
 // 0's reduce, can keep member 1's thread from launching the reduce that
-// member 0 waits for. TestAllReduce's own-thread cases hung so, in a
-// different case each run (kernels/cuda/NOTES.md, htp2). Group therefore
+// member 0 waits for. TestAllReduce's own-thread cases hung in a
+// different case each run, which fits this (kernels/cuda/NOTES.md, htp2;
+// found by reading, not reproduced on purpose). Group therefore
 // moves every member onto one thread, the caller's; its calls are made in
 // the order they are posted, so a call posted after every member's
 // program waits only for launched work. A call posted between the
