@@ -7,7 +7,8 @@
 // rather than through a generated binding that would need cgo. CUDA contexts
 // are current per OS thread, so every driver call runs on a goroutine locked
 // to its thread (worker.go): one per device, or one shared by the devices
-// of a model placement, which switches contexts between their calls.
+// of a model placement, which switches contexts between their calls. The
+// members of an all-reduce group always share one (allreduce.go says why).
 //
 // Sources of the kernels live in src/*.cu; `go generate` (gen.sh) turns them
 // into ptx/*.ptx and the Hopper variant ptx/sm90/*.ptx with nvcc, which
