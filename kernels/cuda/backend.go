@@ -149,9 +149,11 @@ type Backend struct {
 	info  DeviceInfo
 	limit int64
 
-	drv     *driver
+	drv *driver
+	// w is the thread of the backend's driver calls: its own, a Worker's,
+	// or, once in a reduce group, the group's (Group). Set before any
+	// other call that may race with it.
 	w       *worker
-	ownW    bool        // w is this backend's alone, stopped by Close
 	errs    pending     // failures of posted work, reported by the next wait
 	gone    atomic.Bool // closed: its context is released, calls fail
 	dev     cuDevice
@@ -272,12 +274,15 @@ func Open(o Options) (*Backend, error) {
 	if o.Worker != nil {
 		be.w = o.Worker.w
 	} else {
-		be.w, be.ownW = newWorker(d), true
+		be.w = newWorker(d)
+		be.w.auto = true
+	}
+	if !be.w.hold() {
+		be.args.pin.Unpin()
+		return nil, ErrClosed
 	}
 	if err := be.w.do(0, nil, func() error { return be.setup(o.Ordinal, kernelFS, variant) }); err != nil {
-		if be.ownW {
-			be.w.stop()
-		}
+		be.w.release()
 		be.args.pin.Unpin()
 		return nil, err
 	}
@@ -397,6 +402,16 @@ func (be *Backend) post(f func() error) error {
 	return be.w.post(be.ctx, &be.errs, f)
 }
 
+// postLaunch queues f, which only launches kernels (a program's run), on
+// the backend's thread; unlike post, it may run while a reduce round is
+// open (allreduce.go).
+func (be *Backend) postLaunch(f func() error) error {
+	if be.gone.Load() {
+		return ErrClosed
+	}
+	return be.w.postLaunch(be.ctx, &be.errs, f)
+}
+
 // do runs f on the backend's thread, with its context current, and waits;
 // it reports the first failure of earlier posted work before f's.
 func (be *Backend) do(f func() error) error {
@@ -444,9 +459,7 @@ func (be *Backend) Close() error {
 		return errors.Join(errs...)
 	})
 	be.gone.Store(true)
-	if be.ownW {
-		be.w.stop()
-	}
+	be.w.release()
 	be.args.pin.Unpin()
 	return errors.Join(linkErr, err)
 }
