@@ -180,6 +180,50 @@ func testMatMul(t *testing.T, h *harness) {
 	}
 }
 
+// Where the wgmma tiles load, an F16 product whose 128x64 tiles make
+// mmtwBlocks blocks, too few for the mma.sync tiles, runs on the wgmma
+// 128x64 tile by default (not a forced shape), against the float64
+// product.
+func TestMatMulWGMMADefault(t *testing.T) {
+	h := newHarness(t)
+	if !h.gpu.wgmma {
+		t.Skip("no sm_90a kernels on this GPU")
+	}
+	const batch, rows, n = 256, 4096, 256
+	if mt, nt := h.gpu.mmaShape(quant.F16, batch, rows); mt != 0 || nt != 8 || mmaShapeFree(batch, rows) {
+		t.Fatalf("shape %dx%d for %d rows of %d weight rows: want 0x8, where mmaShape alone would not pick it", mt, nt, batch, rows)
+	}
+	w := h.random(quant.F16, rows, n)
+	x := h.random(quant.F32, batch, n)
+	y := h.output(quant.F32, batch, rows)
+	h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
+		return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
+	}, []*pair{w, x, y}, func(round int) {
+		wv := seenActivations(t, pathMMF16, h.read(h.cpu, w.c))
+		xv := seenActivations(t, pathMMF16, h.read(h.cpu, x.c))
+		want := make([]float64, batch*rows)
+		for b := 0; b < batch; b++ {
+			for o := 0; o < rows; o++ {
+				var sum float64
+				for i := 0; i < n; i++ {
+					sum += wv[o*n+i] * xv[b*n+i]
+				}
+				want[b*rows+o] = sum
+			}
+		}
+		if e := relErr(h.read(h.gpu, y.g), want); !(e <= 1e-3) {
+			t.Errorf("round %d: relative error %.3g, tolerance 1e-3", round, e)
+		}
+	})
+}
+
+// mmaShapeFree reports whether mmaShape by itself puts an F16 product of
+// batch rows and rows weight rows on a prefill tile.
+func mmaShapeFree(batch, rows int) bool {
+	mt, _ := mmaShape(quant.F16, batch, rows)
+	return mt == 0
+}
+
 // Every tensor-core tile shape, forced, on batches and weight rows that
 // leave partial tiles (one block of rows and several), against the
 // float64 product.
