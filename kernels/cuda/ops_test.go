@@ -53,23 +53,28 @@ func seenOperands(t testing.TB, be *Backend, path mvPath, o kernels.MatMul, w, x
 	return w, seenActivations(t, path, x), 1e-4
 }
 
-// productWant is the float64 product, [batch][rows], of o's weights w
-// ([rows][n]) and activations x ([batch][n]) as path's kernels read them
-// (seenOperands), and the relative error allowed against it.
+// productWant is the float64 product of o's weights w and activations x
+// as path's kernels read them (seenOperands), and the relative error
+// allowed against it.
 func productWant(t testing.TB, be *Backend, path mvPath, o kernels.MatMul, w, x []float64) (want []float64, tol float64) {
-	rows, n, batch := o.W.Rows, o.W.Cols, o.X.Rows
 	w, x, tol = seenOperands(t, be, path, o, w, x)
-	want = make([]float64, batch*rows)
+	return product(w, x, o.W.Rows, o.W.Cols, o.X.Rows), tol
+}
+
+// product is the float64 product [batch][rows] of weights w [rows][n]
+// and activations x [batch][n].
+func product(w, x []float64, rows, n, batch int) []float64 {
+	y := make([]float64, batch*rows)
 	for b := 0; b < batch; b++ {
 		for r := 0; r < rows; r++ {
 			var sum float64
 			for i := 0; i < n; i++ {
 				sum += w[r*n+i] * x[b*n+i]
 			}
-			want[b*rows+r] = sum
+			y[b*rows+r] = sum
 		}
 	}
-	return want, tol
+	return y
 }
 
 // seenActivations is x as the matrix-vector and mma kernels of path read
@@ -209,17 +214,7 @@ func TestMatMulWGMMADefault(t *testing.T) {
 	}, []*pair{w, x, y}, func(round int) {
 		wv := seenActivations(t, pathMMF16, h.read(h.cpu, w.c))
 		xv := seenActivations(t, pathMMF16, h.read(h.cpu, x.c))
-		want := make([]float64, batch*rows)
-		for b := 0; b < batch; b++ {
-			for o := 0; o < rows; o++ {
-				var sum float64
-				for i := 0; i < n; i++ {
-					sum += wv[o*n+i] * xv[b*n+i]
-				}
-				want[b*rows+o] = sum
-			}
-		}
-		if e := relErr(h.read(h.gpu, y.g), want); !(e <= 1e-3) {
+		if e := relErr(h.read(h.gpu, y.g), product(wv, xv, rows, n, batch)); !(e <= 1e-3) {
 			t.Errorf("round %d: relative error %.3g, tolerance 1e-3", round, e)
 		}
 	})
