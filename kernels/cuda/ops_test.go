@@ -543,22 +543,15 @@ func TestAttentionQuantized(t *testing.T) {
 	for _, batch := range []int{1, 2, 5, 16} {
 		t.Run(fmt.Sprintf("b%d", batch), func(t *testing.T) {
 			h.t = t
-			const nHead, nKV, hd, nCtx = 8, 2, 64, 300
-			q := h.random(quant.F32, batch, nHead*hd)
-			k := h.random(quant.F16, nCtx, nKV*hd)
-			v := h.random(quant.F16, nCtx, nKV*hd)
-			pos := h.ints(batch, func(i int) int32 { return int32(200 + i) })
-			y := h.output(quant.F32, batch, nHead*hd)
+			const nHead, nKV, hd, nCtx = 8, 2, 64, 300 // scale 1/sqrt(64) = 0.125
+			a := h.attention(attnShape{kType: quant.F16, vType: quant.F16, headDim: hd, rows: batch, nCtx: nCtx, nHead: nHead, nKV: nKV},
+				h.positions(200, nCtx))
 			wo := h.random(quant.Q8_0, 256, nHead*hd)
 			out := h.output(quant.F32, batch, 256)
 			h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{
-					kernels.Attention{Dst: s(y), Q: s(q), K: s(k), V: s(v), Pos: s(pos),
-						NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.125},
-					kernels.MatMul{Dst: s(out), W: s(wo), X: s(y)},
-				}
-			}, []*pair{q, k, v, pos, y, wo, out}, func(int) {
-				h.expectClose(y, attentionTolerance(quant.F16), "attention")
+				return append(a.ops(s), kernels.MatMul{Dst: s(out), W: s(wo), X: s(a.y)})
+			}, append(a.pairs(), wo, out), func(int) {
+				h.expectClose(a.y, attentionTolerance(quant.F16), "attention")
 				h.expectClose(out, matMulTolerance(quant.Q8_0, batch), "o-projection")
 			})
 		})
