@@ -128,7 +128,7 @@ func BenchmarkAttentionSeqs(b *testing.B) {
 	gpu := openGPU(b)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
 	const seqs, nHead, nKV, hd, ctxLen, keys = 8, 8, 2, 64, 1024, 500
-	alloc := func(t quant.Type, rows, cols int) kernels.Tensor { return benchTensor(b, gpu, lbl, t, rows, cols) }
+	alloc := func(t quant.Type, rows, cols int) kernels.Tensor { return deviceTensor(b, gpu, lbl, t, rows, cols) }
 	k, v := alloc(quant.F16, seqs*ctxLen, nKV*hd), alloc(quant.F16, seqs*ctxLen, nKV*hd)
 	q, y := alloc(quant.F32, seqs, nHead*hd), alloc(quant.F32, seqs, nHead*hd)
 	pos, rows := alloc(quant.I32, 1, seqs), alloc(quant.I32, 1, seqs)

@@ -16,7 +16,7 @@ func BenchmarkCopyRoofline(b *testing.B) {
 	gpu := openGPU(b)
 	const n = 1 << 30
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
-	s, d := benchTensor(b, gpu, lbl, quant.I8, 1, n), benchTensor(b, gpu, lbl, quant.I8, 1, n)
+	s, d := deviceTensor(b, gpu, lbl, quant.I8, 1, n), deviceTensor(b, gpu, lbl, quant.I8, 1, n)
 	if err := gpu.Sync(); err != nil {
 		b.Fatal(err)
 	}
@@ -62,19 +62,19 @@ func benchProgram(b *testing.B, gpu *Backend, ops []kernels.Op, bytes int64) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ops))/1e3, "us/op")
 }
 
-// benchTensor is a [rows, cols] tensor of typ on gpu for the benchmark's
-// life.
-func benchTensor(b *testing.B, gpu *Backend, lbl kernels.Label, typ quant.Type, rows, cols int) kernels.Tensor {
-	b.Helper()
+// deviceTensor is a [rows, cols] tensor of typ on be, freed when the test
+// or benchmark ends.
+func deviceTensor(t testing.TB, be *Backend, lbl kernels.Label, typ quant.Type, rows, cols int) kernels.Tensor {
+	t.Helper()
 	rb, err := typ.RowBytes(int64(cols))
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	buf, err := gpu.Alloc(lbl, rb*int64(rows))
+	buf, err := be.Alloc(lbl, rb*int64(rows))
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(func() { gpu.Free(buf) })
+	t.Cleanup(func() { be.Free(buf) })
 	return kernels.NewTensor(buf, typ, rows, cols, 0)
 }
 
@@ -130,9 +130,9 @@ func BenchmarkAttention(b *testing.B) {
 	for _, ctxLen := range []int{512, 4096, 32768} {
 		b.Run(fmt.Sprintf("ctx%d", ctxLen), func(b *testing.B) {
 			const nHead, nKV, hd = 32, 8, 128
-			k, v := benchTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), benchTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
-			q, y := benchTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), benchTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
-			pos := benchTensor(b, gpu, lbl, quant.I32, 1, 1)
+			k, v := deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
+			q, y := deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
+			pos := deviceTensor(b, gpu, lbl, quant.I32, 1, 1)
 			if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(ctxLen - 1)})); err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func BenchmarkAttention(b *testing.B) {
 // replay, 1000 tiny adds per run.
 func BenchmarkLaunch(b *testing.B) {
 	gpu := openGPU(b)
-	x := benchTensor(b, gpu, kernels.Label{Owner: "bench", Cat: kernels.Scratch}, quant.F32, 1, 1024)
+	x := deviceTensor(b, gpu, kernels.Label{Owner: "bench", Cat: kernels.Scratch}, quant.F32, 1, 1024)
 	ops := make([]kernels.Op, 1000)
 	for i := range ops {
 		ops[i] = kernels.Add{Dst: x, A: x, B: x}
@@ -179,7 +179,7 @@ func BenchmarkAttnPrep(b *testing.B) {
 	gpu := openGPU(b)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
 	const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
-	tensor := func(typ quant.Type, rows, cols int) kernels.Tensor { return benchTensor(b, gpu, lbl, typ, rows, cols) }
+	tensor := func(typ quant.Type, rows, cols int) kernels.Tensor { return deviceTensor(b, gpu, lbl, typ, rows, cols) }
 	q, k, v := tensor(quant.F32, 1, nHead*hd), tensor(quant.F32, 1, nKV*hd), tensor(quant.F32, 1, nKV*hd)
 	kc, vc := tensor(quant.F16, ctxLen, nKV*hd), tensor(quant.F16, ctxLen, nKV*hd)
 	qw, kw := tensor(quant.F32, 1, hd), tensor(quant.F32, 1, hd)
@@ -295,9 +295,9 @@ func benchRows(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, ws
 // benchRowsIO is a product's batch rows of n random activations (normal
 // values) and its [batch, rows] output.
 func benchRowsIO(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, batch, n, rows int) (x, y kernels.Tensor) {
-	x = benchTensor(b, gpu, lbl, quant.F32, batch, n)
+	x = deviceTensor(b, gpu, lbl, quant.F32, batch, n)
 	benchFill(b, gpu, rng, 1, x)
-	return x, benchTensor(b, gpu, lbl, quant.F32, batch, rows)
+	return x, deviceTensor(b, gpu, lbl, quant.F32, batch, rows)
 }
 
 // Attention of several query rows (Qwen3-8B heads, F16 cache): a 5-row
@@ -309,9 +309,9 @@ func BenchmarkAttentionRows(b *testing.B) {
 	for _, c := range []struct{ rows, first int }{{5, 4091}, {16, 4080}, {512, 0}} {
 		b.Run(fmt.Sprintf("r%d/pos%d", c.rows, c.first), func(b *testing.B) {
 			const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
-			k, v := benchTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), benchTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
-			q, y := benchTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd), benchTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd)
-			pos := benchTensor(b, gpu, lbl, quant.I32, 1, c.rows)
+			k, v := deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
+			q, y := deviceTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd)
+			pos := deviceTensor(b, gpu, lbl, quant.I32, 1, c.rows)
 			benchFill(b, gpu, rand.New(rand.NewPCG(5, 5)), 1, k, v, q)
 			p := make([]int32, c.rows)
 			for i := range p {
@@ -342,9 +342,9 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 				continue
 			}
 			b.Run(fmt.Sprintf("keys%d/cap%d", keys, capacity), func(b *testing.B) {
-				k, v := benchTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd), benchTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd)
-				q, y := benchTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), benchTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
-				pos := benchTensor(b, gpu, lbl, quant.I32, 1, 1)
+				k, v := deviceTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd)
+				q, y := deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
+				pos := deviceTensor(b, gpu, lbl, quant.I32, 1, 1)
 				benchFill(b, gpu, rand.New(rand.NewPCG(3, 3)), 1, k, v, q)
 				if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(keys - 1)})); err != nil {
 					b.Fatal(err)

@@ -151,7 +151,7 @@ func BenchmarkMoE(b *testing.B) {
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
 	const n, ff, experts, used = 2048, 768, 128, 8
 	upload := func(typ quant.Type, rows, cols int, std float64) kernels.Tensor {
-		t := benchTensor(b, gpu, lbl, typ, rows, cols)
+		t := deviceTensor(b, gpu, lbl, typ, rows, cols)
 		benchFill(b, gpu, rng, std, t)
 		return t
 	}
