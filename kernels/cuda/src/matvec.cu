@@ -416,7 +416,8 @@ struct MvxTile {
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int h = 0; h < 2; h++) wr[m][h] = w + (size_t)min(row0 + 16 * m + 8 * h + g, rows - 1) * wstride;
-        // columns past the batch read real rows and are never stored
+        // columns past the batch read real rows and are never stored; a
+        // scale pair's 16-byte load starts at most at P-2 (0 for one row)
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             bcol[j] = min(8 * j + g, nb - 1);
