@@ -163,7 +163,7 @@ func TestPlacedOracle(t *testing.T) {
 							worst = max(worst, math.Abs(float64(row[id]-one[id]))/scale)
 						}
 					}
-					got := placedGreedy(t, r.m, p.IDs, greedyLen)
+					got := greedy(t, r.m, p.IDs, greedyLen)
 					if !slices.Equal(got, ref.Greedy[:greedyLen]) {
 						t.Errorf("prompt %d greedy:\n got %v\nwant %v", pi, got, ref.Greedy[:greedyLen])
 					}
@@ -208,24 +208,6 @@ func checkTops(t *testing.T, m *Model, seq []int32, logits []float32) {
 	}
 }
 
-func placedGreedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
-	t.Helper()
-	ctx := context.Background()
-	logits, err := m.Forward(ctx, prompt, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for len(out) < n {
-		next := argmax(logits)
-		out = append(out, next)
-		if logits, err = m.Forward(ctx, []int32{next}, m.Len(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
 // TestPlacedQuantized runs the Q8_0 target by layers, which computes
 // exactly what one device does, and must decode alike. (A tensor split adds
 // partial sums in another order; with Q8_0 activations that can flip the
@@ -240,7 +222,7 @@ func TestPlacedQuantized(t *testing.T) {
 			r := placeModel(t, "factory-target-Q8_0.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 32)
 			for _, p := range o.Prompts[:3] {
 				want := greedy(t, one, p.IDs, 16)
-				if got := placedGreedy(t, r.m, p.IDs, 16); !slices.Equal(got, want) {
+				if got := greedy(t, r.m, p.IDs, 16); !slices.Equal(got, want) {
 					t.Errorf("greedy:\n got %v\nwant %v", got, want)
 				}
 			}
