@@ -282,7 +282,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		}
 		n := spec.GreedyAccepted(drafted, ids)
 		out = append(drafted[:n:n], ids[n])
-	} else if g.probsOnHead(drafted) {
+	} else if g.probsOnHead() {
 		probs, err := g.r.target.runProbs(ctx, batch, len(drafted)+1, g.sampler.Params().Temperature, g.rows)
 		if err != nil {
 			return false, err
@@ -464,12 +464,14 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 	return append(out, t), err
 }
 
-// probsOnHead reports whether this round verifies on the target's head's
-// softmax rows (verifyProbs): a drafted round sampling at a temperature
-// alone, unconstrained, with the head on a GPU (Runner.probs). A round
-// that drafted nothing samples as the target alone does, on the host.
-func (g *generation) probsOnHead(drafted []int32) bool {
-	return g.r.probs && len(drafted) > 0 && g.req.Constraint == nil && g.sampler.Params().TemperatureOnly()
+// probsOnHead reports whether this round samples on the target's head's
+// softmax rows (verifyProbs): sampling at a temperature alone,
+// unconstrained, with the head on a GPU (Runner.probs); a round that
+// drafted nothing too, so that the target alone pays no host pass of
+// exponentials for its token either (it draws as verify would, with the
+// same randomness).
+func (g *generation) probsOnHead() bool {
+	return g.r.probs && g.req.Constraint == nil && g.sampler.Params().TemperatureOnly()
 }
 
 // verifyProbs is verify for sampling at a temperature alone, on the

@@ -77,7 +77,7 @@ func TestSampledOnHeadKeepsDistribution(t *testing.T) {
 	if testing.Short() {
 		t.Skip("12,000 sampled generations")
 	}
-	target := modelPath(t, "factory-target-Q8_0.gguf")
+	target := modelPath(t, "factory-target-F16.gguf")
 	sampling := Sampling{Temperature: 0.8}
 	alone, _ := sampledPairsAt(t, load(t, Config{Target: target}), sampling, 6000, 1<<32)
 	with := load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf")})
