@@ -746,29 +746,37 @@ func excessSum(p, q []float32, lo, hi int) float64 {
 // excessFrom adds the positive excesses p[i] - q[i] (q[i] as 0 past q's
 // end) of [lo, hi) to acc until the sum passes target: it returns the
 // sum, the index where it passed (ok) or else the last index with an
-// excess (-1 for none).
+// excess (-1 for none). The sum runs without branches on the signs (a
+// coin toss where p and q are close), and the sum can only pass target
+// at an index with an excess.
 func excessFrom(p, q []float32, lo, hi int, acc, target float64) (float64, int32, bool) {
-	last := int32(-1)
 	n := min(max(len(q), lo), hi) // [lo, n) has q, [n, hi) does not
 	for i, v := range p[lo:n] {
-		if d := float64(v) - float64(q[lo+i]); d > 0 {
-			acc += d
-			last = int32(lo + i)
-			if target < acc {
-				return acc, last, true
-			}
+		acc += max(float64(v)-float64(q[lo+i]), 0)
+		if target < acc {
+			return acc, int32(lo + i), true
 		}
 	}
 	for i, v := range p[n:hi] {
-		if v > 0 {
-			acc += float64(v)
-			last = int32(n + i)
-			if target < acc {
-				return acc, last, true
-			}
+		acc += max(float64(v), 0)
+		if target < acc {
+			return acc, int32(n + i), true
 		}
 	}
-	return acc, last, false
+	for i := hi - 1; i >= lo; i-- {
+		if d := float64(p[i]) - float64(at(q, i)); d > 0 {
+			return acc, int32(i), false
+		}
+	}
+	return acc, -1, false
+}
+
+// at is q[i], or 0 past q's end.
+func at(q []float32, i int) float32 {
+	if i >= len(q) {
+		return 0
+	}
+	return q[i]
 }
 
 // drawFrom is the index where the running sum of the weights w first
