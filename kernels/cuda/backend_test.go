@@ -172,12 +172,7 @@ func checkKernels(t *testing.T, dir string) {
 func openCapped(t *testing.T, limit int64) *Backend {
 	o := testOptions()
 	o.Name, o.MemoryLimit = "cuda0-small", limit
-	vd, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vd.Close() })
-	return vd
+	return openGPUWith(t, o)
 }
 
 // Usage counts every byte by label; Free returns it; a capped (virtual)
@@ -309,11 +304,7 @@ func TestMemoryRoundTrip(t *testing.T) {
 	gpu := openGPU(t)
 	o := testOptions()
 	o.Name, o.MemoryLimit = "cuda0-b", 64<<20
-	other, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openGPUWith(t, o)
 	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
 	buf, err := gpu.Alloc(lbl, 4*64)
 	if err != nil {
