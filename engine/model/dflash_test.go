@@ -129,12 +129,8 @@ func TestDFlashLoadErrors(t *testing.T) {
 // A DFlash file loaded as a model of its own (a target) is refused in
 // words, before anything is allocated.
 func TestDFlashAsTargetIsRefused(t *testing.T) {
-	f, err := gguf.Open(demoDFlash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, err = ReadParams(f)
+	f := openGGUF(t, demoDFlash)
+	_, err := ReadParams(f)
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "is a draft") {
 		t.Fatalf("ReadParams: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/quant"
 	"github.com/tandem-run/tandem/kernels/sharedtest"
 )
@@ -125,14 +124,7 @@ func (l eagle3Load) draft() (*Eagle3, error) {
 // virtual devices and loads the target.
 func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Model, eagle3Load) {
 	t.Helper()
-	open := func(name string) *gguf.File {
-		f, err := gguf.Open(sharedtest.Path(t, "models", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		return f
-	}
+	open := func(name string) *gguf.File { return openGGUF(t, sharedtest.Path(t, "models", name)) }
 	tf, df := open("factory-target-F16.gguf"), open("factory-eagle3-F16.gguf")
 	inv, err := device.ParseVirtual("cpu:256MiB,cpu:256MiB,cpu:256MiB")
 	if err != nil {
@@ -143,12 +135,7 @@ func placedEagle3Rig(t *testing.T, tp, dp plan.Placement) (*Model, eagle3Load) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[int]kernels.Backend{}
-	for _, d := range inv.Devices {
-		be := cpu.New(cpu.Options{Threads: 2, MemoryLimit: int64(d.Capacity())})
-		backends[d.Index] = be
-		t.Cleanup(func() { be.Close() })
-	}
+	backends := virtualCPUs(t, inv.Devices)
 	target, err := LoadPlan(context.Background(), tf, p, &p.Target, backends, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -83,16 +83,7 @@ func loadEagle3Pair(t testing.TB, draftPath string, batch int) (*eagle3Pair, err
 // closed when the test ends.
 func openDemoPair(t testing.TB, draftPath string) (tf, df *gguf.File) {
 	t.Helper()
-	var err error
-	if tf, err = gguf.Open(sharedtest.Path(t, "models", "factory-target-F16.gguf")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tf.Close() })
-	if df, err = gguf.Open(draftPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { df.Close() })
-	return tf, df
+	return openGGUF(t, sharedtest.Path(t, "models", "factory-target-F16.gguf")), openGGUF(t, draftPath)
 }
 
 // loadDemoTarget plans target tf with draft df on one CPU device (backends

@@ -32,7 +32,7 @@ func TestPlacedHostExchange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return slices.Clone(logits), placedGreedy(t, r.m, seq, 4)
+				return slices.Clone(logits), greedy(t, r.m, seq, 4)
 			}
 			direct, directGreedy := run(nil)
 			host, hostGreedy := run(func(dev int, be kernels.Backend) kernels.Backend {

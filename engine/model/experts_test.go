@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
-	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
 
@@ -31,12 +29,7 @@ func expertsApart(t *testing.T, f *gguf.File, ctx, batch int) (*plan.Plan, map[i
 	if err != nil {
 		t.Fatal(err)
 	}
-	bes := map[int]kernels.Backend{}
-	for _, d := range inv.Devices {
-		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
-		t.Cleanup(func() { be.Close() })
-		bes[d.Index] = be
-	}
+	bes := virtualCPUs(t, inv.Devices)
 	gpu := bes[0]
 	bes[0] = noOp{Backend: gpu, lacks: "moe"}
 	m, err := LoadPlan(context.Background(), f, p, &p.Target, bes, nil)
@@ -54,12 +47,7 @@ func expertsApart(t *testing.T, f *gguf.File, ctx, batch int) (*plan.Plan, map[i
 
 func openQwen3MoE(t *testing.T) *gguf.File {
 	t.Helper()
-	f, err := gguf.Open(filepath.Join("testdata", "qwen3moe-tiny-F16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
+	return openGGUF(t, filepath.Join("testdata", "qwen3moe-tiny-F16.gguf"))
 }
 
 // TestExpertsApartIsOneDevice: with the experts on their own device, the
@@ -160,11 +148,7 @@ func TestExpertsApartRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "expert device 1 is also one of the model's devices") {
 		t.Errorf("experts on a block device: %v", err)
 	}
-	g, err := gguf.Open(filepath.Join("testdata", "gemma3-tiny-F16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := openGGUF(t, filepath.Join("testdata", "gemma3-tiny-F16.gguf"))
 	_, err = plan.Make(plan.Input{Target: g, Devices: inv.Devices, Ctx: 64,
 		TargetPlacement: plan.Placement{Devices: []int{0}, Experts: plan.ExpertsOnDevice, ExpertDevice: 1}})
 	if err == nil || !strings.Contains(err.Error(), "has no routed experts") {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/tandem-run/tandem/engine/device"
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
@@ -63,11 +62,7 @@ func placeModel(t testing.TB, file, caps string, pl plan.Placement, ctx, batch i
 // wrap (nil: as it is).
 func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch int, wrap func(dev int, be kernels.Backend) kernels.Backend) *placedRig {
 	t.Helper()
-	f, err := gguf.Open(sharedtest.Path(t, "models", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := openGGUF(t, sharedtest.Path(t, "models", file))
 	inv, err := device.ParseVirtual(caps)
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +72,11 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &placedRig{plan: p, backends: map[int]kernels.Backend{}}
-	for _, d := range inv.Devices {
-		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
-		r.backends[d.Index] = be
-		if wrap != nil {
-			r.backends[d.Index] = wrap(d.Index, be)
+	r := &placedRig{plan: p, backends: virtualCPUs(t, inv.Devices)}
+	if wrap != nil {
+		for i, be := range r.backends {
+			r.backends[i] = wrap(i, be)
 		}
-		t.Cleanup(func() { be.Close() })
 	}
 	r.m, err = LoadPlan(context.Background(), f, p, &p.Target, r.backends, nil)
 	if err != nil {
@@ -99,6 +91,18 @@ func placeModelOn(t testing.TB, file, caps string, pl plan.Placement, ctx, batch
 		}
 	})
 	return r
+}
+
+// virtualCPUs is a CPU backend for each of devs, by index: two threads,
+// the device's capacity as its memory limit, closed when the test ends.
+func virtualCPUs(t testing.TB, devs []device.Device) map[int]kernels.Backend {
+	bes := map[int]kernels.Backend{}
+	for _, d := range devs {
+		be := cpu.New(cpu.Options{Name: fmt.Sprintf("cpu%d", d.Index), Threads: 2, MemoryLimit: int64(d.Capacity())})
+		t.Cleanup(func() { be.Close() })
+		bes[d.Index] = be
+	}
+	return bes
 }
 
 // TestPlacedOracle runs the demo target and draft on every layout and
@@ -159,7 +163,7 @@ func TestPlacedOracle(t *testing.T) {
 							worst = max(worst, math.Abs(float64(row[id]-one[id]))/scale)
 						}
 					}
-					got := placedGreedy(t, r.m, p.IDs, greedyLen)
+					got := greedy(t, r.m, p.IDs, greedyLen)
 					if !slices.Equal(got, ref.Greedy[:greedyLen]) {
 						t.Errorf("prompt %d greedy:\n got %v\nwant %v", pi, got, ref.Greedy[:greedyLen])
 					}
@@ -204,24 +208,6 @@ func checkTops(t *testing.T, m *Model, seq []int32, logits []float32) {
 	}
 }
 
-func placedGreedy(t testing.TB, m *Model, prompt []int32, n int) []int32 {
-	t.Helper()
-	ctx := context.Background()
-	logits, err := m.Forward(ctx, prompt, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for len(out) < n {
-		next := argmax(logits)
-		out = append(out, next)
-		if logits, err = m.Forward(ctx, []int32{next}, m.Len(), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
 // TestPlacedQuantized runs the Q8_0 target by layers, which computes
 // exactly what one device does, and must decode alike. (A tensor split adds
 // partial sums in another order; with Q8_0 activations that can flip the
@@ -236,7 +222,7 @@ func TestPlacedQuantized(t *testing.T) {
 			r := placeModel(t, "factory-target-Q8_0.gguf", "cpu:1GiB,cpu:1GiB,cpu:1GiB", l.placement(), 128, 32)
 			for _, p := range o.Prompts[:3] {
 				want := greedy(t, one, p.IDs, 16)
-				if got := placedGreedy(t, r.m, p.IDs, 16); !slices.Equal(got, want) {
+				if got := greedy(t, r.m, p.IDs, 16); !slices.Equal(got, want) {
 					t.Errorf("greedy:\n got %v\nwant %v", got, want)
 				}
 			}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/tokenizer"
 	"github.com/tandem-run/tandem/kernels/quant"
@@ -39,11 +38,7 @@ func TestPerplexityMatchesLlamaCpp(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			f, err := gguf.Open(sharedtest.Path(t, "models", name+".gguf"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := openGGUF(t, sharedtest.Path(t, "models", name+".gguf"))
 			tok, err := tokenizer.FromGGUF(f)
 			if err != nil {
 				t.Fatal(err)
@@ -84,11 +79,7 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 	const n = 16
 	for name, want := range golden.Outputs {
 		t.Run(name, func(t *testing.T) {
-			f, err := gguf.Open(sharedtest.Path(t, "models", name+".gguf"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := openGGUF(t, sharedtest.Path(t, "models", name+".gguf"))
 			tok, err := tokenizer.FromGGUF(f)
 			if err != nil {
 				t.Fatal(err)

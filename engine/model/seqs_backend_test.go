@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tandem-run/tandem/engine/gguf"
 	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/kernels/backendtest"
 	"github.com/tandem-run/tandem/kernels/quant"
@@ -64,11 +63,7 @@ type batchedSeq struct {
 
 func paddedIsSolo(t *testing.T, file string, widths []int) {
 	const slots, seqs, ctxLen = 8, 12, 160
-	f, err := gguf.Open(sharedtest.Path(t, "models", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openGGUF(t, sharedtest.Path(t, "models", file))
 	be := newFamilyBackend(t)
 	defer be.Close()
 	opts := Options{Context: ctxLen, KV: plan.SameKV(quant.F16), Batch: 128}
@@ -235,11 +230,7 @@ func paddedIsSolo(t *testing.T, file string, widths []int) {
 // host's (serveload's aggregate over what 8 rows a step would give).
 func BenchmarkForwardSeqsPadded(b *testing.B) {
 	const slots, ctxLen = 8, 512
-	f, err := gguf.Open(sharedtest.Path(b, "models", "factory-target-Q4_K_M.gguf"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	f := openGGUF(b, sharedtest.Path(b, "models", "factory-target-Q4_K_M.gguf"))
 	be := backendtest.Open(b, "model.backend", *familyBackend)
 	defer be.Close()
 	m, err := Load(context.Background(), f, be, Options{Context: ctxLen, KV: plan.SameKV(quant.F16), Parallel: slots})

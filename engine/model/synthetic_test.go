@@ -139,12 +139,9 @@ func small(arch string) synth {
 
 func loadSynth(t *testing.T, s synth, opts Options) (*Model, *gguf.File, error) {
 	t.Helper()
-	f, err := gguf.Open(s.write(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openGGUF(t, s.write(t))
 	be := cpu.New(cpu.Options{Threads: 2})
-	t.Cleanup(func() { be.Close(); f.Close() })
+	t.Cleanup(func() { be.Close() })
 	m, err := Load(context.Background(), f, be, opts)
 	if err == nil {
 		t.Cleanup(func() { m.Close() })

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/quant"
-	"github.com/tandem-run/tandem/kernels/synth"
 )
 
 // TestAttentionSeqs: one Attention over the rows of several sequences,
@@ -129,28 +128,11 @@ func BenchmarkAttentionSeqs(b *testing.B) {
 	gpu := openGPU(b)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
 	const seqs, nHead, nKV, hd, ctxLen, keys = 8, 8, 2, 64, 1024, 500
-	alloc := func(t quant.Type, rows, cols int) kernels.Tensor {
-		rb, _ := t.RowBytes(int64(cols))
-		buf, err := gpu.Alloc(lbl, rb*int64(rows))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { gpu.Free(buf) })
-		return kernels.NewTensor(buf, t, rows, cols, 0)
-	}
+	alloc := func(t quant.Type, rows, cols int) kernels.Tensor { return deviceTensor(b, gpu, lbl, t, rows, cols) }
 	k, v := alloc(quant.F16, seqs*ctxLen, nKV*hd), alloc(quant.F16, seqs*ctxLen, nKV*hd)
 	q, y := alloc(quant.F32, seqs, nHead*hd), alloc(quant.F32, seqs, nHead*hd)
 	pos, rows := alloc(quant.I32, 1, seqs), alloc(quant.I32, 1, seqs)
-	rng := rand.New(rand.NewPCG(6, 6))
-	for _, t := range []kernels.Tensor{k, v, q} {
-		data := make([]byte, t.Bytes())
-		if err := synth.Fill(rng, t.Type, data, 1); err != nil {
-			b.Fatal(err)
-		}
-		if err := gpu.Write(t, data); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchFill(b, gpu, rand.New(rand.NewPCG(6, 6)), 1, k, v, q)
 	p, r := make([]int32, seqs), make([]int32, seqs)
 	for i := range p {
 		p[i], r[i] = keys-1, int32(i*ctxLen+keys-1)

@@ -36,13 +36,7 @@ func TestAttnPrep(t *testing.T) {
 			operands := []*pair{q, k, v, kc, vc, qw, kw, pos}
 			var factors *pair
 			if c.factors {
-				factors = h.tensor(quant.F32, 1, c.dims/2, func() []byte {
-					f := make([]float32, c.dims/2)
-					for i := range f {
-						f[i] = 1 + 3*float32(h.rng.Float64())
-					}
-					return append([]byte(nil), kernels.F32Bytes(f)...)
-				})
+				factors = h.ropeFactors(c.dims / 2)
 				operands = append(operands, factors)
 			}
 			build := func(s func(*pair) kernels.Tensor) []kernels.Op {
@@ -74,12 +68,7 @@ func TestAttnPrep(t *testing.T) {
 				h.expectClose(kc, cacheTol, "k cache")
 				h.expectEqual(vc, "v cache")
 			})
-			p, err := h.gpu.Compile(build(func(p *pair) kernels.Tensor { return p.g }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if n := len(p.(*program).steps); n != 1 {
+			if n := len(h.launches(build)); n != 1 {
 				t.Errorf("norms, rotations and cache writes took %d launches, want 1", n)
 			}
 		})

@@ -32,7 +32,7 @@ func BenchmarkMatVecRows(b *testing.B) {
 	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.F16} {
 		for _, s := range shapes {
 			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
-				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n)
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 0)
 				for _, batch := range []int{1, 2, 3, 4, 5, 8} {
 					for _, v := range variants {
 						if batch == 1 && v.vec == 1 {
@@ -66,7 +66,7 @@ func BenchmarkVerifyRows(b *testing.B) {
 	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0} {
 		for _, s := range []struct{ rows, n int }{{4096, 4096}, {12288, 4096}, {4096, 12288}} {
 			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
-				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n)
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 0)
 				for _, batch := range []int{1, 2, 4, 8, 16} {
 					for _, v := range []struct {
 						name     string

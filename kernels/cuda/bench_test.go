@@ -16,15 +16,7 @@ func BenchmarkCopyRoofline(b *testing.B) {
 	gpu := openGPU(b)
 	const n = 1 << 30
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
-	src, err := gpu.Alloc(lbl, n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dst, err := gpu.Alloc(lbl, n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, d := kernels.NewTensor(src, quant.I8, 1, n, 0), kernels.NewTensor(dst, quant.I8, 1, n, 0)
+	s, d := deviceTensor(b, gpu, lbl, quant.I8, 1, n), deviceTensor(b, gpu, lbl, quant.I8, 1, n)
 	if err := gpu.Sync(); err != nil {
 		b.Fatal(err)
 	}
@@ -70,6 +62,37 @@ func benchProgram(b *testing.B, gpu *Backend, ops []kernels.Op, bytes int64) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ops))/1e3, "us/op")
 }
 
+// deviceTensor is a [rows, cols] tensor of typ on be, freed when the test
+// or benchmark ends.
+func deviceTensor(t testing.TB, be *Backend, lbl kernels.Label, typ quant.Type, rows, cols int) kernels.Tensor {
+	t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := be.Alloc(lbl, rb*int64(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Free(buf) })
+	return kernels.NewTensor(buf, typ, rows, cols, 0)
+}
+
+// benchFill writes random values of standard deviation std (synth.Fill's)
+// into each of ts.
+func benchFill(b *testing.B, gpu *Backend, rng *rand.Rand, std float64, ts ...kernels.Tensor) {
+	b.Helper()
+	for _, t := range ts {
+		data := make([]byte, t.Bytes())
+		if err := synth.Fill(rng, t.Type, data, std); err != nil {
+			b.Fatal(err)
+		}
+		if err := gpu.Write(t, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Decode-shaped matrix-vector products (Qwen3-1.7B and -8B widths, and the
 // 1.7B head). Each run reads a stack of distinct matrices much larger than
 // the 60 MB L2, so the bytes per second are the weight-reading speed,
@@ -86,42 +109,13 @@ func BenchmarkMatVec(b *testing.B) {
 					continue
 				}
 				b.Run(fmt.Sprintf("%v/%dx%d/b%d", typ, s.rows, s.n, batch), func(b *testing.B) {
-					rb, _ := typ.RowBytes(int64(s.n))
-					mat := rb * int64(s.rows)
-					count := int((1<<30)/mat) + 1 // about a GiB of weights per run
-					data := make([]byte, mat)
-					if err := synth.Fill(rng, typ, data, 0.02); err != nil {
-						b.Fatal(err)
-					}
-					x := make([]float32, batch*s.n)
-					for i := range x {
-						x[i] = float32(rng.NormFloat64())
-					}
-					xb, err := gpu.Alloc(lbl, int64(4*len(x)))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer gpu.Free(xb)
-					xt := kernels.NewTensor(xb, quant.F32, batch, s.n, 0)
-					if err := gpu.Write(xt, kernels.F32Bytes(x)); err != nil {
-						b.Fatal(err)
-					}
-					yb, err := gpu.Alloc(lbl, int64(4*batch*s.rows))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer gpu.Free(yb)
-					yt := kernels.NewTensor(yb, quant.F32, batch, s.rows, 0)
+					ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 0)
+					xt, yt := benchRowsIO(b, gpu, rng, lbl, batch, s.n, s.rows)
 					var ops []kernels.Op
-					for i := 0; i < count; i++ {
-						wb, err := gpu.Upload(lbl, data)
-						if err != nil {
-							b.Fatal(err)
-						}
-						defer gpu.Free(wb)
-						ops = append(ops, kernels.MatMul{Dst: yt, W: kernels.NewTensor(wb, typ, s.rows, s.n, 0), X: xt})
+					for _, w := range ws {
+						ops = append(ops, kernels.MatMul{Dst: yt, W: w, X: xt})
 					}
-					benchProgram(b, gpu, ops, mat*int64(count))
+					benchProgram(b, gpu, ops, mat*int64(len(ws)))
 				})
 			}
 		}
@@ -136,19 +130,9 @@ func BenchmarkAttention(b *testing.B) {
 	for _, ctxLen := range []int{512, 4096, 32768} {
 		b.Run(fmt.Sprintf("ctx%d", ctxLen), func(b *testing.B) {
 			const nHead, nKV, hd = 32, 8, 128
-			alloc := func(size int64) kernels.Buffer {
-				buf, err := gpu.Alloc(lbl, size)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { gpu.Free(buf) })
-				return buf
-			}
-			k := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-			v := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-			q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
-			y := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
-			pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
+			k, v := deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
+			q, y := deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
+			pos := deviceTensor(b, gpu, lbl, quant.I32, 1, 1)
 			if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(ctxLen - 1)})); err != nil {
 				b.Fatal(err)
 			}
@@ -162,11 +146,7 @@ func BenchmarkAttention(b *testing.B) {
 // replay, 1000 tiny adds per run.
 func BenchmarkLaunch(b *testing.B) {
 	gpu := openGPU(b)
-	buf, err := gpu.Alloc(kernels.Label{Owner: "bench", Cat: kernels.Scratch}, 4*1024)
-	if err != nil {
-		b.Fatal(err)
-	}
-	x := kernels.NewTensor(buf, quant.F32, 1, 1024, 0)
+	x := deviceTensor(b, gpu, kernels.Label{Owner: "bench", Cat: kernels.Scratch}, quant.F32, 1, 1024)
 	ops := make([]kernels.Op, 1000)
 	for i := range ops {
 		ops[i] = kernels.Add{Dst: x, A: x, B: x}
@@ -199,22 +179,11 @@ func BenchmarkAttnPrep(b *testing.B) {
 	gpu := openGPU(b)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.KV}
 	const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
-	alloc := func(size int64) kernels.Buffer {
-		buf, err := gpu.Alloc(lbl, size)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { gpu.Free(buf) })
-		return buf
-	}
-	q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
-	k := kernels.NewTensor(alloc(4*nKV*hd), quant.F32, 1, nKV*hd, 0)
-	v := kernels.NewTensor(alloc(4*nKV*hd), quant.F32, 1, nKV*hd, 0)
-	kc := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-	vc := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-	qw := kernels.NewTensor(alloc(4*hd), quant.F32, 1, hd, 0)
-	kw := kernels.NewTensor(alloc(4*hd), quant.F32, 1, hd, 0)
-	pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
+	tensor := func(typ quant.Type, rows, cols int) kernels.Tensor { return deviceTensor(b, gpu, lbl, typ, rows, cols) }
+	q, k, v := tensor(quant.F32, 1, nHead*hd), tensor(quant.F32, 1, nKV*hd), tensor(quant.F32, 1, nKV*hd)
+	kc, vc := tensor(quant.F16, ctxLen, nKV*hd), tensor(quant.F16, ctxLen, nKV*hd)
+	qw, kw := tensor(quant.F32, 1, hd), tensor(quant.F32, 1, hd)
+	pos := tensor(quant.I32, 1, 1)
 	if err := gpu.Write(pos, kernels.I32Bytes([]int32{ctxLen / 2})); err != nil {
 		b.Fatal(err)
 	}
@@ -246,7 +215,7 @@ func BenchmarkMatMulRows(b *testing.B) {
 	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.F16} {
 		for _, s := range shapes {
 			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
-				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n)
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 0)
 				for _, batch := range []int{1, 2, 5, 9, 16, 512} {
 					if batch > 16 && s.rows > 20000 {
 						continue
@@ -285,17 +254,21 @@ func BenchmarkMatMulRows(b *testing.B) {
 	}
 }
 
-// uploadStack uploads about a GiB of distinct rows x n matrices of typ
-// (one random matrix, many copies) and returns them and one's bytes.
-func uploadStack(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, typ quant.Type, rows, n int) ([]kernels.Tensor, int64) {
+// uploadStack uploads copies distinct rows x n matrices of typ (one
+// random matrix, many copies; copies 0: about a GiB of them) and returns
+// them and one's bytes.
+func uploadStack(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, typ quant.Type, rows, n, copies int) ([]kernels.Tensor, int64) {
 	rb, _ := typ.RowBytes(int64(n))
 	mat := rb * int64(rows)
 	data := make([]byte, mat)
 	if err := synth.Fill(rng, typ, data, 0.02); err != nil {
 		b.Fatal(err)
 	}
+	if copies == 0 {
+		copies = int((1<<30)/mat) + 1
+	}
 	var ws []kernels.Tensor
-	for i := 0; i < int((1<<30)/mat)+1; i++ {
+	for range copies {
 		wb, err := gpu.Upload(lbl, data)
 		if err != nil {
 			b.Fatal(err)
@@ -309,25 +282,7 @@ func uploadStack(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, 
 // benchRows times one product of batch random rows with each of ws.
 func benchRows(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, ws []kernels.Tensor, mat int64, batch int) {
 	rows, n := ws[0].Rows, ws[0].Cols
-	x := make([]float32, batch*n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	xb, err := gpu.Alloc(lbl, int64(4*len(x)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gpu.Free(xb)
-	xt := kernels.NewTensor(xb, quant.F32, batch, n, 0)
-	if err := gpu.Write(xt, kernels.F32Bytes(x)); err != nil {
-		b.Fatal(err)
-	}
-	yb, err := gpu.Alloc(lbl, int64(4*batch*rows))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gpu.Free(yb)
-	yt := kernels.NewTensor(yb, quant.F32, batch, rows, 0)
+	xt, yt := benchRowsIO(b, gpu, rng, lbl, batch, n, rows)
 	var ops []kernels.Op
 	for _, w := range ws {
 		ops = append(ops, kernels.MatMul{Dst: yt, W: w, X: xt})
@@ -335,6 +290,14 @@ func benchRows(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, ws
 	benchProgram(b, gpu, ops, mat*int64(len(ws)))
 	perRun := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(2*float64(batch)*float64(rows)*float64(n)*float64(len(ws))/perRun/1e12, "TFLOP/s")
+}
+
+// benchRowsIO is a product's batch rows of n random activations (normal
+// values) and its [batch, rows] output.
+func benchRowsIO(b *testing.B, gpu *Backend, rng *rand.Rand, lbl kernels.Label, batch, n, rows int) (x, y kernels.Tensor) {
+	x = deviceTensor(b, gpu, lbl, quant.F32, batch, n)
+	benchFill(b, gpu, rng, 1, x)
+	return x, deviceTensor(b, gpu, lbl, quant.F32, batch, rows)
 }
 
 // Attention of several query rows (Qwen3-8B heads, F16 cache): a 5-row
@@ -346,29 +309,10 @@ func BenchmarkAttentionRows(b *testing.B) {
 	for _, c := range []struct{ rows, first int }{{5, 4091}, {16, 4080}, {512, 0}} {
 		b.Run(fmt.Sprintf("r%d/pos%d", c.rows, c.first), func(b *testing.B) {
 			const nHead, nKV, hd, ctxLen = 32, 8, 128, 4096
-			alloc := func(size int64) kernels.Buffer {
-				buf, err := gpu.Alloc(lbl, size)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { gpu.Free(buf) })
-				return buf
-			}
-			k := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-			v := kernels.NewTensor(alloc(int64(2*ctxLen*nKV*hd)), quant.F16, ctxLen, nKV*hd, 0)
-			q := kernels.NewTensor(alloc(int64(4*c.rows*nHead*hd)), quant.F32, c.rows, nHead*hd, 0)
-			y := kernels.NewTensor(alloc(int64(4*c.rows*nHead*hd)), quant.F32, c.rows, nHead*hd, 0)
-			pos := kernels.NewTensor(alloc(int64(4*c.rows)), quant.I32, 1, c.rows, 0)
-			rng := rand.New(rand.NewPCG(5, 5))
-			for _, t := range []kernels.Tensor{k, v, q} {
-				data := make([]byte, t.Bytes())
-				if err := synth.Fill(rng, t.Type, data, 1); err != nil {
-					b.Fatal(err)
-				}
-				if err := gpu.Write(t, data); err != nil {
-					b.Fatal(err)
-				}
-			}
+			k, v := deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, ctxLen, nKV*hd)
+			q, y := deviceTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, c.rows, nHead*hd)
+			pos := deviceTensor(b, gpu, lbl, quant.I32, 1, c.rows)
+			benchFill(b, gpu, rand.New(rand.NewPCG(5, 5)), 1, k, v, q)
 			p := make([]int32, c.rows)
 			for i := range p {
 				p[i] = int32(c.first + i)
@@ -398,29 +342,10 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 				continue
 			}
 			b.Run(fmt.Sprintf("keys%d/cap%d", keys, capacity), func(b *testing.B) {
-				alloc := func(size int64) kernels.Buffer {
-					buf, err := gpu.Alloc(lbl, size)
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { gpu.Free(buf) })
-					return buf
-				}
-				k := kernels.NewTensor(alloc(int64(2*capacity*nKV*hd)), quant.F16, capacity, nKV*hd, 0)
-				v := kernels.NewTensor(alloc(int64(2*capacity*nKV*hd)), quant.F16, capacity, nKV*hd, 0)
-				q := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
-				y := kernels.NewTensor(alloc(4*nHead*hd), quant.F32, 1, nHead*hd, 0)
-				pos := kernels.NewTensor(alloc(4), quant.I32, 1, 1, 0)
-				rng := rand.New(rand.NewPCG(3, 3))
-				for _, t := range []kernels.Tensor{k, v, q} {
-					data := make([]byte, t.Bytes())
-					if err := synth.Fill(rng, t.Type, data, 1); err != nil {
-						b.Fatal(err)
-					}
-					if err := gpu.Write(t, data); err != nil {
-						b.Fatal(err)
-					}
-				}
+				k, v := deviceTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd), deviceTensor(b, gpu, lbl, quant.F16, capacity, nKV*hd)
+				q, y := deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd), deviceTensor(b, gpu, lbl, quant.F32, 1, nHead*hd)
+				pos := deviceTensor(b, gpu, lbl, quant.I32, 1, 1)
+				benchFill(b, gpu, rand.New(rand.NewPCG(3, 3)), 1, k, v, q)
 				if err := gpu.Write(pos, kernels.I32Bytes([]int32{int32(keys - 1)})); err != nil {
 					b.Fatal(err)
 				}
@@ -438,7 +363,8 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 // gate/up 12288x4096, down 4096x12288) of 512 rows (and 4096 for q/o),
 // once per tile that can take them (2x8 on Q8_0 only, as mmaShape; the
 // register-set prefill tiles at each load depth, the cp.async ones at 3
-// and 4 stages where the weights have them): TFLOP/s against the H200's
+// and 4 stages where the weights have them, the wgmma ones at 4 to 6 on
+// F16 where the GPU loads them): TFLOP/s against the H200's
 // tensor-core rate.
 // Four distinct copies of the matrix a run, so that the weights do not sit
 // in L2 from one product to the next.
@@ -450,30 +376,19 @@ func BenchmarkPrefillTiles(b *testing.B) {
 	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.F16} {
 		for _, s := range shapes {
 			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
-				rb, _ := typ.RowBytes(int64(s.n))
-				mat := rb * int64(s.rows)
-				data := make([]byte, mat)
-				if err := synth.Fill(rng, typ, data, 0.02); err != nil {
-					b.Fatal(err)
-				}
-				var ws []kernels.Tensor
-				for range 4 {
-					wb, err := gpu.Upload(lbl, data)
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { gpu.Free(wb) })
-					ws = append(ws, kernels.NewTensor(wb, typ, s.rows, s.n, 0))
-				}
+				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 4)
 				for _, batch := range []int{512, 4096} {
 					if batch > 512 && s.rows != s.n {
 						continue // one square product of a 4096-token prompt
 					}
 					// {mt, nt, load depth of the register-set prefill
-					// tiles, stages of the cp.async ones (-1: none)}
-					for _, tl := range [][4]int{{-1, -1, 0, 0}, {2, 4, 0, 0}, {2, 8, 0, 0}, {0, 8, 2, -1}, {0, 8, 3, -1}, {0, 8, 4, -1},
-						{0, 8, 0, 3}, {0, 8, 0, 4}, {0, 16, 2, -1}, {0, 16, 3, -1}, {0, 16, 4, -1}, {0, 16, 0, 3}, {0, 16, 0, 4}} {
-						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 {
+					// tiles, stages of the cp.async ones (-1: none),
+					// stages of the wgmma ones (F16 on sm_90a)}
+					for _, tl := range [][5]int{{-1, -1, 0, 0, 0}, {2, 4, 0, 0, -1}, {2, 8, 0, 0, -1}, {0, 8, 2, -1, -1}, {0, 8, 3, -1, -1},
+						{0, 8, 4, -1, -1}, {0, 8, 0, 3, -1}, {0, 8, 0, 4, -1}, {0, 16, 2, -1, -1}, {0, 16, 3, -1, -1}, {0, 16, 4, -1, -1},
+						{0, 16, 0, 3, -1}, {0, 16, 0, 4, -1}, {0, 8, 0, 0, 4}, {0, 8, 0, 0, 5}, {0, 8, 0, 0, 6}, {0, 16, 0, 0, 4},
+						{0, 16, 0, 0, 5}, {0, 16, 0, 0, 6}} {
+						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 || tl[4] > 0 && (typ != quant.F16 || !gpu.wgmma) {
 							continue
 						}
 						name := fmt.Sprintf("r%d/default", batch)
@@ -486,11 +401,14 @@ func BenchmarkPrefillTiles(b *testing.B) {
 						if tl[3] > 0 {
 							name += fmt.Sprintf("/ring%d", tl[3])
 						}
+						if tl[4] > 0 {
+							name += fmt.Sprintf("/wg%d", tl[4])
+						}
 						b.Run(name, func(b *testing.B) {
 							if tl[0] >= 0 {
 								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
-								gpu.pDepth, gpu.pRing = tl[2], tl[3]
-								defer func() { gpu.shape, gpu.pDepth, gpu.pRing = nil, 0, 0 }()
+								gpu.pDepth, gpu.pRing, gpu.pWG = tl[2], tl[3], tl[4]
+								defer func() { gpu.shape, gpu.pDepth, gpu.pRing, gpu.pWG = nil, 0, 0, 0 }()
 							}
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 						})

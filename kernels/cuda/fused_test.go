@@ -91,15 +91,7 @@ func testGLU(t *testing.T, h *harness) {
 							h.expectClose(g, matMulTolerance(typ, batch), "gate")
 						}
 					})
-					p, err := h.gpu.Compile(ops(func(p *pair) kernels.Tensor { return p.g }))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer p.Close()
-					var names []string
-					for _, s := range p.(*program).steps {
-						names = append(names, s.kernel)
-					}
+					names := h.launches(ops)
 					// the down product's 640 is no whole number of 256-units (no mmq)
 					down := mvKernel("mvq", "q8_0", batch, h.gpu.weightRows(quant.Q8_0, batch))
 					if pathOf(kernels.MatMul{Dst: y.g, W: wd.g, X: sw.g}, h.gpu.vecRows) == pathMVX {

@@ -98,11 +98,15 @@ func (h *harness) tensor(typ quant.Type, rows, cols int, gen func() []byte) *pai
 }
 
 // random is an input of random data of typ (normal values for floats).
-func (h *harness) random(typ quant.Type, rows, cols int) *pair {
+func (h *harness) random(typ quant.Type, rows, cols int) *pair { return h.scaled(typ, rows, cols, 1) }
+
+// scaled is a random input of typ with values of standard deviation std
+// (synth.Fill's).
+func (h *harness) scaled(typ quant.Type, rows, cols int, std float64) *pair {
 	var p *pair
 	p = h.tensor(typ, rows, cols, func() []byte {
 		b := make([]byte, p.c.Bytes())
-		if err := synth.Fill(h.rng, typ, b, 1); err != nil {
+		if err := synth.Fill(h.rng, typ, b, std); err != nil {
 			h.t.Fatal(err)
 		}
 		return b
@@ -149,6 +153,22 @@ func (h *harness) check(build func(side func(*pair) kernels.Tensor) []kernels.Op
 	}
 }
 
+// launches compiles the ops build makes for the GPU side and returns the
+// kernels the program launches, in order.
+func (h *harness) launches(build func(side func(*pair) kernels.Tensor) []kernels.Op) []string {
+	h.t.Helper()
+	p, err := h.gpu.Compile(build(func(p *pair) kernels.Tensor { return p.g }))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer p.Close()
+	var names []string
+	for _, s := range p.(*program).steps {
+		names = append(names, s.kernel)
+	}
+	return names
+}
+
 // round fills the inputs afresh, poisons the GPU's outputs, and runs cp on
 // the CPU and gp on the GPU.
 func (h *harness) round(cp, gp kernels.Program, operands []*pair) {
@@ -156,11 +176,7 @@ func (h *harness) round(cp, gp kernels.Program, operands []*pair) {
 	for _, p := range operands {
 		data := p.gen
 		if data == nil { // an output: poison the GPU side
-			nan := make([]byte, p.g.Bytes())
-			for i := 0; i+4 <= len(nan); i += 4 {
-				binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
-			}
-			if err := h.gpu.Write(p.g, nan); err != nil {
+			if err := h.gpu.Write(p.g, nanBytes(p.g.Bytes())); err != nil {
 				h.t.Fatal(err)
 			}
 			continue
@@ -183,6 +199,16 @@ func (h *harness) round(cp, gp kernels.Program, operands []*pair) {
 	if err := h.gpu.Sync(); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// nanBytes is n bytes of F32 NaNs (a trailing part word left zero), the
+// poison an output holds until a kernel writes it.
+func nanBytes(n int64) []byte {
+	nan := make([]byte, n)
+	for i := 0; i+4 <= len(nan); i += 4 {
+		binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
+	}
+	return nan
 }
 
 // floats reads an F32 or F16 operand from both sides as float64.

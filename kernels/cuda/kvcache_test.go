@@ -106,12 +106,7 @@ func TestSetRowsKV(t *testing.T) {
 				h.expectBytes(kc, "K cache")
 				h.expectBytes(vc, "V cache")
 			})
-			p, err := h.gpu.Compile(build(func(p *pair) kernels.Tensor { return p.g }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if n := len(p.(*program).steps); n != 1 {
+			if n := len(h.launches(build)); n != 1 {
 				t.Errorf("K and V writes took %d launches, want 1", n)
 			}
 		})
@@ -153,20 +148,9 @@ func TestAttentionKV(t *testing.T) {
 		t.Run(fmt.Sprintf("%v-%v/hd%d/b%d/pos%d/h%d-%d", c.k, c.v, c.headDim, c.batch, c.firstPos, c.nHead, c.nKV), func(t *testing.T) {
 			h.t = t
 			const nCtx = 300
-			q := h.random(quant.F32, c.batch, c.nHead*c.headDim)
-			k := h.random(c.k, nCtx, c.nKV*c.headDim)
-			v := h.random(c.v, nCtx, c.nKV*c.headDim)
-			pos := h.ints(c.batch, func(i int) int32 {
-				if c.firstPos < 0 {
-					return int32(h.rng.IntN(nCtx))
-				}
-				return int32(c.firstPos + i)
-			})
-			y := h.output(quant.F32, c.batch, c.nHead*c.headDim)
-			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{kernels.Attention{Dst: side(y), Q: side(q), K: side(k), V: side(v), Pos: side(pos),
-					NHead: c.nHead, NKVHead: c.nKV, HeadDim: c.headDim, Scale: float32(1 / math.Sqrt(float64(c.headDim)))}}
-			}, []*pair{q, k, v, pos, y}, func(int) { h.expectClose(y, kvTolerance(c.k, c.v), "attention") })
+			a := h.attention(attnShape{kType: c.k, vType: c.v, headDim: c.headDim, rows: c.batch, nCtx: nCtx, nHead: c.nHead, nKV: c.nKV},
+				h.positions(c.firstPos, nCtx))
+			h.check(a.ops, a.pairs(), func(int) { h.expectClose(a.y, kvTolerance(c.k, c.v), "attention") })
 		})
 	}
 }
@@ -281,12 +265,7 @@ func TestAttnPrepKV(t *testing.T) {
 				h.expectClose(kc, cacheTol, "k cache")
 				h.expectBytes(vc, "v cache")
 			})
-			p, err := h.gpu.Compile(build(func(p *pair) kernels.Tensor { return p.g }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if n := len(p.(*program).steps); n != 1 {
+			if n := len(h.launches(build)); n != 1 {
 				t.Errorf("norms, rotations and cache writes took %d launches, want 1", n)
 			}
 		})

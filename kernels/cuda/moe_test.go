@@ -8,7 +8,6 @@ import (
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/quant"
-	"github.com/tandem-run/tandem/kernels/synth"
 )
 
 // moeTolerance is the relative error allowed against the CPU, whose expert
@@ -54,6 +53,7 @@ func TestMoE(t *testing.T) {
 			h.t = t
 			x := h.random(quant.F32, c.rows, c.n)
 			router := h.random(c.router, c.experts, c.n)
+			// weights of std 0.05: the experts' outputs stay of the inputs' size
 			gate := h.scaled(c.wt, c.experts*c.ff, c.n, 0.05)
 			up := h.scaled(c.wt, c.experts*c.ff, c.n, 0.05)
 			down := h.scaled(c.down, c.experts*c.n, c.ff, 0.05)
@@ -75,21 +75,6 @@ func TestMoE(t *testing.T) {
 				Up: side(up), Down: side(down), Experts: 8, Used: 2, Renorm: true}}
 		}, []*pair{x, router, gate, up, down}, func(int) { h.expectClose(x, moeTolerance(quant.F16), "moe") })
 	})
-}
-
-// scaled is a random weight input of typ with values of standard
-// deviation std (synth.Fill's), so that the experts' outputs stay of the
-// inputs' size.
-func (h *harness) scaled(typ quant.Type, rows, cols int, std float64) *pair {
-	var p *pair
-	p = h.tensor(typ, rows, cols, func() []byte {
-		b := make([]byte, p.c.Bytes())
-		if err := synth.Fill(h.rng, typ, b, std); err != nil {
-			h.t.Fatal(err)
-		}
-		return b
-	})
-	return p
 }
 
 // A MoE whose types moe.cu lacks is refused by Supports and Compile alike.
@@ -144,25 +129,13 @@ func TestWindowAttention(t *testing.T) {
 		t.Run(fmt.Sprintf("%v-%v/hd%d/b%d/pos%d/w%d", c.k, c.v, c.headDim, c.rows, c.first, c.window), func(t *testing.T) {
 			h.t = t
 			const nCtx = 300
-			q := h.random(quant.F32, c.rows, c.nHead*c.headDim)
-			k := h.random(c.k, nCtx, c.nKV*c.headDim)
-			v := h.random(c.v, nCtx, c.nKV*c.headDim)
-			pos := h.ints(c.rows, func(i int) int32 {
-				if c.first < 0 {
-					return int32(h.rng.IntN(nCtx))
-				}
-				return int32(c.first + i)
-			})
-			y := h.output(quant.F32, c.rows, c.nHead*c.headDim)
+			a := h.attention(attnShape{kType: c.k, vType: c.v, headDim: c.headDim, rows: c.rows, nCtx: nCtx, nHead: c.nHead, nKV: c.nKV,
+				window: c.window}, h.positions(c.first, nCtx))
 			tol := attentionTolerance(c.k)
 			if c.v == quant.F16 {
 				tol = attentionTolerance(c.v)
 			}
-			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{kernels.Attention{Dst: side(y), Q: side(q), K: side(k), V: side(v), Pos: side(pos),
-					NHead: c.nHead, NKVHead: c.nKV, HeadDim: c.headDim, Scale: float32(1 / math.Sqrt(float64(c.headDim))),
-					Window: c.window}}
-			}, []*pair{q, k, v, pos, y}, func(int) { h.expectClose(y, tol, "window attention") })
+			h.check(a.ops, a.pairs(), func(int) { h.expectClose(a.y, tol, "window attention") })
 		})
 	}
 }
@@ -178,17 +151,9 @@ func BenchmarkMoE(b *testing.B) {
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Weights}
 	const n, ff, experts, used = 2048, 768, 128, 8
 	upload := func(typ quant.Type, rows, cols int, std float64) kernels.Tensor {
-		rb, _ := typ.RowBytes(int64(cols))
-		data := make([]byte, rb*int64(rows))
-		if err := synth.Fill(rng, typ, data, std); err != nil {
-			b.Fatal(err)
-		}
-		buf, err := gpu.Upload(lbl, data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { gpu.Free(buf) })
-		return kernels.NewTensor(buf, typ, rows, cols, 0)
+		t := deviceTensor(b, gpu, lbl, typ, rows, cols)
+		benchFill(b, gpu, rng, std, t)
+		return t
 	}
 	router := upload(quant.F32, experts, n, 0.05)
 	gate, up := upload(quant.Q4_K, experts*ff, n, 0.02), upload(quant.Q4_K, experts*ff, n, 0.02)

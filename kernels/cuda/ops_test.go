@@ -53,6 +53,30 @@ func seenOperands(t testing.TB, be *Backend, path mvPath, o kernels.MatMul, w, x
 	return w, seenActivations(t, path, x), 1e-4
 }
 
+// productWant is the float64 product of o's weights w and activations x
+// as path's kernels read them (seenOperands), and the relative error
+// allowed against it.
+func productWant(t testing.TB, be *Backend, path mvPath, o kernels.MatMul, w, x []float64) (want []float64, tol float64) {
+	w, x, tol = seenOperands(t, be, path, o, w, x)
+	return product(w, x, o.W.Rows, o.W.Cols, o.X.Rows), tol
+}
+
+// product is the float64 product [batch][rows] of weights w [rows][n]
+// and activations x [batch][n].
+func product(w, x []float64, rows, n, batch int) []float64 {
+	y := make([]float64, batch*rows)
+	for b := 0; b < batch; b++ {
+		for r := 0; r < rows; r++ {
+			var sum float64
+			for i := 0; i < n; i++ {
+				sum += w[r*n+i] * x[b*n+i]
+			}
+			y[b*rows+r] = sum
+		}
+	}
+	return y
+}
+
 // seenActivations is x as the matrix-vector and mma kernels of path read
 // it (see seenOperands).
 func seenActivations(t testing.TB, path mvPath, x []float64) []float64 {
@@ -117,8 +141,8 @@ func TestMatMulMatVecRows(t *testing.T) {
 	}
 }
 
-// An out-of-range MatVecRows or MatVecWeightRows is refused before the
-// driver is asked.
+// An out-of-range MatVecRows, MatVecWeightRows or PrefillWGMMA is refused
+// before the driver is asked.
 func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 9} {
 		if _, err := Open(Options{MatVecRows: n}); !errors.Is(err, ErrBadOption) {
@@ -128,6 +152,11 @@ func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 3} {
 		if _, err := Open(Options{MatVecWeightRows: n}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("MatVecWeightRows %d: %v, want ErrBadOption", n, err)
+		}
+	}
+	for _, n := range []int{-2, 3, 7} {
+		if _, err := Open(Options{PrefillWGMMA: n}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("PrefillWGMMA %d: %v, want ErrBadOption", n, err)
 		}
 	}
 }
@@ -154,19 +183,8 @@ func testMatMul(t *testing.T, h *harness) {
 					for b := 0; b < s.batch; b++ {
 						xv = append(xv, xall[b*(s.n+s.xOff)+s.xOff:][:s.n]...)
 					}
-					wv, xv, tol := seenOperands(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x(xbuf.g)}, wv, xv)
-					want := make([]float64, s.batch*s.rows)
-					for b := 0; b < s.batch; b++ {
-						for o := 0; o < s.rows; o++ {
-							var sum float64
-							for i := 0; i < s.n; i++ {
-								sum += wv[o*s.n+i] * xv[b*s.n+i]
-							}
-							want[b*s.rows+o] = sum
-						}
-					}
-					got := h.read(h.gpu, y.g)
-					if e := relErr(got, want); !(e <= tol) {
+					want, tol := productWant(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x(xbuf.g)}, wv, xv)
+					if e := relErr(h.read(h.gpu, y.g), want); !(e <= tol) {
 						t.Errorf("round %d (path %d): relative error %.3g, tolerance %.0e", round, path, e, tol)
 					}
 				})
@@ -175,27 +193,65 @@ func testMatMul(t *testing.T, h *harness) {
 	}
 }
 
+// Where the wgmma tiles load, an F16 product whose 128x64 tiles make
+// mmtwBlocks blocks, too few for the mma.sync tiles, runs on the wgmma
+// 128x64 tile by default (not a forced shape), against the float64
+// product.
+func TestMatMulWGMMADefault(t *testing.T) {
+	h := newHarness(t)
+	if !h.gpu.wgmma {
+		t.Skip("no sm_90a kernels on this GPU")
+	}
+	const batch, rows, n = 256, 4096, 256
+	if mt, nt := h.gpu.mmaShape(quant.F16, batch, rows); mt != 0 || nt != 8 || mmaShapeFree(batch, rows) {
+		t.Fatalf("shape %dx%d for %d rows of %d weight rows: want 0x8, where mmaShape alone would not pick it", mt, nt, batch, rows)
+	}
+	w := h.random(quant.F16, rows, n)
+	x := h.random(quant.F32, batch, n)
+	y := h.output(quant.F32, batch, rows)
+	h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
+		return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
+	}, []*pair{w, x, y}, func(round int) {
+		wv := seenActivations(t, pathMMF16, h.read(h.cpu, w.c))
+		xv := seenActivations(t, pathMMF16, h.read(h.cpu, x.c))
+		if e := relErr(h.read(h.gpu, y.g), product(wv, xv, rows, n, batch)); !(e <= 1e-3) {
+			t.Errorf("round %d: relative error %.3g, tolerance 1e-3", round, e)
+		}
+	})
+}
+
+// mmaShapeFree reports whether mmaShape by itself puts an F16 product of
+// batch rows and rows weight rows on a prefill tile.
+func mmaShapeFree(batch, rows int) bool {
+	mt, _ := mmaShape(quant.F16, batch, rows)
+	return mt == 0
+}
+
 // Every tensor-core tile shape, forced, on batches and weight rows that
 // leave partial tiles (one block of rows and several), against the
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = nil, false, 0, 0 }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = nil, false, 0, 0, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
 			// the prefill tiles read 8-bit (integer weights) or F16 copies
 			// of the activations, loading 2 to 4 steps ahead into
 			// registers (ring -1), or F32 ones; those of F16, Q4_K and
 			// Q6_K through 3 or 4 cp.async stages (ring), where rows are
-			// 16-byte aligned (Q6_K: n 2048)
+			// 16-byte aligned (Q6_K: n 2048); F16 on compute capability
+			// 9.0 through the wgmma tiles of 4 to 6 stages (wg)
 			type variant struct {
-				f32         bool
-				depth, ring int
+				f32             bool
+				depth, ring, wg int
 			}
-			vars := []variant{{false, 0, 0}}
+			vars := []variant{{false, 0, 0, 0}}
 			if sh[0] == 0 {
-				vars = []variant{{false, 2, -1}, {false, 3, -1}, {false, 4, -1}, {true, 0, 0}}
-				vars = append(vars, variant{false, 0, 3}, variant{false, 0, 4})
+				vars = []variant{{false, 2, -1, 0}, {false, 3, -1, 0}, {false, 4, -1, 0}, {true, 0, 0, 0}}
+				vars = append(vars, variant{false, 0, 3, 0}, variant{false, 0, 4, 0})
+				if typ == quant.F16 && h.gpu.wgmma {
+					vars = append(vars, variant{false, 0, 0, 4}, variant{false, 0, 0, 5}, variant{false, 0, 0, 6})
+				}
 			}
 			for _, v := range vars {
 				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}, {130, 140, 2048}} {
@@ -213,10 +269,13 @@ func TestMatMulTileShapes(t *testing.T) {
 					if v.ring > 0 {
 						name += fmt.Sprintf("/ring%d", v.ring)
 					}
+					if v.wg > 0 {
+						name += fmt.Sprintf("/wg%d", v.wg)
+					}
 					t.Run(name, func(t *testing.T) {
 						h.t = t
 						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = v.f32, v.depth, v.ring
+						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = v.f32, v.depth, v.ring, v.wg
 						w := h.random(typ, rows, n)
 						x := h.random(quant.F32, batch, n)
 						y := h.output(quant.F32, batch, rows)
@@ -224,17 +283,7 @@ func TestMatMulTileShapes(t *testing.T) {
 						h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
 							return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
 						}, []*pair{w, x, y}, func(round int) {
-							wv, xv, tol := seenOperands(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x.g}, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
-							want := make([]float64, batch*rows)
-							for b := 0; b < batch; b++ {
-								for o := 0; o < rows; o++ {
-									var sum float64
-									for i := 0; i < n; i++ {
-										sum += wv[o*n+i] * xv[b*n+i]
-									}
-									want[b*rows+o] = sum
-								}
-							}
+							want, tol := productWant(t, h.gpu, path, kernels.MatMul{Dst: y.g, W: w.g, X: x.g}, h.read(h.cpu, w.c), h.read(h.cpu, x.c))
 							if e := relErr(h.read(h.gpu, y.g), want); !(e <= tol) {
 								t.Errorf("round %d: relative error %.3g, tolerance %.0e", round, e, tol)
 							}
@@ -374,13 +423,7 @@ func TestRope(t *testing.T) {
 			}
 			var factors *pair
 			if c.factors {
-				factors = h.tensor(quant.F32, 1, c.dims/2, func() []byte {
-					f := make([]float32, c.dims/2)
-					for i := range f {
-						f[i] = 1 + 3*float32(h.rng.Float64())
-					}
-					return append([]byte(nil), kernels.F32Bytes(f)...)
-				})
+				factors = h.ropeFactors(c.dims / 2)
 				ops = append(ops, factors)
 			}
 			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
@@ -395,6 +438,18 @@ func TestRope(t *testing.T) {
 	}
 }
 
+// ropeFactors is an F32 input [1, n] of rotation frequency factors
+// (Rope.Factors), drawn from [1, 4) per round.
+func (h *harness) ropeFactors(n int) *pair {
+	return h.tensor(quant.F32, 1, n, func() []byte {
+		f := make([]float32, n)
+		for i := range f {
+			f[i] = 1 + 3*float32(h.rng.Float64())
+		}
+		return append([]byte(nil), kernels.F32Bytes(f)...)
+	})
+}
+
 // attentionTolerance: the CPU backend attends F16 caches with F16 queries
 // and an F16 accumulator, as llama.cpp's CPU flash attention does; the
 // kernels keep both in F32.
@@ -403,6 +458,53 @@ func attentionTolerance(kv quant.Type) float64 {
 		return 5e-3
 	}
 	return 1e-5
+}
+
+// attnShape is an attention's shape: rows query rows of nHead heads of
+// headDim against K and V caches (of kType and vType) of nCtx rows of nKV
+// heads, and a sliding window of that many keys (0: none).
+type attnShape struct {
+	kType, vType        quant.Type
+	headDim, rows, nCtx int
+	nHead, nKV, window  int
+}
+
+// attnOperands are an attention's operands on both sides: random queries
+// and caches, positions drawn by pos, and the output y.
+type attnOperands struct {
+	attnShape
+	q, k, v, pos, y *pair
+}
+
+// attention makes the operands of an attention of shape s.
+func (h *harness) attention(s attnShape, pos func(i int) int32) *attnOperands {
+	return &attnOperands{attnShape: s,
+		q:   h.random(quant.F32, s.rows, s.nHead*s.headDim),
+		k:   h.random(s.kType, s.nCtx, s.nKV*s.headDim),
+		v:   h.random(s.vType, s.nCtx, s.nKV*s.headDim),
+		pos: h.ints(s.rows, pos),
+		y:   h.output(quant.F32, s.rows, s.nHead*s.headDim),
+	}
+}
+
+// ops is the attention on side s, scaled by 1/sqrt(headDim).
+func (a *attnOperands) ops(s func(*pair) kernels.Tensor) []kernels.Op {
+	return []kernels.Op{kernels.Attention{Dst: s(a.y), Q: s(a.q), K: s(a.k), V: s(a.v), Pos: s(a.pos),
+		NHead: a.nHead, NKVHead: a.nKV, HeadDim: a.headDim, Scale: float32(1 / math.Sqrt(float64(a.headDim))),
+		Window: a.window}}
+}
+
+func (a *attnOperands) pairs() []*pair { return []*pair{a.q, a.k, a.v, a.pos, a.y} }
+
+// positions draws row i's position: first + i, or for first < 0 one at
+// random below nCtx.
+func (h *harness) positions(first, nCtx int) func(i int) int32 {
+	return func(i int) int32 {
+		if first < 0 {
+			return int32(h.rng.IntN(nCtx))
+		}
+		return int32(first + i)
+	}
 }
 
 // Attention of one row (decode) and of several (verification, prefill:
@@ -427,21 +529,9 @@ func TestAttention(t *testing.T) {
 		t.Run(fmt.Sprintf("%v/hd%d/b%d/pos%d/h%d-%d", c.kv, c.headDim, c.batch, c.firstPos, c.nHead, c.nKV), func(t *testing.T) {
 			h.t = t
 			const nCtx = 300
-			nHead, nKV := c.nHead, c.nKV
-			q := h.random(quant.F32, c.batch, nHead*c.headDim)
-			k := h.random(c.kv, nCtx, nKV*c.headDim)
-			v := h.random(c.kv, nCtx, nKV*c.headDim)
-			pos := h.ints(c.batch, func(i int) int32 {
-				if c.firstPos < 0 {
-					return int32(h.rng.IntN(nCtx))
-				}
-				return int32(c.firstPos + i)
-			})
-			y := h.output(quant.F32, c.batch, nHead*c.headDim)
-			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{kernels.Attention{Dst: side(y), Q: side(q), K: side(k), V: side(v), Pos: side(pos),
-					NHead: nHead, NKVHead: nKV, HeadDim: c.headDim, Scale: float32(1 / math.Sqrt(float64(c.headDim)))}}
-			}, []*pair{q, k, v, pos, y}, func(int) { h.expectClose(y, attentionTolerance(c.kv), "attention") })
+			a := h.attention(attnShape{kType: c.kv, vType: c.kv, headDim: c.headDim, rows: c.batch, nCtx: nCtx, nHead: c.nHead, nKV: c.nKV},
+				h.positions(c.firstPos, nCtx))
+			h.check(a.ops, a.pairs(), func(int) { h.expectClose(a.y, attentionTolerance(c.kv), "attention") })
 		})
 	}
 }
@@ -453,22 +543,15 @@ func TestAttentionQuantized(t *testing.T) {
 	for _, batch := range []int{1, 2, 5, 16} {
 		t.Run(fmt.Sprintf("b%d", batch), func(t *testing.T) {
 			h.t = t
-			const nHead, nKV, hd, nCtx = 8, 2, 64, 300
-			q := h.random(quant.F32, batch, nHead*hd)
-			k := h.random(quant.F16, nCtx, nKV*hd)
-			v := h.random(quant.F16, nCtx, nKV*hd)
-			pos := h.ints(batch, func(i int) int32 { return int32(200 + i) })
-			y := h.output(quant.F32, batch, nHead*hd)
+			const nHead, nKV, hd, nCtx = 8, 2, 64, 300 // scale 1/sqrt(64) = 0.125
+			a := h.attention(attnShape{kType: quant.F16, vType: quant.F16, headDim: hd, rows: batch, nCtx: nCtx, nHead: nHead, nKV: nKV},
+				h.positions(200, nCtx))
 			wo := h.random(quant.Q8_0, 256, nHead*hd)
 			out := h.output(quant.F32, batch, 256)
 			h.check(func(s func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{
-					kernels.Attention{Dst: s(y), Q: s(q), K: s(k), V: s(v), Pos: s(pos),
-						NHead: nHead, NKVHead: nKV, HeadDim: hd, Scale: 0.125},
-					kernels.MatMul{Dst: s(out), W: s(wo), X: s(y)},
-				}
-			}, []*pair{q, k, v, pos, y, wo, out}, func(int) {
-				h.expectClose(y, attentionTolerance(quant.F16), "attention")
+				return append(a.ops(s), kernels.MatMul{Dst: s(out), W: s(wo), X: s(a.y)})
+			}, append(a.pairs(), wo, out), func(int) {
+				h.expectClose(a.y, attentionTolerance(quant.F16), "attention")
 				h.expectClose(out, matMulTolerance(quant.Q8_0, batch), "o-projection")
 			})
 		})
@@ -593,11 +676,9 @@ func TestPairedRopeSetRows(t *testing.T) {
 		h.expectClose(kc, 1e-3, "k cache")
 		h.expectEqual(vc, "v cache")
 	})
-	if p, err := h.gpu.Compile([]kernels.Op{
-		kernels.SetRows{Dst: kc.g, Src: k.g, Idx: pos.g}, kernels.SetRows{Dst: vc.g, Src: v.g, Idx: pos.g},
-	}); err != nil {
-		t.Fatal(err)
-	} else if n := len(p.(*program).steps); n != 1 {
+	if n := len(h.launches(func(s func(*pair) kernels.Tensor) []kernels.Op {
+		return []kernels.Op{kernels.SetRows{Dst: s(kc), Src: s(k), Idx: s(pos)}, kernels.SetRows{Dst: s(vc), Src: s(v), Idx: s(pos)}}
+	})); n != 1 {
 		t.Errorf("K and V writes took %d launches, want 1", n)
 	}
 }

@@ -24,19 +24,7 @@ var threads = []struct {
 func openOn(t testing.TB, ordinal int, name string, w *Worker) *Backend {
 	o := testOptions()
 	o.Ordinal, o.Name, o.Worker = ordinal, name, w
-	be, err := Open(o)
-	if errors.Is(err, ErrNoDriver) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrInvalidDevice) {
-		t.Skipf("no CUDA device %d: %v", ordinal, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := be.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return be
+	return openGPUWith(t, o)
 }
 
 // sharedWorker is a Worker closed after the backends on it (cleanups run
@@ -115,14 +103,7 @@ func checkCopyOrdered(t *testing.T, open func(testing.TB) (*Backend, *Backend)) 
 	}
 	const n = 1 << 22 // long enough for the kernels to overlap a racing copy
 	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
-	alloc := func(be *Backend) kernels.Tensor {
-		buf, err := be.Alloc(lbl, 4*n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kernels.NewTensor(buf, quant.F32, 1, n, 0)
-	}
-	x, y := alloc(a), alloc(b)
+	x, y := deviceTensor(t, a, lbl, quant.F32, 1, n), deviceTensor(t, b, lbl, quant.F32, 1, n)
 	double := func(be *Backend, t0 kernels.Tensor) kernels.Program {
 		p, err := be.Compile([]kernels.Op{kernels.Add{Dst: t0, A: t0, B: t0}})
 		if err != nil {
@@ -244,14 +225,7 @@ func BenchmarkPeerSetupMemory(b *testing.B) {
 	g0, g1 := openPeers(b, false)
 	lbl := kernels.Label{Owner: "bench", Cat: kernels.Scratch}
 	const n = 16 << 10
-	var t [2]kernels.Tensor
-	for i, be := range []*Backend{g0, g1} {
-		buf, err := be.Alloc(lbl, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t[i] = kernels.NewTensor(buf, quant.F32, 1, n/4, 0)
-	}
+	t := [2]kernels.Tensor{deviceTensor(b, g0, lbl, quant.F32, 1, n/4), deviceTensor(b, g1, lbl, quant.F32, 1, n/4)}
 	free := func() (f [2]int64) {
 		for i, be := range []*Backend{g0, g1} {
 			var err error

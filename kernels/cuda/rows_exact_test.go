@@ -53,11 +53,7 @@ func (h *harness) exactRows(batch int, operands []*pair, out *pair, build func(b
 		singles = append(singles, build(b, 1)...)
 	}
 	run := func(ops []kernels.Op) []byte {
-		nan := make([]byte, out.g.Bytes())
-		for i := 0; i+4 <= len(nan); i += 4 {
-			binary.LittleEndian.PutUint32(nan[i:], 0x7fc00000)
-		}
-		if err := h.gpu.Write(out.g, nan); err != nil {
+		if err := h.gpu.Write(out.g, nanBytes(out.g.Bytes())); err != nil {
 			h.t.Fatal(err)
 		}
 		p, err := h.gpu.Compile(ops)
@@ -142,14 +138,11 @@ func TestRowsAsDecode(t *testing.T) {
 				for _, batch := range []int{2, 4, 5, 8, 16} {
 					t.Run(fmt.Sprintf("attention/%v-%v/hd%d/h%d-%d/pos%d/b%d", c.k, c.v, c.hd, c.nHead, c.nKV, c.firstPos, batch), func(t *testing.T) {
 						h.t = t
-						q := h.random(quant.F32, batch, c.nHead*c.hd)
-						k := h.random(c.k, c.nKeys, c.nKV*c.hd)
-						v := h.random(c.v, c.nKeys, c.nKV*c.hd)
-						pos := h.ints(batch, func(i int) int32 { return int32(c.firstPos + i) })
-						y := h.output(quant.F32, batch, c.nHead*c.hd)
-						many, one := h.exactRows(batch, []*pair{q, k, v, pos, y}, y, func(b0, n int) []kernels.Op {
-							return []kernels.Op{kernels.Attention{Dst: y.g.RowSlice(b0, n), Q: q.g.RowSlice(b0, n), K: k.g, V: v.g,
-								Pos: pos.g.ColSlice(b0, n), NHead: c.nHead, NKVHead: c.nKV, HeadDim: c.hd,
+						a := h.attention(attnShape{kType: c.k, vType: c.v, headDim: c.hd, rows: batch, nCtx: c.nKeys, nHead: c.nHead, nKV: c.nKV},
+							h.positions(c.firstPos, c.nKeys))
+						many, one := h.exactRows(batch, a.pairs(), a.y, func(b0, n int) []kernels.Op {
+							return []kernels.Op{kernels.Attention{Dst: a.y.g.RowSlice(b0, n), Q: a.q.g.RowSlice(b0, n), K: a.k.g, V: a.v.g,
+								Pos: a.pos.g.ColSlice(b0, n), NHead: c.nHead, NKVHead: c.nKV, HeadDim: c.hd,
 								Scale: float32(1 / math.Sqrt(float64(c.hd)))}}
 						})
 						differ, worst := rowsMatch(many, one)

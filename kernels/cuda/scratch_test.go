@@ -84,17 +84,7 @@ func TestWorkspaceForBoundsCompile(t *testing.T) {
 	if want := workspace.For(pass).Total(); reserved != want {
 		t.Fatalf("reserved %d bytes, want %d", reserved, want)
 	}
-	alloc := func(typ quant.Type, r, c int) kernels.Tensor {
-		rb, err := typ.RowBytes(int64(c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := gpu.Alloc(testLabel, rb*int64(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kernels.NewTensor(b, typ, r, c, 0)
-	}
+	alloc := func(typ quant.Type, r, c int) kernels.Tensor { return deviceTensor(t, gpu, testLabel, typ, r, c) }
 	wq, wo := alloc(quant.Q8_0, nHead*hd, embd), alloc(quant.Q6_K, embd, nHead*hd)
 	wu, wd := alloc(quant.Q4_K, ffn, embd), alloc(quant.Q8_0, embd, ffn)
 	norm := alloc(quant.F32, 1, embd)

@@ -2,10 +2,8 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
-	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
 )
@@ -53,11 +51,8 @@ func TestAttentionLargeCache(t *testing.T) {
 					t.Fatalf("a grid of %d slices, %d of them filled: nothing idle", grid, few)
 				}
 			}
-			q := h.random(quant.F32, c.batch, c.nHead*c.headDim)
-			k := h.random(c.k, capacity, c.nKV*c.headDim)
-			v := h.random(c.v, capacity, c.nKV*c.headDim)
 			round := 0
-			pos := h.ints(c.batch, func(i int) int32 {
+			pos := func(i int) int32 {
 				last := c.keys[round] - 1
 				if i == c.batch-1 {
 					round++
@@ -66,8 +61,8 @@ func TestAttentionLargeCache(t *testing.T) {
 					return int32(h.rng.IntN(last + 1))
 				}
 				return int32(max(0, last-(c.batch-1-i)))
-			})
-			y := h.output(quant.F32, c.batch, c.nHead*c.headDim)
+			}
+			a := h.attention(attnShape{kType: c.k, vType: c.v, headDim: c.headDim, rows: c.batch, nCtx: capacity, nHead: c.nHead, nKV: c.nKV}, pos)
 			tol := kvTolerance(c.k, c.v)
 			switch {
 			case c.k == quant.F16 && c.v == quant.F16:
@@ -78,10 +73,7 @@ func TestAttentionLargeCache(t *testing.T) {
 			case c.k == c.v && !kvCaches[c.k].quantized:
 				tol = attentionTolerance(c.k)
 			}
-			h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
-				return []kernels.Op{kernels.Attention{Dst: side(y), Q: side(q), K: side(k), V: side(v), Pos: side(pos),
-					NHead: c.nHead, NKVHead: c.nKV, HeadDim: c.headDim, Scale: float32(1 / math.Sqrt(float64(c.headDim)))}}
-			}, []*pair{q, k, v, pos, y}, func(r int) { h.expectClose(y, tol, fmt.Sprintf("attention, %d keys", c.keys[r])) })
+			h.check(a.ops, a.pairs(), func(r int) { h.expectClose(a.y, tol, fmt.Sprintf("attention, %d keys", c.keys[r])) })
 		})
 	}
 }

@@ -23,6 +23,24 @@ extern "C" __global__ void quantize_q8(const float* __restrict__ x, long long xs
     quantize_group(x[b * xstride + 32 * g + lane], xq + q8_off(g, b, P), xd + q8_sc(g, b, P));
 }
 
+// mv_store ends a warp's WR weight rows from row on: it adds each row and
+// batch row's partial sums across the lanes (warp_sum), and lane 0 stores
+// the sums of rows and batch rows that exist (adds them with accumulate).
+template <int WR, int NB>
+__device__ __forceinline__ void mv_store(const float (&acc)[WR][NB], int lane, int row, int rows, int nb,
+                                         float* __restrict__ y, long long ystride, int accumulate) {
+#pragma unroll
+    for (int r = 0; r < WR; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            float s = warp_sum(acc[r][b]);
+            if (lane == 0 && b < nb && row + r < rows) {
+                float* out = y + b * ystride + row + r;
+                *out = accumulate ? *out + s : s;
+            }
+        }
+}
+
 // Generic: dequantize 32 weights, dot with F32 activations.
 template <int T, int NB>
 __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const float* __restrict__ x,
@@ -31,9 +49,9 @@ __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const fl
     int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const u8* wr = w + (size_t)row * wstride;
-    float acc[NB];
+    float acc[1][NB];
 #pragma unroll
-    for (int b = 0; b < NB; b++) acc[b] = 0.f;
+    for (int b = 0; b < NB; b++) acc[0][b] = 0.f;
     for (int g = lane; g < (n >> 5); g += 32) {
         float v[32];
         dequant32<T>(wr, g, v);
@@ -47,18 +65,11 @@ __device__ void mv_generic(const u8* __restrict__ w, long long wstride, const fl
                     float4 t = __ldg(xv + i);
                     s += v[4 * i] * t.x + v[4 * i + 1] * t.y + v[4 * i + 2] * t.z + v[4 * i + 3] * t.w;
                 }
-                acc[b] += s;
+                acc[0][b] += s;
             }
         }
     }
-#pragma unroll
-    for (int b = 0; b < NB; b++) {
-        float s = warp_sum(acc[b]);
-        if (lane == 0 && b < nb) {
-            float* out = y + b * ystride + row;
-            *out = accumulate ? *out + s : s;
-        }
-    }
+    mv_store<1, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // F16 weights in 16-byte vectors (rows 16-byte aligned, n % 8 == 0). A
@@ -101,16 +112,7 @@ __device__ void mv_f16_vec(const u8* __restrict__ w, long long wstride, const fl
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < WR; r++)
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            float s = warp_sum(acc[r][b]);
-            if (lane == 0 && b < nb && row + r < rows) {
-                float* out = y + b * ystride + row + r;
-                *out = accumulate ? *out + s : s;
-            }
-        }
+    mv_store<WR, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // The integer kernels' float steps are spelt out with round-to-nearest
@@ -312,16 +314,7 @@ __device__ void mvq(const u8* __restrict__ w, long long wstride, const signed ch
     for (int r = 0; r < WR; r++) wp[r] = w + (size_t)min(row + r, rows - 1) * wstride;
     float acc[WR][NB];
     dot_q<T, NB, WR>(wp, xq, xd, n, nb, acc);
-#pragma unroll
-    for (int r = 0; r < WR; r++)
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            float s = warp_sum(acc[r][b]);
-            if (lane == 0 && b < nb && row + r < rows) {
-                float* out = y + b * ystride + row + r;
-                *out = accumulate ? *out + s : s;
-            }
-        }
+    mv_store<WR, NB>(acc, lane, row, rows, nb, y, ystride, accumulate);
 }
 
 // silu_mul is silu(g) * u, the same bits in the fused gate/up product of
@@ -397,6 +390,67 @@ __device__ __forceinline__ void mvx_sum(float (&part)[32][NO + 1], int row0, int
     }
 }
 
+// MvxTile is what the mvx kernels below share around their block decode:
+// a block takes 16*MT weight rows and up to NC = 8*NT batch rows, each of
+// its MVX_WARPS warps computes, in mma fragments, four of decode's 32
+// lanes' partials of every output (acc[m][i][j][e]: decode lane 4*warp + i,
+// row tile m, column tile j, fragment element e), and finish adds the 32
+// partials of each output in decode's order. A kernel keeps only its
+// weight type's decode: which blocks a warp takes and which lane's
+// partial each of its four accumulators is.
+template <int MT, int NT>
+struct MvxTile {
+    static constexpr int NC = 8 * NT, NO = 16 * MT * NC; // outputs of the block: row-major 16*MT x NC
+    int warp, g, t, row0, P;
+    const u8* wr[MT][2];      // fragment rows g and g+8 of each 16-row tile
+    int bcol[NT], scol[NT];   // each column tile's activation row and scale pair
+    float acc[MT][4][NT][4];  // [row tile][decode lane 4*warp + i][column tile][fragment element]
+
+    // start sets the tile up; false: this job has fewer rows than the grid.
+    __device__ __forceinline__ bool start(const u8* __restrict__ w, long long wstride, int rows, int nb) {
+        int lane = threadIdx.x & 31;
+        warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+        row0 = blockIdx.x * 16 * MT, P = q8_pitch(nb);
+        if (row0 >= rows) return false;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) wr[m][h] = w + (size_t)min(row0 + 16 * m + 8 * h + g, rows - 1) * wstride;
+        // columns past the batch read real rows and are never stored; a
+        // scale pair's 16-byte load starts at most at P-2 (0 for one row)
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            bcol[j] = min(8 * j + g, nb - 1);
+            scol[j] = min(8 * j + 2 * t, P - 2 > 0 ? P - 2 : 0);
+        }
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[m][i][j][e] = 0.f;
+        return true;
+    }
+
+    // finish meets the 32 partials of each output in shared memory and
+    // stores their sum (mvx_sum).
+    __device__ __forceinline__ void finish(float* __restrict__ y, long long ystride, int rows, int nb, int accumulate) {
+        __shared__ float part[32][NO + 1];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        part[4 * warp + i][(16 * m + 8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[m][i][j][e];
+        mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+    }
+};
+
 // mvx_q4_k: Q4_K products of 2 to 8*NT rows (verification) on tensor
 // cores that give every row the bits of decode's matrix-vector kernel.
 // Decode's warp (dot_q4_k) leaves in lane L = 4*k0 + p the sum, block by
@@ -416,56 +470,33 @@ template <int MT, int NT>
 __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
                          int accumulate) {
-    const int NC = 8 * NT, NO = 16 * MT * NC; // outputs of the block: row-major 16*MT x NC
-    __shared__ float part[32][NO + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int row0 = blockIdx.x * 16 * MT, P = q8_pitch(nb);
-    if (row0 >= rows) return; // this job has fewer rows than the grid
-    const u8* wr[MT][2];
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) wr[m][h] = w + (size_t)min(row0 + 16 * m + 8 * h + g, rows - 1) * wstride;
-    // columns past the batch read real rows and are never stored
-    int bcol[NT], scol[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        bcol[j] = min(8 * j + g, nb - 1);
-        scol[j] = min(8 * j + 2 * t, P - 2 > 0 ? P - 2 : 0);
-    }
-    float acc[MT][4][NT][4]; // [m][p][column tile][fragment element]
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int p = 0; p < 4; p++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) acc[m][p][j][e] = 0.f;
+    MvxTile<MT, NT> b;
+    if (!b.start(w, wstride, rows, nb)) return;
+    const int t = b.t, P = b.P;
     int nblk = n >> 8;
-    for (int k = warp; k < nblk; k += MVX_WARPS) {
+    for (int k = b.warp; k < nblk; k += MVX_WARPS) {
         uint4 hdr[MT][2];
         uint2 q[MT][2][4];
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const u8* b = wr[m][h] + 144 * (size_t)k;
-                hdr[m][h] = __ldg((const uint4*)b);
+                const u8* blkp = b.wr[m][h] + 144 * (size_t)k;
+                hdr[m][h] = __ldg((const uint4*)blkp);
 #pragma unroll
-                for (int p = 0; p < 4; p++) q[m][h][p] = __ldg((const uint2*)(b + 16 + 32 * p + 8 * t));
+                for (int p = 0; p < 4; p++) q[m][h][p] = __ldg((const uint2*)(blkp + 16 + 32 * p + 8 * t));
             }
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < 4; p++) { // decode lane 4*warp + p
             int gl = 8 * k + 2 * p; // the group of the low nibbles
             uint2 xl[NT], xh[NT];
             float4 sl[NT], sh[NT];
 #pragma unroll
             for (int j = 0; j < NT; j++) {
-                xl[j] = __ldg((const uint2*)(xq + q8_off(gl, bcol[j], P) + 8 * t));
-                xh[j] = __ldg((const uint2*)(xq + q8_off(gl + 1, bcol[j], P) + 8 * t));
-                sl[j] = __ldg((const float4*)(xd + q8_sc(gl, scol[j], P)));
-                sh[j] = __ldg((const float4*)(xd + q8_sc(gl + 1, scol[j], P)));
+                xl[j] = __ldg((const uint2*)(xq + q8_off(gl, b.bcol[j], P) + 8 * t));
+                xh[j] = __ldg((const uint2*)(xq + q8_off(gl + 1, b.bcol[j], P) + 8 * t));
+                sl[j] = __ldg((const float4*)(xd + q8_sc(gl, b.scol[j], P)));
+                sh[j] = __ldg((const float4*)(xd + q8_sc(gl + 1, b.scol[j], P)));
             }
 #pragma unroll
             for (int m = 0; m < MT; m++) {
@@ -492,24 +523,14 @@ __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __r
                         int h = e >> 1; // row g or g+8
                         float2 dlo = (e & 1) ? make_float2(sl[j].z, sl[j].w) : make_float2(sl[j].x, sl[j].y);
                         float2 dhi = (e & 1) ? make_float2(sh[j].z, sh[j].w) : make_float2(sh[j].x, sh[j].y);
-                        acc[m][p][j][e] = __fadd_rn(acc[m][p][j][e], q4k_term(d[h], dmin[h], sc0[h], m0[h], sc1[h], m1[h],
-                                                                              dlo, dhi, cl[e], ch[e]));
+                        b.acc[m][p][j][e] = __fadd_rn(b.acc[m][p][j][e], q4k_term(d[h], dmin[h], sc0[h], m0[h], sc1[h],
+                                                                                  m1[h], dlo, dhi, cl[e], ch[e]));
                     }
                 }
             }
         }
     }
-    // lane (k0 = warp, p)'s partial of each output
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int p = 0; p < 4; p++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    part[4 * warp + p][(16 * m + 8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[m][p][j][e];
-    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+    b.finish(y, ystride, rows, nb, accumulate);
 }
 
 // mvx_q6_k: Q6_K products of 2 to 8*NT rows in decode's order (dot_q6_k).
@@ -526,35 +547,16 @@ template <int NT>
 __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
                          int accumulate) {
-    const int NC = 8 * NT, NO = 16 * NC;
-    __shared__ float part[32][NO + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int k0 = warp >> 1, h = warp & 1;
-    int row0 = blockIdx.x * 16, P = q8_pitch(nb);
-    if (row0 >= rows) return;
-    const u8* wr[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) wr[r] = w + (size_t)min(row0 + 8 * r + g, rows - 1) * wstride;
-    int bcol[NT], scol[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        bcol[j] = min(8 * j + g, nb - 1);
-        scol[j] = min(8 * j + 2 * t, P - 2);
-    }
-    float acc[NT][4][4]; // [column tile][quarter][fragment element]
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[j][c][e] = 0.f;
+    MvxTile<1, NT> b;
+    if (!b.start(w, wstride, rows, nb)) return;
+    const int t = b.t, P = b.P, k0 = b.warp >> 1, h = b.warp & 1;
     int nblk = n >> 8;
     for (int k = k0; k < nblk; k += 4) {
         int q[2][4][2]; // [row g, g+8][group of the half][values 8t..+3, 8t+4..+7]
         float s4[2][8]; // the half's eight 16-value scales times d
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            const u8* blkp = wr[r] + 210 * (size_t)k;
+            const u8* blkp = b.wr[0][r] + 210 * (size_t)k;
             const u8* ql = blkp + 64 * h + 8 * t;
             const u8* qh = blkp + 128 + 32 * h + 8 * t;
             int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
@@ -586,8 +588,8 @@ __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __r
             float4 xs[NT];
 #pragma unroll
             for (int j = 0; j < NT; j++) {
-                xv[j] = __ldg((const uint2*)(xq + q8_off(g0 + i, bcol[j], P) + 8 * t));
-                xs[j] = __ldg((const float4*)(xd + q8_sc(g0 + i, scol[j], P)));
+                xv[j] = __ldg((const uint2*)(xq + q8_off(g0 + i, b.bcol[j], P) + 8 * t));
+                xs[j] = __ldg((const float4*)(xd + q8_sc(g0 + i, b.scol[j], P)));
             }
 #pragma unroll
             for (int c = 0; c < 4; c++) {
@@ -609,18 +611,11 @@ __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __r
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < 4; c++) // decode lane 4*warp + c
 #pragma unroll
-                for (int e = 0; e < 4; e++) acc[j][c][e] = __fadd_rn(acc[j][c][e], a[j][c][e]);
+                for (int e = 0; e < 4; e++) b.acc[0][c][j][e] = __fadd_rn(b.acc[0][c][j][e], a[j][c][e]);
     }
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                part[4 * warp + c][(8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[j][c][e];
-    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+    b.finish(y, ystride, rows, nb, accumulate);
 }
 
 // mvx_q8_0: Q8_0 products of 2 to 8*NT rows in decode's order (dot_q8_0,
@@ -632,65 +627,40 @@ template <int NT>
 __device__ void mvx_q8_0(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
                          int accumulate) {
-    const int NC = 8 * NT, NO = 16 * NC;
-    __shared__ float part[32][NO + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int row0 = blockIdx.x * 16, P = q8_pitch(nb);
-    if (row0 >= rows) return;
-    const u8* wr[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) wr[r] = w + (size_t)min(row0 + 8 * r + g, rows - 1) * wstride;
-    int bcol[NT], scol[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        bcol[j] = min(8 * j + g, nb - 1);
-        scol[j] = min(8 * j + 2 * t, P - 2);
-    }
-    float acc[NT][4][4]; // [column tile][block u][fragment element]
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[j][u][e] = 0.f;
+    MvxTile<1, NT> b;
+    if (!b.start(w, wstride, rows, nb)) return;
+    const int t = b.t, P = b.P;
     int nblk = n >> 5;
-    for (int k = 4 * warp; k < nblk; k += 32) {
+    for (int k = 4 * b.warp; k < nblk; k += 32) {
         unsigned q[2][4][2];
         float d[2][4];
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                const u8* blkp = wr[r] + 34 * (size_t)min(k + u, nblk - 1);
+                const u8* blkp = b.wr[0][r] + 34 * (size_t)min(k + u, nblk - 1);
                 d[r][u] = ldh(blkp);
                 q[r][u][0] = ld32(blkp + 2 + 8 * t);
                 q[r][u][1] = ld32(blkp + 6 + 8 * t);
             }
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < 4; u++) { // decode lane 4*warp + u
             if (k + u >= nblk) break;
 #pragma unroll
             for (int j = 0; j < NT; j++) {
-                uint2 xv = __ldg((const uint2*)(xq + q8_off(k + u, bcol[j], P) + 8 * t));
-                float4 xs = __ldg((const float4*)(xd + q8_sc(k + u, scol[j], P)));
+                uint2 xv = __ldg((const uint2*)(xq + q8_off(k + u, b.bcol[j], P) + 8 * t));
+                float4 xs = __ldg((const float4*)(xd + q8_sc(k + u, b.scol[j], P)));
                 int sum[4] = {0, 0, 0, 0};
                 mma_s8(sum, q[0][u][0], q[1][u][0], q[0][u][1], q[1][u][1], xv.x, xv.y);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float x = (e & 1) ? xs.z : xs.x;
-                    acc[j][u][e] = __fmaf_rn(__fmul_rn(d[e >> 1][u], x), (float)sum[e], acc[j][u][e]);
+                    b.acc[0][u][j][e] = __fmaf_rn(__fmul_rn(d[e >> 1][u], x), (float)sum[e], b.acc[0][u][j][e]);
                 }
             }
         }
     }
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                part[4 * warp + u][(8 * (e >> 1) + g) * NC + 8 * j + 2 * t + (e & 1)] = acc[j][u][e];
-    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+    b.finish(y, ystride, rows, nb, accumulate);
 }
 
 // Entry points. Strides are in bytes for W and in elements for X and Y.
