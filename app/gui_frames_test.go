@@ -79,3 +79,38 @@ func TestFrameMonitorStopsAtClose(t *testing.T) {
 		t.Errorf("idle %+v, stalls %+v; want the one 10 ms gap before close", r, m.worst)
 	}
 }
+
+// Posted work's delay is kept per phase apart from the frame gaps: a probe
+// that ran late is not a gap in the window's loop.
+func TestFrameMonitorProbeDelay(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	m := newFrameMonitor(time.Millisecond, func() time.Time { return clock }, func(f func()) { f() })
+	m.setPhase("idle")
+	m.tick()
+	due := clock
+	clock = clock.Add(16 * time.Millisecond)
+	m.tick()
+	m.probe(due.Add(4 * time.Millisecond)) // 12 ms late
+	m.setPhase("streaming")
+	due = clock
+	clock = clock.Add(16 * time.Millisecond)
+	m.tick()
+	clock = clock.Add(200 * time.Millisecond) // the probe waited for a CPU; the loop had passed at +16 ms
+	m.probe(due)
+	r := m.report()
+	// The second gap began in idle: it counts there too.
+	if got := r["idle"]; got.Samples != 2 || got.MaxMS != 16 || got.PostMaxMS != 12 {
+		t.Errorf("idle %+v, want two 16 ms gaps and a probe 12 ms late", got)
+	}
+	if got := r["streaming"]; got.Samples != 1 || got.MaxMS != 16 || got.Over100 != 0 || got.PostMaxMS != 216 || got.PostP99MS != 216 {
+		t.Errorf("streaming %+v, want one 16 ms gap and a probe 216 ms late", got)
+	}
+	if len(m.worst) != 0 {
+		t.Errorf("stalls %+v, want none: no frame gap was over 100 ms", m.worst)
+	}
+	m.close()
+	m.probe(clock)
+	if got := m.report()["streaming"].PostMaxMS; got != 216 {
+		t.Errorf("a probe after close changed the delay to %v ms", got)
+	}
+}

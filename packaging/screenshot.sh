@@ -27,7 +27,8 @@
 #                   from their remote headers, a download in progress, and
 #                   the drafts the Hub has for the demo target
 #   frames.json     the UI thread's frame gaps of the first run, per phase
-#                   (startup, idle, loading, streaming)
+#                   (startup, idle, loading, streaming), and how late work
+#                   posted to it ran
 #
 #   packaging/screenshot.sh [OUT_DIR]     (default: packaging/screenshots)
 #
@@ -115,6 +116,7 @@ if ! grep -qs '"content": "And God said' "$XDG_CONFIG_HOME"/tandem/conversations
 	exit 1
 fi
 sleep 3 # the idle phase after an answer, measured with nothing else on the display
+load=$(cut -d' ' -f1-3 /proc/loadavg) # frames.json's gaps depend on it
 kill -TERM "$app_pid" # frames.json is written as the app exits
 wait "$app_pid" || true
 app_pid=
@@ -270,6 +272,7 @@ wrote, in $out:
   simulated.png       three simulated GPUs (--simulate $sim): GPU 0 red, the planner's fixes
   simulated-fixed.png the first fix applied by a click: the draft on GPU 1, both fit, Load off
   find.png            the Find page: a search, fit verdicts, a download, suggested drafts
-  frames.json         frame gaps of the first run per phase (max_ms under 100 is the aim):
+  frames.json         frame gaps of the first run per phase (max_ms under 100 is the aim;
+                      post_*: how late posted work ran), at a load average of $load:
 NOTE
 cat "$out/frames.json"
