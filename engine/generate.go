@@ -201,7 +201,8 @@ type generation struct {
 
 	// chooser chooses the draft length (nil: the target alone). drafted
 	// is the last step's drafted tokens, proposed or cut; took and made
-	// are the steps' measured time and the tokens they made.
+	// are the steps' wall time (spec.Chooser.LastRound) and the tokens
+	// they made.
 	chooser *spec.Chooser
 	drafted int
 	took    time.Duration
@@ -233,6 +234,9 @@ func (g *generation) run(ctx context.Context) error {
 		}
 	}
 	g.stats.PrefillSeconds = now().Sub(start).Seconds()
+	if g.chooser != nil {
+		g.chooser.Begin()
+	}
 	start = now()
 	defer func() { g.stats.DecodeSeconds = now().Sub(start).Seconds() }()
 	if g.grammarComplete() { // a grammar of the empty text: nothing to ask
@@ -255,23 +259,26 @@ func (g *generation) run(ctx context.Context) error {
 func (g *generation) step(ctx context.Context) (bool, error) {
 	var drafted []int32
 	var dists [][]float32
-	var took time.Duration // the draft's and the target's passes, as the chooser timed them
-	tried := 0             // drafted tokens proposed or cut short (the chooser's evidence)
+	tried := 0 // drafted tokens proposed or cut short (the chooser's evidence)
+	// One reading of the clock starts the round's calls and one ends
+	// each: the target's pass starts where the draft's call ended, so the
+	// host's work between them counts in the pass, and what lies between
+	// rounds is the chooser's time outside the calls (spec.Chooser).
+	start := g.now()
 	if n := g.draftLength(); n > 0 {
-		start := g.chooser.Now()
 		p, err := g.r.draft.draft(ctx, g.history, n, g.pMin, g.sampler, g.forkMatcher())
 		if err != nil {
 			return false, err
 		}
 		drafted, dists = p.tokens, p.dists
-		took, tried = g.chooser.Drafted(start, g.draftSize(p)), max(p.passes, len(p.tokens))
+		start = start.Add(g.chooser.Drafted(start, g.draftSize(p)))
+		tried = max(p.passes, len(p.tokens))
 	}
 	drafted, dists, masks, err := g.speculate(drafted, dists)
 	if err != nil {
 		return false, err
 	}
 	g.pauseCapture()
-	start := g.now()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
 	if onDevice(g.req) {
@@ -291,7 +298,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	took += g.verified(start, len(drafted)+1)
+	g.verified(start, len(drafted)+1)
 	g.stats.Steps++
 	if len(drafted) > 0 {
 		g.stats.Drafted += len(drafted)
@@ -303,7 +310,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			g.stats.AcceptedAt[i]++
 		}
 	}
-	g.learn(tried, len(out), took)
+	g.learn(tried, len(out))
 	if out, err = g.advanceGrammar(out); err != nil {
 		return false, err
 	}
@@ -352,15 +359,15 @@ func (g *generation) verified(start time.Time, rows int) time.Duration {
 }
 
 // learn tells the chooser how the step went, tried drafted tokens and out
-// made in took, and reports its next choice. A drafted token the draft's
+// made, and reports its next choice. A drafted token the draft's
 // confidence cut counts as a rejected one: the chooser's acceptance is
 // the chance that a drafted position brings a token.
-func (g *generation) learn(tried, out int, took time.Duration) {
+func (g *generation) learn(tried, out int) {
 	if g.chooser == nil {
 		return
 	}
 	g.chooser.Accepted(tried, out-1)
-	g.drafted, g.took, g.made = tried, g.took+took, g.made+out
+	g.drafted, g.took, g.made = tried, g.took+g.chooser.LastRound(), g.made+out
 	g.report()
 }
 
@@ -413,8 +420,8 @@ func (g *generation) report() {
 	case d.K > 0:
 		s.DraftK = max(g.drafting.Min, min(d.K, g.drafting.Max))
 	}
-	if d.Verify1 > 0 && g.took > 0 {
-		s.Speedup = float64(g.made) * float64(d.Verify1) / float64(g.took)
+	if d.Alone > 0 && g.took > 0 {
+		s.Speedup = float64(g.made) * float64(d.Alone) / float64(g.took)
 	}
 }
 
