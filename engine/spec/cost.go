@@ -561,14 +561,14 @@ func (c *curve) has(size int) bool { return size < len(c.n) && c.n[size] > 0 }
 // settled reports whether size has been measured past its first runs.
 func (c *curve) settled(size int) bool { return size < len(c.n) && c.n[size] >= settle }
 
-// measured lists the sizes with measurements, ascending.
-func (c *curve) measured() []int { return c.known(1) }
-
 // at estimates the duration at size from every measured size: measured,
 // interpolated between the nearest measured sizes, flat below the
 // smallest, and past the largest extended at the slope of the two
 // largest (never decreasing). 0 when nothing is measured.
-func (c *curve) at(size int) float64 { return c.between(size, c.measured()) }
+func (c *curve) at(size int) float64 {
+	v, _ := c.between(size, 1)
+	return v
+}
 
 // hoped is at's estimate hoping a size not yet settled costs what the
 // settled sizes say: the smaller of its first runs' fastest (which may
@@ -579,52 +579,55 @@ func (c *curve) hoped(size int) float64 {
 	if c.settled(size) {
 		return c.avg[size]
 	}
-	m := c.known(settle)
-	if len(m) == 0 {
+	est, ok := c.between(size, settle)
+	if !ok {
 		return c.at(size)
 	}
-	if est := c.between(size, m); !c.has(size) || est < c.avg[size] {
-		return est
+	if c.has(size) {
+		return min(est, c.avg[size])
 	}
-	return c.avg[size]
+	return est
 }
 
-// known lists the sizes with at least n measurements, ascending.
-func (c *curve) known(n int) []int {
-	var s []int
-	for i, k := range c.n {
-		if k >= n {
-			s = append(s, i)
+// between estimates the duration at size from the sizes measured at
+// least need times, as at does from every measured one; ok is false
+// when there are none. (The Chooser estimates every length each round:
+// scans, not lists, keep a round free of allocations.)
+func (c *curve) between(size, need int) (v float64, ok bool) {
+	lo, hi := -1, -1 // the nearest such sizes at or below size, and at or above
+	for s, n := range c.n {
+		if n < need {
+			continue
+		}
+		if s <= size {
+			lo = s
+		}
+		if s >= size {
+			hi = s
+			break
 		}
 	}
-	return s
-}
-
-// between estimates the duration at size from the sizes m (ascending, not
-// empty): measured, interpolated between the nearest, flat below the
-// smallest, and past the largest extended at the slope of the two
-// largest (never decreasing).
-func (c *curve) between(size int, m []int) float64 {
 	switch {
-	case len(m) == 0:
-		return 0
-	case size <= m[0]:
-		return c.avg[m[0]]
+	case lo < 0 && hi < 0:
+		return 0, false
+	case lo == size || lo < 0:
+		return c.avg[max(lo, hi)], true
+	case hi >= 0:
+		f := float64(size-lo) / float64(hi-lo)
+		return c.avg[lo] + f*(c.avg[hi]-c.avg[lo]), true
 	}
-	for i := 1; i < len(m); i++ {
-		if size <= m[i] {
-			lo, hi := m[i-1], m[i]
-			f := float64(size-lo) / float64(hi-lo)
-			return c.avg[lo] + f*(c.avg[hi]-c.avg[lo])
+	prev := -1 // past the largest: the slope from the one before it
+	for s := lo - 1; s >= 0; s-- {
+		if c.n[s] >= need {
+			prev = s
+			break
 		}
 	}
-	last := m[len(m)-1]
-	if len(m) == 1 {
-		return c.avg[last]
+	if prev < 0 {
+		return c.avg[lo], true
 	}
-	prev := m[len(m)-2]
-	slope := max(0, (c.avg[last]-c.avg[prev])/float64(last-prev))
-	return c.avg[last] + slope*float64(size-last)
+	slope := max(0, (c.avg[lo]-c.avg[prev])/float64(lo-prev))
+	return c.avg[lo] + slope*float64(size-lo), true
 }
 
 // proportional estimates a draft call of size steps: measured, or scaled
@@ -634,7 +637,8 @@ func (c *curve) proportional(size int) float64 {
 	if c.has(size) {
 		return c.avg[size]
 	}
-	return scaled(c, size, c.measured())
+	v, _ := c.scaled(size, 1)
+	return v
 }
 
 // hopedSteps is proportional hoping as hoped does: a size not settled is
@@ -644,29 +648,30 @@ func (c *curve) hopedSteps(size int) float64 {
 	if c.settled(size) {
 		return c.avg[size]
 	}
-	m := c.known(settle)
-	if len(m) == 0 {
+	est, ok := c.scaled(size, settle)
+	if !ok {
 		return c.proportional(size)
 	}
-	if est := scaled(c, size, m); !c.has(size) || est < c.avg[size] {
-		return est
+	if c.has(size) {
+		return min(est, c.avg[size])
 	}
-	return c.avg[size]
+	return est
 }
 
-// scaled is the average of the size in m nearest size, scaled to size
-// steps; 0 for no m.
-func scaled(c *curve, size int, m []int) float64 {
-	if len(m) == 0 {
-		return 0
-	}
-	near := m[0]
-	for _, s := range m {
-		if abs(s-size) < abs(near-size) {
+// scaled is the average of the size measured at least need times nearest
+// size (the smaller of two as near), scaled to size steps; ok is false
+// when there is none.
+func (c *curve) scaled(size, need int) (float64, bool) {
+	near := -1
+	for s, n := range c.n {
+		if n >= need && (near < 0 || abs(s-size) < abs(near-size)) {
 			near = s
 		}
 	}
-	return c.avg[near] * float64(size) / float64(near)
+	if near <= 0 {
+		return 0, false
+	}
+	return c.avg[near] * float64(size) / float64(near), true
 }
 
 func abs(x int) int {
