@@ -278,7 +278,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	g.pauseCapture()
+	capturing := g.pauseCapture()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
 	if onDevice(g.req) {
@@ -298,7 +298,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	g.verified(start, len(drafted)+1)
+	g.verified(start, len(drafted)+1, capturing)
 	g.stats.Steps++
 	if len(drafted) > 0 {
 		g.stats.Drafted += len(drafted)
@@ -328,12 +328,18 @@ const captureLead = 2
 // pass costs what the target alone does (on a launch-bound GPU target,
 // the copies are a tenth of a step). A draft that finds states missing
 // after a paused stretch drafts on stale ones or not at all; only what it
-// proposes changes, never the output.
-func (g *generation) pauseCapture() {
-	if g.chooser == nil || g.drafting.Fixed() || !g.r.sharesHead() {
-		return // a fixed length drafts every round
+// proposes changes, never the output. It reports whether the pass
+// captures.
+func (g *generation) pauseCapture() bool {
+	switch {
+	case g.chooser == nil || !g.r.sharesHead():
+		return false
+	case g.drafting.Fixed():
+		return true // a fixed length drafts every round
 	}
-	g.r.target.m.PauseCapture(!g.chooser.MayDraftSoon(captureLead))
+	capture := g.chooser.MayDraftSoon(captureLead)
+	g.r.target.m.PauseCapture(!capture)
+	return capture
 }
 
 // sharesHead reports whether the draft reads the target's captured states.
@@ -350,12 +356,15 @@ func (g *generation) now() time.Time {
 }
 
 // verified times the target's pass of rows rows from start, for the
-// chooser.
-func (g *generation) verified(start time.Time, rows int) time.Duration {
-	if g.chooser == nil {
-		return 0
+// chooser; capturing says it also captured states for the draft.
+func (g *generation) verified(start time.Time, rows int, capturing bool) {
+	switch {
+	case g.chooser == nil:
+	case capturing:
+		g.chooser.VerifiedCapturing(start, rows)
+	default:
+		g.chooser.Verified(start, rows)
 	}
-	return g.chooser.Verified(start, rows)
 }
 
 // learn tells the chooser how the step went, tried drafted tokens and out

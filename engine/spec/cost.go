@@ -96,21 +96,25 @@ package spec
 // ch.Begin(); per round:
 //
 //	k := ch.Next(limit)            // limit: the request's draft max
+//	t := ch.Now()
 //	if k > 0 {
-//		t0 := ch.Now()
 //		p := draft(k)              // model, EAGLE-3 or lookup drafter
-//		ch.Drafted(t0, steps)      // steps: the draft's forward passes, 0
-//		                           // when it caught up on rounds it sat out
+//		t = t.Add(ch.Drafted(t, steps)) // steps: the draft's forward
+//		                           // passes, 0 when it caught up on
+//		                           // rounds it sat out
 //	}
-//	t1 := ch.Now()
 //	out := verify(p)               // the target pass of len(p)+1 rows
-//	ch.Verified(t1, len(p)+1)
+//	ch.Verified(t, len(p)+1)
 //	ch.Accepted(tried, len(out)-1) // tried: drafts proposed or cut by p-min
 //
 // The draft's timing is the whole draft call (an EAGLE-3 draft's catch-up
 // on the target's new states included); the verification's is the whole
 // target call with the accept/reject on the host (an EAGLE-3 target pass
-// includes capturing and fusing its states). A drafted token the draft's
+// includes capturing and fusing its states). The clock is read once to
+// start a round and once at the end of each call, so that a clock whose
+// reading costs (a test's) adds the same to every round, drafting or
+// not; the time between one round's pass and the next round's start is
+// the round's time outside its calls. A drafted token the draft's
 // confidence cut counts as rejected. The decision goes into the step
 // statistics: the chat's stats line and `tandem run --json` show k,
 // whether drafting is on, why not, and the measured speedup.
@@ -269,11 +273,29 @@ func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
 // Verified records a target pass of rows rows that began at start, and
 // returns how long it took.
 func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
+	return c.verified(start, rows, false)
+}
+
+// VerifiedCapturing is Verified for a pass that also captured states for
+// a draft that reads the target's (EAGLE-3, DFlash) while this round did
+// not draft (the rounds before a probe, a recalibration while drafting is
+// on). Such a pass is not what the target alone costs: its copies and
+// the draft's encoding of them make a one-row pass on a launch-bound
+// target a tenth dearer or more, and counted as the target alone they
+// made drafting that lost look like a gain. A one-row pass so timed
+// counts in the round but not in the one-row cost.
+func (c *Chooser) VerifiedCapturing(start time.Time, rows int) time.Duration {
+	return c.verified(start, rows, rows == 1)
+}
+
+func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration {
 	c.passEnd = c.o.Now()
 	d := c.passEnd.Sub(start)
 	c.took += d
 	if rows > 0 && rows < len(c.verify.avg) {
-		c.verify.add(rows, d)
+		if !apart {
+			c.verify.add(rows, d)
+		}
 		if rows == 1 {
 			c.lastOne = c.round
 		}
@@ -343,15 +365,17 @@ func (c *Chooser) Decision() Decision { return c.decision }
 
 // MayDraftSoon reports whether one of the next lead+1 rounds may draft or
 // probe, as far as the Chooser can tell before the round under way ends:
-// drafting is on, this round drafts, the target alone is not yet timed,
-// or a probe falls due within lead+1 rounds off and the probe budget
-// would afford it by then (each round off adding about a one-row pass to
-// the time spent). A false answer lets a head-sharing draft's target skip
-// capturing states no round will read; the answer is a forecast, not a
-// promise (a change in the measured costs may still turn drafting on at
-// once), so a drafter must cope with states missing.
+// drafting is on, this round drafts, or a probe falls due within lead+1
+// rounds off and the probe budget would afford it by then (each round off
+// adding about a one-row pass to the time spent). A false answer lets a
+// head-sharing draft's target skip capturing states no round will read;
+// the answer is a forecast, not a promise (a change in the measured costs
+// may still turn drafting on at once), so a drafter must cope with states
+// missing. The first rounds that time the target alone say false: they
+// must time it without the capture (VerifiedCapturing), and the round
+// after them drafts on what it finds.
 func (c *Chooser) MayDraftSoon(lead int) bool {
-	if c.on || c.k > 0 || !c.verify.settled(1) {
+	if c.on || c.k > 0 {
 		return true
 	}
 	ahead := float64(max(0, lead) + 1)
