@@ -134,3 +134,30 @@ type DeviceCopier interface {
 	// it comes after the copy; the call itself need not wait for the copy.
 	CopyFrom(dst Tensor, from Backend, src Tensor) error
 }
+
+// Reducer is a Backend whose programs sum tensors across a group of
+// backends on the devices themselves (the AllReduce op): each device reads
+// the others' shares where they lie and waits for them through flags in
+// device memory, so neither the host nor a copy per exchange stands
+// between the devices' programs. Callers test for it with a type assertion
+// and sum through a DeviceCopier or the host otherwise.
+type Reducer interface {
+	// Group joins members (this backend among them, each reaching the
+	// others' memory) into a group for AllReduce ops. Each member holds
+	// a few KiB of flags, counted under label. It fails wrapping
+	// ErrUnsupported when a member cannot take part. A program with the
+	// group's ops waits on its device for the other members' programs,
+	// so callers run every member's program of a round before any other
+	// call on a member (a backend may refuse such a call rather than
+	// wait forever).
+	Group(label Label, members []Backend) (ReduceGroup, error)
+}
+
+// ReduceGroup is a set of backends that run AllReduce ops together.
+type ReduceGroup interface {
+	// Members are the backends, in the order of AllReduce's Shares.
+	Members() []Backend
+	// Close frees what the group holds on its members, after their work
+	// has finished; programs with the group's ops must be closed first.
+	Close() error
+}

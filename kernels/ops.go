@@ -176,6 +176,22 @@ type MoE struct {
 // capture buffer).
 type Copy struct{ Dst, Src Tensor }
 
+// AllReduce is a collective: on every member of Group at once,
+// Dst = A + (Shares[0] + Shares[1] + ...), the shares added in member
+// order so that every member gets the same bits. Shares[i] lies on member
+// i; an invalid (zero) Tensor is a member that adds nothing this time. Dst
+// and A are the running backend's; a zero A makes Dst the sum alone. Each
+// member's programs must run the group's AllReduces in the same order with
+// the same shapes: a member waits on its device until all have reached
+// the op, so one that never runs it leaves the others waiting.
+//
+//	Shares F32 [B, cols] packed  A F32 [B, cols]  Dst F32 [B, cols] packed
+type AllReduce struct {
+	Dst, A Tensor
+	Shares []Tensor
+	Group  ReduceGroup
+}
+
 func (GetRows) Name() string   { return "get_rows" }
 func (SetRows) Name() string   { return "set_rows" }
 func (MatMul) Name() string    { return "mat_mul" }
@@ -192,6 +208,7 @@ func (Copy) Name() string      { return "copy" }
 func (MoE) Name() string       { return "moe" }
 func (GeGLU) Name() string     { return "geglu" }
 func (Scale) Name() string     { return "scale" }
+func (AllReduce) Name() string { return "all_reduce" }
 
 func (o GetRows) check() error {
 	if err := views(o.Dst, o.Src, o.Idx); err != nil {
@@ -377,6 +394,43 @@ func (o MoE) check() error {
 		isType(o.Dst, quant.F32), isType(o.X, quant.F32),
 		shape(o.Router, o.Experts, n), shape(o.Gate, o.Experts*ff, n), shape(o.Up, o.Experts*ff, n),
 		shape(o.Down, o.Experts*n, ff), shape(o.Dst, o.X.Rows, n))
+}
+
+func (o AllReduce) check() error {
+	if o.Group == nil {
+		return fmt.Errorf("%w: no group", ErrShape)
+	}
+	if n := len(o.Group.Members()); len(o.Shares) != n {
+		return fmt.Errorf("%w: %d shares for %d members", ErrShape, len(o.Shares), n)
+	}
+	if err := first(views(o.Dst), isType(o.Dst, quant.F32)); err != nil {
+		return err
+	}
+	if !o.Dst.Packed() {
+		return fmt.Errorf("%w: %v not packed", ErrShape, o.Dst)
+	}
+	if o.A.Valid() {
+		if err := first(views(o.A), isType(o.A, quant.F32), shape(o.A, o.Dst.Rows, o.Dst.Cols)); err != nil {
+			return err
+		}
+	}
+	some := false
+	for _, s := range o.Shares {
+		if !s.Valid() {
+			continue
+		}
+		some = true
+		if err := first(views(s), isType(s, quant.F32), shape(s, o.Dst.Rows, o.Dst.Cols), disjoint(o.Dst, s)); err != nil {
+			return err
+		}
+		if !s.Packed() {
+			return fmt.Errorf("%w: share %v not packed", ErrShape, s)
+		}
+	}
+	if !some {
+		return fmt.Errorf("%w: no shares", ErrShape)
+	}
+	return nil
 }
 
 // views checks each operand's geometry.

@@ -151,7 +151,9 @@ else
 	[ "$ngpu" -ge 2 ] || say "One GPU: every step runs on it alone; the two-GPU rows are skipped."
 fi
 say "tandem devices: not built (the tandem binary needs cgo for Fyne and NVML; a CGO_ENABLED=0 build has no NVML and lists no GPUs). The CUDA driver's view, from kernels/cuda's tests:"
-step 60 copy-tests.log "$cudatest" -test.v -test.run '^(TestOpen|TestCopyFromOrdered)$'
+# 90 s: a fresh machine's driver compiles the PTX at the first open (25-35 s
+# on an H200, kernels/cuda/NOTES.md, htp2).
+step 90 copy-tests.log "$cudatest" -test.v -test.run '^(TestOpen|TestCopyFromOrdered|TestAllReduce|TestAllReduceOpenRound)$'
 say '```'
 grep -E 'cuda_test|peer_test|backend_test|^(ok|PASS|FAIL)|--- ' "$out/copy-tests.log" | sed 's/^ *//' | tee -a "$report"
 say '```'
@@ -188,17 +190,20 @@ else
 fi
 
 say ""
-say "## 3. Peer copies (CopyFrom: events on both streams, cuMemcpyPeerAsync)"
+say "## 3. Peer copies (CopyFrom: events on both streams, cuMemcpyPeerAsync) and the on-device all-reduce"
 if [ "$ngpu" -ge 2 ]; then
-	step 60 peer-bench.log "$cudatest" -test.run '^$' -test.v -test.bench '^Benchmark(PeerCopy|CopyFrom)$' -test.benchtime 200x
-	say "BenchmarkCopyFrom is 8 KiB between two virtual devices of GPU 0, for comparison."
+	step 60 peer-bench.log "$cudatest" -test.run '^$' -test.v -test.bench '^Benchmark(PeerCopy|CopyFrom|AllReduce)$' -test.benchtime 200x
+	say "BenchmarkCopyFrom is 8 KiB between two virtual devices of GPU 0, for comparison. BenchmarkAllReduce: 32 reduces of"
+	say "rows x 4096 F32 back to back on both devices (a tensor split's exchange; a tensor split of the 8B makes 72 a token);"
+	say "its bytes are what one device reads and writes; us is per reduce."
 	say ""
-	say "| copy | GB/s | us per copy |"
+	say "| copy or reduce | GB/s | us per copy or reduce |"
 	say "|---|---|---|"
 	awk '/^Benchmark/ && /MB\/s/ {
 		name = $1; sub(/-[0-9]+$/, "", name); sub(/^Benchmark/, "", name)
-		for (i = 3; i < NF; i++) { if ($(i+1) == "ns/op") ns = $i; if ($(i+1) == "MB/s") mbs = $i }
-		printf "| %s | %.1f | %.1f |\n", name, mbs / 1e3, ns / 1e3 }' "$out/peer-bench.log" | tee -a "$report"
+		us = 0
+		for (i = 3; i < NF; i++) { if ($(i+1) == "ns/op") ns = $i; if ($(i+1) == "MB/s") mbs = $i; if ($(i+1) == "us/reduce") us = $i }
+		printf "| %s | %.1f | %.1f |\n", name, mbs / 1e3, us > 0 ? us : ns / 1e3 }' "$out/peer-bench.log" | tee -a "$report"
 	grep -E 'can reach|needs two|no CUDA' "$out/peer-bench.log" | sed 's/^ *//' | sort -u | tee -a "$report"
 	status peer-bench.log
 else

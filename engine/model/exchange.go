@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -164,4 +165,100 @@ func (m *Model) sumOnHost(b, l int, kind progKind) error {
 		}
 	}
 	return m.sendAll(b, func(*part) bool { return true })
+}
+
+// reduceGroup joins a tensor split's devices into a kernels.ReduceGroup
+// when every backend is a kernels.Reducer that reaches the others: the
+// shares are then summed on the devices by one AllReduce each, inside the
+// devices' programs, with no copy, event or host call per exchange. nil
+// otherwise (a layer split, a CPU device, GPUs without peer access): the
+// sum goes through copies or the host (sumShares).
+func (m *Model) reduceGroup() (kernels.ReduceGroup, error) {
+	if m.layered || len(m.parts) < 2 {
+		return nil, nil
+	}
+	var bes []kernels.Backend
+	for _, pt := range m.parts {
+		if _, ok := pt.be.(kernels.Reducer); !ok {
+			return nil, nil
+		}
+		bes = append(bes, pt.be)
+	}
+	g, err := m.parts[0].be.(kernels.Reducer).Group(kernels.Label{Owner: m.role, Cat: kernels.Staging}, bes)
+	if errors.Is(err, kernels.ErrUnsupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: reduce group: %w", err)
+	}
+	return g, nil
+}
+
+// reducedBlocks is how many blocks one program of a reduced tensor split
+// runs. Every device's programs wait on the device for the others' at each
+// AllReduce, so the host posts each run of blocks to every device before
+// the next run: a program's first, uncaptured run must fit the driver's
+// queue of launches while it waits for a device not yet posted to.
+const reducedBlocks = 6
+
+// reducedBody is tensorBody with the shares summed by the reduce group:
+// each device runs its blocks in programs of reducedBlocks blocks, each
+// exchange an AllReduce that adds the sum to the device's stream. Every
+// device's program of a run is compiled before any runs, and a run is
+// posted to all devices or to none (ctx is looked at between runs only):
+// a device left without its part of a run would wait on the others.
+func (m *Model) reducedBody(ctx context.Context, b int, local *part) error {
+	shares := func(l int, kind progKind) []kernels.Tensor {
+		out := make([]kernels.Tensor, len(m.parts))
+		for i, pt := range m.parts {
+			if pt.shares(l, kind) {
+				out[i] = pt.s.xn.RowSlice(0, b)
+			}
+		}
+		return out
+	}
+	final := m.byDev[m.head[0].Device]
+	build := make([]func() []kernels.Op, len(m.parts))
+	for lo := 0; lo < m.params.Layers; lo += reducedBlocks {
+		hi := min(lo+reducedBlocks, m.params.Layers)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		key := progKey{kind: progReduced, block: lo, n: b, seqs: m.layout}
+		for i, pt := range m.parts {
+			build[i] = func() []kernels.Op {
+				x, recv := pt.s.x.RowSlice(0, b), pt.s.recv.RowSlice(0, b)
+				var ops []kernels.Op
+				for l := lo; l < hi; l++ {
+					if l == 0 && pt != local {
+						ops = append(ops, kernels.Copy{Dst: x, Src: recv})
+					}
+					if pt == m.parts[0] {
+						ops = append(ops, m.captureOps(pt, l, x)...)
+					}
+					if pt.local[l].heads > 0 {
+						ops = append(ops, m.attnOps(pt, l, b)...)
+					}
+					ops = append(ops, kernels.AllReduce{Dst: x, A: x, Shares: shares(l, progAttn), Group: m.group})
+					if pt.local[l].ffn > 0 {
+						ops = append(ops, m.ffnOps(pt, l, b)...)
+					}
+					ops = append(ops, kernels.AllReduce{Dst: x, A: x, Shares: shares(l, progFFN), Group: m.group})
+				}
+				if hi == m.params.Layers && pt == final {
+					ops = append(ops, m.captureOps(pt, m.params.Layers, x)...)
+				}
+				return ops
+			}
+			if _, err := pt.progs.get(key, build[i]); err != nil {
+				return err
+			}
+		}
+		for i, pt := range m.parts {
+			if err := pt.progs.run(context.WithoutCancel(ctx), key, build[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

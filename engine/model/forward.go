@@ -401,7 +401,10 @@ func (m *Model) layerBody(ctx context.Context, b int, local *part) error {
 // tensorBody runs every block on all devices at once: each computes its
 // heads' and FFN rows' share of the block's output, and the shares are
 // summed in device order, so every run adds alike (exchange.go), and the
-// sum reaches every device, which adds it to its copy of the stream.
+// sum reaches every device, which adds it to its copy of the stream. With
+// a reduce group the devices sum on their own, inside their programs
+// (reducedBody); otherwise each exchange is copies and a program between
+// the host's calls (sumShares).
 func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 	if local == nil {
 		if err := m.sendAll(b, func(*part) bool { return true }); err != nil {
@@ -417,6 +420,9 @@ func (m *Model) tensorBody(ctx context.Context, b int, local *part) error {
 		if err := m.spread(local, local.embedDst(b), to); err != nil {
 			return err
 		}
+	}
+	if m.group != nil && (!m.capturing() || m.cap.direct) {
+		return m.reducedBody(ctx, b, local)
 	}
 	for l := range m.params.Layers {
 		for _, kind := range []progKind{progAttn, progFFN} {

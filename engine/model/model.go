@@ -31,7 +31,10 @@ type Model struct {
 	ctx     int // KV cache length
 	batch   int // most tokens per pass, and most logit rows per head pass
 	layered bool
-	direct  bool    // every device copies straight from every other
+	direct  bool // every device copies straight from every other
+	// group sums a tensor split's shares on the devices (exchange.go);
+	// nil where some device cannot take part.
+	group   kernels.ReduceGroup
 	parts   []*part // in placement order
 	byDev   map[int]*part
 	embd    []plan.Holder // where token lookups run
@@ -196,6 +199,9 @@ func LoadPlan(ctx context.Context, f *gguf.File, p *plan.Plan, mp *plan.ModelPla
 	}
 	m.rows = make([]float32, int64(b)*widest)
 	m.shardIDs, m.shardLogits = make([]int32, b*plan.TopK), make([]float32, b*plan.TopK)
+	if m.group, err = m.reduceGroup(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -344,6 +350,10 @@ func (m *Model) Close() error {
 			errs = append(errs, pt.be.Free(b))
 		}
 		pt.bufs = nil
+	}
+	if m.group != nil {
+		errs = append(errs, m.group.Close())
+		m.group = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("model: close: %w", err)

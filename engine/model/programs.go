@@ -32,6 +32,7 @@ const (
 	progFFN                      // tensor split: a block's FFN, partial output
 	progFinish                   // tensor split: the last block's sum into the stream
 	progReduce                   // tensor split: a share added to the sum received
+	progReduced                  // tensor split with a reduce group: a run of blocks, the shares summed on the devices
 	progHead                     // output norm and the part's head rows, and what headKind adds
 	progFuse                     // EAGLE-3: the target's states into the fused ones
 	progDraft                    // EAGLE-3: the layer on fused states, and the head
@@ -64,26 +65,37 @@ func newPrograms(be kernels.Backend, where string) programs {
 
 // run runs the program of key, compiling it with ops on first use.
 func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op) error {
-	key.bare = p.bare
-	prog, ok := p.m[key]
-	if !ok {
-		list := ops()
-		if len(list) == 0 {
-			return nil
-		}
-		var err error
-		if prog, err = p.be.Compile(list); err != nil {
-			return fmt.Errorf("model: %s: compile for %d rows: %w", p.where, key.n, err)
-		}
-		p.evict(key)
-		p.m[key] = prog
+	prog, err := p.get(key, ops)
+	if err != nil || prog == nil {
+		return err
 	}
+	key.bare = p.bare
 	p.runs++
 	p.used[shape{key.n, key.seqs}] = p.runs
 	if err := prog.Run(ctx); err != nil {
 		return fmt.Errorf("model: %s: %w", p.where, err)
 	}
 	return nil
+}
+
+// get returns the program of key, compiling it with ops on first use; nil
+// when ops are none.
+func (p *programs) get(key progKey, ops func() []kernels.Op) (kernels.Program, error) {
+	key.bare = p.bare
+	prog, ok := p.m[key]
+	if !ok {
+		list := ops()
+		if len(list) == 0 {
+			return nil, nil
+		}
+		var err error
+		if prog, err = p.be.Compile(list); err != nil {
+			return nil, fmt.Errorf("model: %s: compile for %d rows: %w", p.where, key.n, err)
+		}
+		p.evict(key)
+		p.m[key] = prog
+	}
+	return prog, nil
 }
 
 // shape is what a program's rows are: their number and, in a pass over

@@ -66,6 +66,12 @@ type Options struct {
 	// shared-memory stages (mmtc, sm_80 and later), -1 the register-set
 	// tiles (mmt). For measuring one against the other.
 	PrefillRing int
+	// PrefillWGMMA picks the prefill tile of F16 weights on compute
+	// capability 9.0, where the wgmma tiles (ptx/sm90a, mmtw) load: 0 the
+	// default (mmtwDefault stages), 4 to 6 that many shared-memory stages,
+	// -1 none (the mma.sync tiles of PrefillRing). A PrefillRing other than
+	// 0 also leaves them out. For measuring one against the other.
+	PrefillWGMMA int
 }
 
 // DeviceInfo describes a GPU as the driver reports it.
@@ -143,9 +149,11 @@ type Backend struct {
 	info  DeviceInfo
 	limit int64
 
-	drv     *driver
+	drv *driver
+	// w is the thread of the backend's driver calls: its own, a Worker's,
+	// or, once in a reduce group, the group's (Group). Set before any
+	// other call that may race with it.
 	w       *worker
-	ownW    bool        // w is this backend's alone, stopped by Close
 	errs    pending     // failures of posted work, reported by the next wait
 	gone    atomic.Bool // closed: its context is released, calls fail
 	dev     cuDevice
@@ -161,6 +169,8 @@ type Backend struct {
 	pF32    bool        // Options.PrefillF32
 	pDepth  int         // Options.PrefillDepth
 	pRing   int         // Options.PrefillRing
+	pWG     int         // Options.PrefillWGMMA
+	wgmma   bool        // the sm_90a kernels (ptx/sm90a) are loaded
 	// shape overrides mmaShape (benchmarks of every tile shape); nil: mmaShape
 	shape func(nb int) (mt, nt int)
 	// warps overrides mmaWarps for the few-row shapes (benchmarks); 0: mmaWarps
@@ -214,6 +224,9 @@ func Open(o Options) (*Backend, error) {
 	if r := o.PrefillRing; r != 0 && r != -1 && r != 3 && r != 4 {
 		return nil, fmt.Errorf("%w: PrefillRing %d (0, -1, 3 or 4)", ErrBadOption, r)
 	}
+	if g := o.PrefillWGMMA; g != 0 && g != -1 && (g < 4 || g > 6) {
+		return nil, fmt.Errorf("%w: PrefillWGMMA %d (0, -1, or 4 to 6)", ErrBadOption, g)
+	}
 	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
 		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
 	}
@@ -235,6 +248,7 @@ func Open(o Options) (*Backend, error) {
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
 		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth, pRing: o.PrefillRing,
+		pWG:   o.PrefillWGMMA,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}
@@ -260,12 +274,15 @@ func Open(o Options) (*Backend, error) {
 	if o.Worker != nil {
 		be.w = o.Worker.w
 	} else {
-		be.w, be.ownW = newWorker(d), true
+		be.w = newWorker(d)
+		be.w.auto = true
+	}
+	if !be.w.hold() {
+		be.args.pin.Unpin()
+		return nil, ErrClosed
 	}
 	if err := be.w.do(0, nil, func() error { return be.setup(o.Ordinal, kernelFS, variant) }); err != nil {
-		if be.ownW {
-			be.w.stop()
-		}
+		be.w.release()
 		be.args.pin.Unpin()
 		return nil, err
 	}
@@ -292,7 +309,11 @@ func (be *Backend) setup(ordinal int, kernelFS fs.FS, variant string) (err error
 	if be.stream, err = d.streamCreate(); err != nil {
 		return err
 	}
-	return be.loadModules(kernelFS, variant)
+	if err = be.loadModules(kernelFS, variant); err != nil {
+		return err
+	}
+	be.loadArchModules(kernelFS)
+	return nil
 }
 
 // teardown releases the context's resources; device thread only.
@@ -332,8 +353,21 @@ func (be *Backend) mmaShape(t quant.Type, nb, rows int) (mt, nt int) {
 			return 2, 4
 		}
 	}
-	return mmaShape(t, nb, rows)
+	mt, nt = mmaShape(t, nb, rows)
+	if mt != 0 && t == quant.F16 && be.wgmma && be.pWG >= 0 && be.pRing == 0 && nb > workspace.TileRows &&
+		(rows+127)/128*((nb+63)/64) >= mmtwBlocks {
+		return 0, 8
+	}
+	return mt, nt
 }
+
+// mmtwBlocks is how many blocks of the 128x64 tile an F16 product must
+// make to leave mmaShape's register tiles (2x4) for the wgmma tile where
+// that runs: half of the 256 the mma.sync tiles need, as the wgmma tile
+// runs at 1.5-1.8x theirs. hf16's second call: 1.7B F16 pp512 (its 2048-row
+// products make 128) 46685 -> 67459-68231 tok/s; every product on 128x64
+// (-prefill-tile 64) 63114.
+const mmtwBlocks = 128
 
 // Name is the backend's name ("cuda0").
 func (be *Backend) Name() string { return be.name }
@@ -366,6 +400,16 @@ func (be *Backend) post(f func() error) error {
 		return ErrClosed
 	}
 	return be.w.post(be.ctx, &be.errs, f)
+}
+
+// postLaunch queues f, which only launches kernels (a program's run), on
+// the backend's thread; unlike post, it may run while a reduce round is
+// open (allreduce.go).
+func (be *Backend) postLaunch(f func() error) error {
+	if be.gone.Load() {
+		return ErrClosed
+	}
+	return be.w.postLaunch(be.ctx, &be.errs, f)
 }
 
 // do runs f on the backend's thread, with its context current, and waits;
@@ -415,9 +459,7 @@ func (be *Backend) Close() error {
 		return errors.Join(errs...)
 	})
 	be.gone.Store(true)
-	if be.ownW {
-		be.w.stop()
-	}
+	be.w.release()
 	be.args.pin.Unpin()
 	return errors.Join(linkErr, err)
 }

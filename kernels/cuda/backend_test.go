@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tandem-run/tandem/kernels"
@@ -42,6 +43,48 @@ func TestEmbeddedKernels(t *testing.T) {
 	// must define every kernel.
 	for _, dir := range []string{"ptx", dependentPTX} {
 		t.Run(dir, func(t *testing.T) { checkKernels(t, dir) })
+	}
+	t.Run(archPTX, func(t *testing.T) {
+		have := map[string]bool{}
+		entries, err := fs.ReadDir(ptxFiles, archPTX)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			src, err := ptxFiles.ReadFile(path.Join(archPTX, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(src), "\n.target sm_90a") {
+				t.Errorf("%s: not built for sm_90a", e.Name())
+			}
+			for _, name := range ptxEntries(src) {
+				have[name] = true
+			}
+		}
+		for _, nt := range []int{8, 16} {
+			for ns := 4; ns <= 6; ns++ {
+				if !have[mmtwKernel(nt, ns)] {
+					t.Errorf("%s misses %s", archPTX, mmtwKernel(nt, ns))
+				}
+			}
+		}
+	})
+}
+
+// On a GPU of compute capability 9.0 the backend must load the sm_90a
+// kernels it carries, or the F16 prefill runs the slower tiles unseen.
+func TestArchKernelsLoad(t *testing.T) {
+	be := openGPU(t)
+	if be.info.ComputeMajor != 9 || be.info.ComputeMinor != 0 {
+		t.Skipf("compute capability %d.%d: no sm_90a kernels", be.info.ComputeMajor, be.info.ComputeMinor)
+	}
+	fsys := testOptions().Kernels
+	if fsys == nil {
+		fsys = ptxFiles
+	}
+	if hasDir(fsys, archPTX) && !be.wgmma {
+		t.Errorf("the kernels of %s did not load", archPTX)
 	}
 }
 

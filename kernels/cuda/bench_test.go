@@ -438,7 +438,8 @@ func BenchmarkAttentionCapacity(b *testing.B) {
 // gate/up 12288x4096, down 4096x12288) of 512 rows (and 4096 for q/o),
 // once per tile that can take them (2x8 on Q8_0 only, as mmaShape; the
 // register-set prefill tiles at each load depth, the cp.async ones at 3
-// and 4 stages where the weights have them): TFLOP/s against the H200's
+// and 4 stages where the weights have them, the wgmma ones at 4 to 6 on
+// F16 where the GPU loads them): TFLOP/s against the H200's
 // tensor-core rate.
 // Four distinct copies of the matrix a run, so that the weights do not sit
 // in L2 from one product to the next.
@@ -470,10 +471,13 @@ func BenchmarkPrefillTiles(b *testing.B) {
 						continue // one square product of a 4096-token prompt
 					}
 					// {mt, nt, load depth of the register-set prefill
-					// tiles, stages of the cp.async ones (-1: none)}
-					for _, tl := range [][4]int{{-1, -1, 0, 0}, {2, 4, 0, 0}, {2, 8, 0, 0}, {0, 8, 2, -1}, {0, 8, 3, -1}, {0, 8, 4, -1},
-						{0, 8, 0, 3}, {0, 8, 0, 4}, {0, 16, 2, -1}, {0, 16, 3, -1}, {0, 16, 4, -1}, {0, 16, 0, 3}, {0, 16, 0, 4}} {
-						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 {
+					// tiles, stages of the cp.async ones (-1: none),
+					// stages of the wgmma ones (F16 on sm_90a)}
+					for _, tl := range [][5]int{{-1, -1, 0, 0, 0}, {2, 4, 0, 0, -1}, {2, 8, 0, 0, -1}, {0, 8, 2, -1, -1}, {0, 8, 3, -1, -1},
+						{0, 8, 4, -1, -1}, {0, 8, 0, 3, -1}, {0, 8, 0, 4, -1}, {0, 16, 2, -1, -1}, {0, 16, 3, -1, -1}, {0, 16, 4, -1, -1},
+						{0, 16, 0, 3, -1}, {0, 16, 0, 4, -1}, {0, 8, 0, 0, 4}, {0, 8, 0, 0, 5}, {0, 8, 0, 0, 6}, {0, 16, 0, 0, 4},
+						{0, 16, 0, 0, 5}, {0, 16, 0, 0, 6}} {
+						if tl[0] == 2 && tl[1] == 8 && typ != quant.Q8_0 || tl[4] > 0 && (typ != quant.F16 || !gpu.wgmma) {
 							continue
 						}
 						name := fmt.Sprintf("r%d/default", batch)
@@ -486,11 +490,14 @@ func BenchmarkPrefillTiles(b *testing.B) {
 						if tl[3] > 0 {
 							name += fmt.Sprintf("/ring%d", tl[3])
 						}
+						if tl[4] > 0 {
+							name += fmt.Sprintf("/wg%d", tl[4])
+						}
 						b.Run(name, func(b *testing.B) {
 							if tl[0] >= 0 {
 								gpu.shape = func(int) (int, int) { return tl[0], tl[1] }
-								gpu.pDepth, gpu.pRing = tl[2], tl[3]
-								defer func() { gpu.shape, gpu.pDepth, gpu.pRing = nil, 0, 0 }()
+								gpu.pDepth, gpu.pRing, gpu.pWG = tl[2], tl[3], tl[4]
+								defer func() { gpu.shape, gpu.pDepth, gpu.pRing, gpu.pWG = nil, 0, 0, 0 }()
 							}
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 						})

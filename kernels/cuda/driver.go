@@ -43,6 +43,9 @@ type driver struct {
 	// cuLaunchKernelEx (CUDA 12.0) takes launch attributes; 0 where the
 	// driver is older, and kernels then launch without them.
 	cuLaunchKernelEx uintptr
+	// cuFuncLoad (CUDA 12.4) loads a function that lazy loading has not
+	// yet put on the device; 0 where the driver lacks it.
+	cuFuncLoad uintptr
 }
 
 // libraryNames are tried in order; the unversioned name exists only where
@@ -123,6 +126,7 @@ func openDriver() (*driver, error) {
 		*s.addr = addr
 	}
 	d.cuLaunchKernelEx, _ = purego.Dlsym(d.lib, "cuLaunchKernelEx")
+	d.cuFuncLoad, _ = purego.Dlsym(d.lib, "cuFuncLoad")
 	if err := check("cuInit", d.call(d.cuInit, 0)); err != nil {
 		purego.Dlclose(d.lib)
 		return nil, err
@@ -442,6 +446,15 @@ func (d *driver) canAccessPeer(dev, peer cuDevice) (bool, error) {
 	var v int32
 	err := check("cuDeviceCanAccessPeer", d.call(d.cuDeviceCanAccessPeer, uintptr(unsafe.Pointer(&v)), uintptr(dev), uintptr(peer)))
 	return v != 0, err
+}
+
+// funcLoad puts f on the device now if the driver's lazy loading has not
+// yet; a driver without cuFuncLoad loads eagerly or at cuModuleGetFunction.
+func (d *driver) funcLoad(f cuFunction) error {
+	if d.cuFuncLoad == 0 {
+		return nil
+	}
+	return check("cuFuncLoad", d.call(d.cuFuncLoad, uintptr(f)))
 }
 
 // enablePeer lets the current context reach peer's memory; enabling twice

@@ -20,6 +20,10 @@ var ptxFiles embed.FS
 // with programmatic dependent launch (gen.sh).
 const dependentPTX = "ptx/sm90"
 
+// archPTX holds kernels for compute capability 9.0 alone (sm_90a: wgmma),
+// beside those of ptx or ptx/sm90 (gen.sh).
+const archPTX = "ptx/sm90a"
+
 // hasDir reports whether fsys has the directory dir.
 func hasDir(fsys fs.FS, dir string) bool {
 	st, err := fs.Stat(fsys, dir)
@@ -79,6 +83,32 @@ func (be *Backend) loadModules(fsys fs.FS, dir string) error {
 		}
 	}
 	return nil
+}
+
+// loadArchModules adds the kernels of archPTX on a GPU of compute
+// capability 9.0 exactly (sm_90a PTX loads nowhere else). They are extras:
+// a driver too old for their PTX ISA (8.0, CUDA 12) fails to load them,
+// and the backend then runs the kernels every GPU has, as it does on other
+// GPUs; so such a failure is not an error of Open. Device thread only.
+func (be *Backend) loadArchModules(fsys fs.FS) {
+	if be.info.ComputeMajor != 9 || be.info.ComputeMinor != 0 || !hasDir(fsys, archPTX) {
+		return
+	}
+	entries, err := fs.ReadDir(fsys, archPTX)
+	if err != nil {
+		return
+	}
+	loaded := true
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".ptx") {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, path.Join(archPTX, e.Name()))
+		if err != nil || be.loadModule(e.Name(), src) != nil {
+			loaded = false
+		}
+	}
+	be.wgmma = loaded && be.kernels.funcs["mmtw_f16_4"] != 0
 }
 
 // loadModule JIT-compiles one PTX file and indexes its kernels; device

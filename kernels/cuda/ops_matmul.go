@@ -251,6 +251,47 @@ func (be *Backend) mmtcStages(group []kernels.MatMul, nt int) int {
 	return ns
 }
 
+// mmtwDefault is the shared-memory stages of the wgmma prefill tiles
+// (mmtw) by default: 5 (hf16's call, BenchmarkPrefillTiles F16 r512 128x128
+// us at 4 / 5 / 6 stages: 4096x4096 47.9 / 46.1 / 57.2, 12288x4096 121.4 /
+// 115.2 / 116.0, 4096x12288 125.0 / 125.6 / 121.8; 8B F16 pp512 22374 /
+// 22847 / 23010 tok/s, within run-to-run spread of each other, against
+// 13600 on the mma.sync tiles).
+const mmtwDefault = 5
+
+// mmtwStages is the stages of the wgmma prefill tile of F16 weights
+// (src/sm90a/prefill_wgmma.cu: mmtw_f16_<stages>, mmtw64_ for 64 batch
+// rows) for the products of group on a tile of 8*nt batch rows, or 0
+// where it does not run: other weight types, GPUs without the sm_90a
+// kernels loaded (all but compute capability 9.0), Options.PrefillWGMMA -1
+// or a PrefillRing other than 0, and what rules out the cp.async tiles
+// (mmtcStages: it copies the same way).
+func (be *Backend) mmtwStages(group []kernels.MatMul, nt int) int {
+	ns := be.pWG
+	if ns == 0 {
+		ns = mmtwDefault
+	}
+	if ns < 0 || !be.wgmma || be.pRing != 0 || group[0].W.Type != quant.F16 || be.mmtcStages(group, nt) == 0 ||
+		int(mmtwShared(nt, ns)) > be.info.SharedOptin {
+		return 0
+	}
+	return ns
+}
+
+// mmtwShared is the dynamic shared memory of the wgmma tile of 8*nt batch
+// rows and ns stages: each stage 128 weight rows and 8*nt activation rows
+// of 128 bytes, and 1024 bytes to start the ring at a multiple of 1024
+// (the swizzle's period).
+func mmtwShared(nt, ns int) uint32 { return uint32(ns*(128+8*nt)*128 + 1024) }
+
+// mmtwKernel is the wgmma prefill tile of 8*nt batch rows and ns stages.
+func mmtwKernel(nt, ns int) string {
+	if nt == 8 {
+		return fmt.Sprintf("mmtw64_f16_%d", ns)
+	}
+	return fmt.Sprintf("mmtw_f16_%d", ns)
+}
+
 // mmtcShared is the dynamic shared memory of the cp.async tile of 8*nt
 // batch rows and ns stages: each stage an F16 activation tile (8*nt rows
 // of 144 bytes) and the raw weights (128 rows of 144, 48 or 160 bytes for
@@ -454,6 +495,16 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 	var shared uint32
 	if path == pathMMQ || path == pathMMF16 {
 		mt, nt := c.be.mmaShape(o.W.Type, nb, maxRows)
+		if ns := c.be.mmtwStages(group, nt); mt == 0 && ns > 0 {
+			xh, xstride, err := c.halfX(o.X)
+			if err != nil {
+				return err
+			}
+			args = append(args, argPtr(xh), argI64(xstride), argInt(n), argInt(nb), argInt(accumulate))
+			return c.add(o.Name(), mmtwKernel(nt, ns),
+				[3]uint32{ceilDiv(maxRows, 128), uint32(len(group)), ceilDiv(nb, 8*nt)}, [3]uint32{256, 1, 1},
+				mmtwShared(nt, ns), args...)
+		}
 		if ns := c.be.mmtcStages(group, nt); mt == 0 && ns > 0 {
 			xh, xstride, err := c.halfX(o.X)
 			if err != nil {

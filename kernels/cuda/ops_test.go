@@ -117,8 +117,8 @@ func TestMatMulMatVecRows(t *testing.T) {
 	}
 }
 
-// An out-of-range MatVecRows or MatVecWeightRows is refused before the
-// driver is asked.
+// An out-of-range MatVecRows, MatVecWeightRows or PrefillWGMMA is refused
+// before the driver is asked.
 func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 9} {
 		if _, err := Open(Options{MatVecRows: n}); !errors.Is(err, ErrBadOption) {
@@ -128,6 +128,11 @@ func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 3} {
 		if _, err := Open(Options{MatVecWeightRows: n}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("MatVecWeightRows %d: %v, want ErrBadOption", n, err)
+		}
+	}
+	for _, n := range []int{-2, 3, 7} {
+		if _, err := Open(Options{PrefillWGMMA: n}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("PrefillWGMMA %d: %v, want ErrBadOption", n, err)
 		}
 	}
 }
@@ -175,27 +180,75 @@ func testMatMul(t *testing.T, h *harness) {
 	}
 }
 
+// Where the wgmma tiles load, an F16 product whose 128x64 tiles make
+// mmtwBlocks blocks, too few for the mma.sync tiles, runs on the wgmma
+// 128x64 tile by default (not a forced shape), against the float64
+// product.
+func TestMatMulWGMMADefault(t *testing.T) {
+	h := newHarness(t)
+	if !h.gpu.wgmma {
+		t.Skip("no sm_90a kernels on this GPU")
+	}
+	const batch, rows, n = 256, 4096, 256
+	if mt, nt := h.gpu.mmaShape(quant.F16, batch, rows); mt != 0 || nt != 8 || mmaShapeFree(batch, rows) {
+		t.Fatalf("shape %dx%d for %d rows of %d weight rows: want 0x8, where mmaShape alone would not pick it", mt, nt, batch, rows)
+	}
+	w := h.random(quant.F16, rows, n)
+	x := h.random(quant.F32, batch, n)
+	y := h.output(quant.F32, batch, rows)
+	h.check(func(side func(*pair) kernels.Tensor) []kernels.Op {
+		return []kernels.Op{kernels.MatMul{Dst: side(y), W: side(w), X: side(x)}}
+	}, []*pair{w, x, y}, func(round int) {
+		wv := seenActivations(t, pathMMF16, h.read(h.cpu, w.c))
+		xv := seenActivations(t, pathMMF16, h.read(h.cpu, x.c))
+		want := make([]float64, batch*rows)
+		for b := 0; b < batch; b++ {
+			for o := 0; o < rows; o++ {
+				var sum float64
+				for i := 0; i < n; i++ {
+					sum += wv[o*n+i] * xv[b*n+i]
+				}
+				want[b*rows+o] = sum
+			}
+		}
+		if e := relErr(h.read(h.gpu, y.g), want); !(e <= 1e-3) {
+			t.Errorf("round %d: relative error %.3g, tolerance 1e-3", round, e)
+		}
+	})
+}
+
+// mmaShapeFree reports whether mmaShape by itself puts an F16 product of
+// batch rows and rows weight rows on a prefill tile.
+func mmaShapeFree(batch, rows int) bool {
+	mt, _ := mmaShape(quant.F16, batch, rows)
+	return mt == 0
+}
+
 // Every tensor-core tile shape, forced, on batches and weight rows that
 // leave partial tiles (one block of rows and several), against the
 // float64 product.
 func TestMatMulTileShapes(t *testing.T) {
 	h := newHarnessWith(t, Options{Kernels: testOptions().Kernels, MatVecRows: 1})
-	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = nil, false, 0, 0 }()
+	defer func() { h.gpu.shape, h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = nil, false, 0, 0, 0 }()
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, sh := range mmaShapes {
 			// the prefill tiles read 8-bit (integer weights) or F16 copies
 			// of the activations, loading 2 to 4 steps ahead into
 			// registers (ring -1), or F32 ones; those of F16, Q4_K and
 			// Q6_K through 3 or 4 cp.async stages (ring), where rows are
-			// 16-byte aligned (Q6_K: n 2048)
+			// 16-byte aligned (Q6_K: n 2048); F16 on compute capability
+			// 9.0 through the wgmma tiles of 4 to 6 stages (wg)
 			type variant struct {
-				f32         bool
-				depth, ring int
+				f32             bool
+				depth, ring, wg int
 			}
-			vars := []variant{{false, 0, 0}}
+			vars := []variant{{false, 0, 0, 0}}
 			if sh[0] == 0 {
-				vars = []variant{{false, 2, -1}, {false, 3, -1}, {false, 4, -1}, {true, 0, 0}}
-				vars = append(vars, variant{false, 0, 3}, variant{false, 0, 4})
+				vars = []variant{{false, 2, -1, 0}, {false, 3, -1, 0}, {false, 4, -1, 0}, {true, 0, 0, 0}}
+				vars = append(vars, variant{false, 0, 3, 0}, variant{false, 0, 4, 0})
+				if typ == quant.F16 && h.gpu.wgmma {
+					vars = append(vars, variant{false, 0, 0, 4}, variant{false, 0, 0, 5}, variant{false, 0, 0, 6})
+				}
 			}
 			for _, v := range vars {
 				for _, c := range []struct{ batch, rows, n int }{{3, 75, 512}, {16, 75, 512}, {70, 75, 512}, {130, 300, 512}, {257, 130, 512}, {40, 75, 96}, {200, 140, 256}, {130, 140, 2048}} {
@@ -213,10 +266,13 @@ func TestMatMulTileShapes(t *testing.T) {
 					if v.ring > 0 {
 						name += fmt.Sprintf("/ring%d", v.ring)
 					}
+					if v.wg > 0 {
+						name += fmt.Sprintf("/wg%d", v.wg)
+					}
 					t.Run(name, func(t *testing.T) {
 						h.t = t
 						h.gpu.shape = func(int) (int, int) { return sh[0], sh[1] }
-						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing = v.f32, v.depth, v.ring
+						h.gpu.pF32, h.gpu.pDepth, h.gpu.pRing, h.gpu.pWG = v.f32, v.depth, v.ring, v.wg
 						w := h.random(typ, rows, n)
 						x := h.random(quant.F32, batch, n)
 						y := h.output(quant.F32, batch, rows)

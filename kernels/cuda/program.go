@@ -20,6 +20,10 @@ type step struct {
 	grid, block [3]uint32
 	shared      uint32
 	args        []uint64
+	// group is an all-reduce's (rank: the backend's place in it), whose
+	// launches the thread counts (worker.roundOpen); nil for other kernels.
+	group *group
+	rank  int
 }
 
 // compiler turns ops into steps. It runs twice: first to size the scratch
@@ -104,6 +108,9 @@ func (be *Backend) Supports(op kernels.Op) bool {
 		return kOK && vOK
 	case kernels.MoE:
 		return supportsMoE(o)
+	case kernels.AllReduce:
+		g, ok := o.Group.(*group)
+		return ok && g.rank(be) >= 0
 	}
 	return true
 }
@@ -122,7 +129,13 @@ func (be *Backend) Compile(ops []kernels.Op) (kernels.Program, error) {
 	if err := c.compile(ops); err != nil {
 		return nil, err
 	}
-	p := &program{be: be, ops: slices.Clone(ops), need: c.need}
+	reduces := slices.ContainsFunc(ops, func(op kernels.Op) bool { _, ok := op.(kernels.AllReduce); return ok })
+	if reduces {
+		if err := be.preload(c.steps); err != nil {
+			return nil, err
+		}
+	}
+	p := &program{be: be, ops: slices.Clone(ops), need: c.need, reduces: reduces}
 	if c.need == (workspace.Sizes{}) {
 		p.steps = c.steps
 		return p, nil
@@ -219,6 +232,8 @@ func (c *compiler) op(ops []kernels.Op, i int) (int, error) {
 		return 1, c.topK(o)
 	case kernels.Copy:
 		return 1, c.copyOp(o)
+	case kernels.AllReduce:
+		return 1, c.allReduce(o)
 	}
 	return 0, fmt.Errorf("%w: %T", kernels.ErrUnsupported, ops[i])
 }
@@ -257,6 +272,8 @@ func outputs(op kernels.Op) []kernels.Tensor {
 	case kernels.GeGLU:
 		return []kernels.Tensor{o.Dst}
 	case kernels.Scale:
+		return []kernels.Tensor{o.Dst}
+	case kernels.AllReduce:
 		return []kernels.Tensor{o.Dst}
 	}
 	return nil
@@ -297,6 +314,8 @@ func inputs(op kernels.Op) []kernels.Tensor {
 		return []kernels.Tensor{o.Gate, o.Up}
 	case kernels.Scale:
 		return []kernels.Tensor{o.X}
+	case kernels.AllReduce:
+		return append([]kernels.Tensor{o.A}, o.Shares...)
 	}
 	return nil
 }
@@ -360,6 +379,10 @@ func supported(op kernels.Op) error {
 		}
 	case kernels.MoE:
 		return moeSupported(o)
+	case kernels.AllReduce:
+		if _, ok := o.Group.(*group); !ok {
+			return fmt.Errorf("%w: a group of %T", kernels.ErrUnsupported, o.Group)
+		}
 	}
 	return nil
 }
@@ -390,12 +413,23 @@ type program struct {
 	steps   []step
 	runs    int
 	noGraph bool // capture failed once: stay eager
+	// reduces: the program has an AllReduce, which waits on the device
+	// for other backends' programs. It is not profiled: the profiler
+	// waits for each program on the thread that may have yet to post
+	// the others'.
+	reduces bool
 	graph   cuGraph
 	exec    cuGraphExec
+	// stale are graphs (exec, graph) of older steps, handed to the next
+	// run's job on the thread to destroy (build).
+	stale [][2]uintptr
 }
 
 // build compiles the steps against the workspace, growing it to p.need,
-// and drops a graph of older steps.
+// and leaves a graph of older steps to the next run to destroy: on the
+// thread, with the run's launches, so that a program with a reduce posts
+// nothing else while another member's reduce may wait for it
+// (worker.roundOpen).
 func (p *program) build() error {
 	base, layout, gen, err := p.be.growScratch(p.need)
 	if err != nil {
@@ -405,11 +439,26 @@ func (p *program) build() error {
 	if err := c.compile(p.ops); err != nil {
 		return err
 	}
-	if err := p.dropGraph(); err != nil {
-		return err
+	if p.exec != 0 || p.graph != 0 {
+		p.stale = append(p.stale, [2]uintptr{uintptr(p.exec), uintptr(p.graph)})
 	}
+	p.exec, p.graph = 0, 0
 	p.steps, p.gen, p.runs, p.noGraph = c.steps, gen, 0, false
 	return nil
+}
+
+// destroyGraphs destroys graphs (exec, graph); thread only.
+func (p *program) destroyGraphs(graphs [][2]uintptr) error {
+	var errs []error
+	for _, g := range graphs {
+		if g[0] != 0 {
+			errs = append(errs, p.be.drv.graphExecDestroy(cuGraphExec(g[0])))
+		}
+		if g[1] != 0 {
+			errs = append(errs, p.be.drv.graphDestroy(cuGraph(g[1])))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Run enqueues the program; Read or Sync waits for it.
@@ -424,19 +473,35 @@ func (p *program) Run(ctx context.Context) error {
 		}
 	}
 	p.runs++
-	if be.profiling() {
+	if be.profiling() && !p.reduces {
+		// Not a launch job: the profiler waits for its events.
 		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
 	}
+	if p.reduces {
+		// Once posted, a run with a reduce launches whole: the other
+		// members' runs wait on the device for each of its reduces.
+		ctx = context.WithoutCancel(ctx)
+	}
+	launch := p.eager
 	switch {
 	case p.exec != 0:
-		return be.post(func() error { return be.drv.graphLaunch(p.exec, be.stream) })
+		launch = func(context.Context, bool) error { return p.launchGraph() }
 	case p.runs >= 2 && !p.noGraph:
-		return be.post(func() error { return p.capture(ctx) })
+		launch = func(ctx context.Context, _ bool) error { return p.capture(ctx) }
 	}
-	return be.post(func() error { return p.eager(ctx) })
+	stale := p.stale
+	p.stale = nil
+	return be.postLaunch(func() error {
+		if err := p.destroyGraphs(stale); err != nil {
+			return err
+		}
+		return launch(ctx, true)
+	})
 }
 
-func (p *program) eager(ctx context.Context) error {
+// eager launches the steps one by one; counted: they run now (not into a
+// capture), so the reduces among them count as launched.
+func (p *program) eager(ctx context.Context, counted bool) error {
 	for i := range p.steps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -444,6 +509,22 @@ func (p *program) eager(ctx context.Context) error {
 		s := &p.steps[i]
 		if err := p.be.launch(s.fn, s.grid, s.block, s.shared, s.args); err != nil {
 			return fmt.Errorf("cuda: %s (%s): %w", s.op, s.kernel, err)
+		}
+		if counted && s.group != nil {
+			s.group.launched[s.rank]++
+		}
+	}
+	return nil
+}
+
+// launchGraph launches the captured graph and counts its reduces.
+func (p *program) launchGraph() error {
+	if err := p.be.drv.graphLaunch(p.exec, p.be.stream); err != nil {
+		return err
+	}
+	for i := range p.steps {
+		if s := &p.steps[i]; s.group != nil {
+			s.group.launched[s.rank]++
 		}
 	}
 	return nil
@@ -455,46 +536,37 @@ func (p *program) capture(ctx context.Context) error {
 	d, be := p.be.drv, p.be
 	if err := d.beginCapture(be.stream); err != nil {
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
-	runErr := p.eager(context.Background())
+	runErr := p.eager(context.Background(), false)
 	g, endErr := d.endCapture(be.stream)
 	if runErr != nil || endErr != nil {
 		if g != 0 {
 			d.graphDestroy(g)
 		}
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
 	exec, err := d.graphInstantiate(g)
 	if err != nil {
 		d.graphDestroy(g)
 		p.noGraph = true
-		return p.eager(ctx)
+		return p.eager(ctx, true)
 	}
 	p.graph, p.exec = g, exec
-	return d.graphLaunch(exec, be.stream)
+	return p.launchGraph()
 }
 
-// Close frees the graph. The workspace stays with the backend.
-func (p *program) Close() error { return p.dropGraph() }
-
-// dropGraph destroys the captured graph, if any.
-func (p *program) dropGraph() error {
-	if p.exec == 0 && p.graph == 0 {
+// Close frees the graph, and any that build replaced and no run has
+// destroyed yet. The workspace stays with the backend.
+func (p *program) Close() error {
+	graphs := p.stale
+	if p.exec != 0 || p.graph != 0 {
+		graphs = append(graphs, [2]uintptr{uintptr(p.exec), uintptr(p.graph)})
+	}
+	p.stale, p.exec, p.graph = nil, 0, 0
+	if len(graphs) == 0 {
 		return nil
 	}
-	be := p.be
-	err := be.do(func() error {
-		var errs []error
-		if p.exec != 0 {
-			errs = append(errs, be.drv.graphExecDestroy(p.exec))
-		}
-		if p.graph != 0 {
-			errs = append(errs, be.drv.graphDestroy(p.graph))
-		}
-		return errors.Join(errs...)
-	})
-	p.exec, p.graph = 0, 0
-	return err
+	return p.be.do(func() error { return p.destroyGraphs(graphs) })
 }

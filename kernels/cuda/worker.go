@@ -24,10 +24,18 @@ type worker struct {
 	jobs chan job
 	done chan struct{}
 	cur  cuContext // current on the thread; touched only there
+	// groups are the reduce groups whose members make their calls here
+	// (allreduce.go); touched only on the thread.
+	groups []*group
 
-	sendMu   sync.Mutex // guards closed and sends on jobs
+	sendMu   sync.Mutex // guards closed, users and sends on jobs
 	closed   bool
 	stopOnce sync.Once
+	// users counts the backends on a thread that backends started for
+	// themselves (auto); the last one's Close stops it. A Worker's thread
+	// is stopped by Worker.Close alone.
+	auto  bool
+	users int
 }
 
 // job is one closure for the thread: ctx (unless 0) is made current before
@@ -36,6 +44,10 @@ type job struct {
 	ctx  cuContext
 	errs *pending
 	f    func() error
+	// launch: f only launches kernels (a program's run), which may go on
+	// while a reduce round is open; any other job is refused then
+	// (worker.roundOpen).
+	launch bool
 }
 
 // pending is the first error of one backend's posted work not yet reported.
@@ -73,7 +85,13 @@ func (w *worker) loop() {
 	// current is never handed back to the scheduler.
 	defer close(w.done)
 	for j := range w.jobs {
-		err := w.use(j.ctx)
+		var err error
+		if !j.launch {
+			err = w.roundOpen()
+		}
+		if err == nil {
+			err = w.use(j.ctx)
+		}
 		if err == nil {
 			err = j.f()
 		}
@@ -105,12 +123,21 @@ func (w *worker) forget(ctx cuContext) {
 
 // post queues f without waiting for it.
 func (w *worker) post(ctx cuContext, errs *pending, f func() error) error {
+	return w.send(job{ctx: ctx, errs: errs, f: f})
+}
+
+// postLaunch queues f, which only launches kernels, without waiting.
+func (w *worker) postLaunch(ctx cuContext, errs *pending, f func() error) error {
+	return w.send(job{ctx: ctx, errs: errs, f: f, launch: true})
+}
+
+func (w *worker) send(j job) error {
 	w.sendMu.Lock()
 	defer w.sendMu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	w.jobs <- job{ctx: ctx, errs: errs, f: f}
+	w.jobs <- j
 	return nil
 }
 
@@ -118,14 +145,18 @@ func (w *worker) post(ctx cuContext, errs *pending, f func() error) error {
 // earlier work posted with errs, if any, else f's error.
 func (w *worker) do(ctx cuContext, errs *pending, f func() error) error {
 	reply := make(chan error, 1)
-	if err := w.post(0, nil, func() error {
-		err := w.use(ctx)
+	if err := w.send(job{launch: true, f: func() error {
+		// Refused here rather than by loop, so that the reply is sent.
+		err := w.roundOpen()
+		if err == nil {
+			err = w.use(ctx)
+		}
 		if err == nil {
 			err = f()
 		}
 		reply <- err
 		return nil
-	}); err != nil {
+	}}); err != nil {
 		return err
 	}
 	err := <-reply
@@ -135,6 +166,29 @@ func (w *worker) do(ctx cuContext, errs *pending, f func() error) error {
 		}
 	}
 	return err
+}
+
+// hold counts one more backend on the thread; false when it has stopped.
+func (w *worker) hold() bool {
+	w.sendMu.Lock()
+	defer w.sendMu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.users++
+	return true
+}
+
+// release counts a backend off the thread and stops a thread that
+// backends started for themselves once none is left on it.
+func (w *worker) release() {
+	w.sendMu.Lock()
+	w.users--
+	last := w.auto && w.users <= 0
+	w.sendMu.Unlock()
+	if last {
+		w.stop()
+	}
 }
 
 // stop ends the thread after the jobs queued before it.

@@ -31,6 +31,28 @@ __device__ __forceinline__ void grid_dep_begin() {
 #endif
 }
 
+// cp_async16 copies 16 bytes from global to shared memory; cp_async_commit
+// closes a group of copies; cp_async_wait<N> waits until at most N of the
+// thread's groups are still in flight.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
+#else
+    *(uint4*)dst = __ldg((const uint4*)src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
 __device__ __forceinline__ u16 f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }

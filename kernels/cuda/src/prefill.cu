@@ -21,34 +21,14 @@
 //
 // sm_80 and later have cp.async; the compute_75 build copies through
 // registers at the same places (correct, without the overlap), so the PTX
-// still loads on Turing; the backend picks these tiles from sm_80 on.
+// still loads on Turing; the backend picks these tiles from sm_80 on. On
+// compute capability 9.0 the F16 products take the wgmma tiles of
+// src/sm90a/prefill_wgmma.cu instead (1.6-1.9x these; NOTES.md, hf16).
 #include "common.cuh"
 
 #define MMTC_BM 128  // weight rows a block
 #define MMTC_BK 64   // inner dimension a step
 #define MMTC_P 72    // halves a shared row of an F16 tile (144 bytes: ldmatrix rows in distinct banks)
-
-// cp_async16 copies 16 bytes from global to shared memory; cp_async_commit
-// closes a group of copies; cp_async_wait<N> waits until at most N of the
-// thread's groups are still in flight.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
-#else
-    *(uint4*)dst = __ldg((const uint4*)src);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
 
 // Raw bytes a weight row keeps in a stage: F16 a 64-half row of the tile
 // layout; Q4_K the block's 16-byte header and the 32 bytes of nibbles of

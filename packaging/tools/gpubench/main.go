@@ -68,6 +68,7 @@ type config struct {
 	pF32      bool
 	pDepth    int
 	pRing     int
+	pWG       int
 	profRows  int
 }
 
@@ -96,6 +97,7 @@ func run(args []string) error {
 	fs.BoolVar(&c.pF32, "prefill-f32", false, "prefill tiles of integer weights read F32 activations, not 8-bit ones (cuda)")
 	fs.IntVar(&c.pDepth, "prefill-depth", 0, "steps of 32 the prefill tiles load ahead, 2 to 4 (cuda; 0: the backend's default)")
 	fs.IntVar(&c.pRing, "prefill-ring", 0, "shared-memory stages of the cp.async prefill tiles, 3 or 4, or -1 for the register-set tiles (cuda; 0: the backend's default)")
+	fs.IntVar(&c.pWG, "prefill-wgmma", 0, "shared-memory stages of the wgmma prefill tiles of F16 weights, 4 to 6, or -1 for none (cuda, compute capability 9.0; 0: the backend's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,7 +143,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing, PrefillWGMMA: c.pWG}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
