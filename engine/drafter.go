@@ -72,6 +72,9 @@ type modelDrafter struct {
 	seq   sequence
 	toks  []int32
 	dists [][]float32
+	// probs: the draft's head computes a sampled step's distribution
+	// (model.ForwardProbs, on a GPU) and the host only draws from it.
+	probs bool
 }
 
 func (d *modelDrafter) prefill(ctx context.Context, history []int32) error {
@@ -104,15 +107,29 @@ func (d *modelDrafter) draft(ctx context.Context, history []int32, n int, pMin f
 		dists = d.dists[:n]
 	}
 	passes := 0
+	onHead := d.probs && m == nil && s.Params().TemperatureOnly()
 	for i := range n {
-		logits, err := d.seq.run(ctx, d.toks, 1)
-		if err != nil {
-			return proposal{}, err
-		}
-		passes++
-		t, top, err := pickUnder(m, s, logits, d.toks, dists, i)
-		if err != nil {
-			return proposal{}, err
+		var t int32
+		var top float64
+		if onHead {
+			q, err := d.seq.runProbs(ctx, d.toks, 1, s.Params().Temperature, dists[i])
+			if err != nil {
+				return proposal{}, err
+			}
+			passes++
+			dists[i] = q
+			if t, top, err = drawProbs(s, q, pMin); err != nil {
+				return proposal{}, fmt.Errorf("engine: draft: %w", err)
+			}
+		} else {
+			logits, err := d.seq.run(ctx, d.toks, 1)
+			if err != nil {
+				return proposal{}, err
+			}
+			passes++
+			if t, top, err = pickUnder(m, s, logits, d.toks, dists, i); err != nil {
+				return proposal{}, err
+			}
 		}
 		// A draft unsure of its own next token is likely wrong: stop here
 		// rather than spend the target's time verifying a guess.
@@ -159,6 +176,32 @@ func pick(s *sample.Sampler, logits []float32, history []int32, dists [][]float3
 		sum += math.Exp(float64(l - maxv))
 	}
 	return t, math.Exp(float64(logits[t]-maxv)) / sum, nil
+}
+
+// drawProbs draws a token from a row of probabilities a head computed
+// (model.ForwardProbs) with s's randomness, and returns it with the row's
+// largest probability when pMin asks for it (else 1: a sampled draft's
+// step costs one pass over the row, the draw's). A row the head made of
+// non-finite logits is NaN throughout (the backends' softmax): ErrNonFinite.
+func drawProbs(s *sample.Sampler, p []float32, pMin float64) (int32, float64, error) {
+	if err := finiteProbs(p); err != nil {
+		return 0, 0, err
+	}
+	t := sample.Draw(p, s.Uniform())
+	top := 1.0
+	if pMin > 0 {
+		top = float64(p[sample.Argmax(p)])
+	}
+	return t, top, nil
+}
+
+// finiteProbs checks a head's softmax row: any NaN or infinite logit (or
+// one the temperature's scaling overflowed) leaves every entry NaN.
+func finiteProbs(p []float32) error {
+	if len(p) == 0 || p[0] != p[0] {
+		return fmt.Errorf("sample: a softmax row of non-finite logits: %w", sample.ErrNonFinite)
+	}
+	return nil
 }
 
 // lookupDrafter drafts by prompt lookup: no model, certain proposals.

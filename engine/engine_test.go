@@ -203,7 +203,12 @@ func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 // seeds from seedBase on, and the tokens drafted for them.
 func sampledPairs(t *testing.T, r *Runner, n int, seedBase uint64) (map[[2]int32]int, int) {
 	t.Helper()
-	sampling := Sampling{Temperature: 1.5, TopK: 20}
+	return sampledPairsAt(t, r, Sampling{Temperature: 1.5, TopK: 20}, n, seedBase)
+}
+
+// sampledPairsAt is sampledPairs under other sampling settings.
+func sampledPairsAt(t *testing.T, r *Runner, sampling Sampling, n int, seedBase uint64) (map[[2]int32]int, int) {
+	t.Helper()
 	prompt := "<|im_start|>user\nTell me a fortune.<|im_end|>\n<|im_start|>assistant\n"
 	c := map[[2]int32]int{}
 	drafted := 0

@@ -198,6 +198,7 @@ type generation struct {
 	held     string          // decoded text held back: it may begin a stop string
 	probs    []float32
 	certain  []float32 // a one-hot draft distribution (oneHot)
+	rows     []float32 // the target's softmax rows of a round (verifyProbs)
 
 	// chooser chooses the draft length (nil: the target alone). drafted
 	// is the last step's drafted tokens, proposed or cut; took and made
@@ -288,6 +289,15 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		}
 		n := spec.GreedyAccepted(drafted, ids)
 		out = append(drafted[:n:n], ids[n])
+	} else if g.probsOnHead() {
+		probs, err := g.r.target.runProbs(ctx, batch, len(drafted)+1, g.sampler.Params().Temperature, g.rows)
+		if err != nil {
+			return false, err
+		}
+		g.rows = probs
+		if out, err = g.verifyProbs(probs, drafted, dists); err != nil {
+			return false, err
+		}
 	} else {
 		logits, err := g.r.target.run(ctx, batch, len(drafted)+1)
 		if err != nil {
@@ -468,6 +478,44 @@ func (g *generation) verify(logits []float32, drafted []int32, dists [][]float32
 	}
 	t, err := g.sampler.Sample(row(len(drafted)), hist)
 	return append(out, t), err
+}
+
+// probsOnHead reports whether this round samples on the target's head's
+// softmax rows (verifyProbs): sampling at a temperature alone,
+// unconstrained, with the head on a GPU (Runner.probs); a round that
+// drafted nothing too, so that the target alone pays no host pass of
+// exponentials for its token either (it draws as verify would, with the
+// same randomness).
+func (g *generation) probsOnHead() bool {
+	return g.r.probs && g.req.Constraint == nil && g.sampler.Params().TemperatureOnly()
+}
+
+// verifyProbs is verify for sampling at a temperature alone, on the
+// target's distributions as its head computed them (model.ForwardProbs):
+// each drafted token is kept with probability min(1, p/q), one look-up
+// each; the first rejected one is replaced by a draw from the residual,
+// and a round that keeps every draft draws the next token from the last
+// row. The randomness is drawn as verify draws it.
+func (g *generation) verifyProbs(probs []float32, drafted []int32, dists [][]float32) ([]int32, error) {
+	vocab := len(probs) / (len(drafted) + 1)
+	out := make([]int32, 0, len(drafted)+1)
+	for i, d := range drafted {
+		p := probs[i*vocab : (i+1)*vocab]
+		if err := finiteProbs(p); err != nil {
+			return nil, fmt.Errorf("engine: verify: %w", err)
+		}
+		q := g.oneHot(dists, i, d)
+		if spec.Accept(p, q, d, g.sampler.Uniform()) {
+			out = append(out, d)
+			continue
+		}
+		return append(out, spec.Residual(p, q, g.sampler.Uniform())), nil
+	}
+	t, _, err := drawProbs(g.sampler, probs[len(drafted)*vocab:], 0)
+	if err != nil {
+		return nil, fmt.Errorf("engine: verify: %w", err)
+	}
+	return append(out, t), nil
 }
 
 // oneHot is dists[i], or a certain distribution on d when the drafter gave

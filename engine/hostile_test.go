@@ -101,6 +101,16 @@ func TestNaNLogitsAreAnError(t *testing.T) {
 				}
 			}
 		}
+		// Sampling at a temperature alone on the heads' softmax rows (a
+		// GPU's path, forced here): the rows come back NaN, the same error.
+		r.probs = true
+		if d, ok := r.draft.(*modelDrafter); ok {
+			d.probs = true
+		}
+		s := Sampling{Temperature: 1, Seed: 3}
+		if _, err := generateWithin(t, r, Request{Prompt: "Once upon a time", MaxTokens: 8, Sampling: s, Drafting: Drafting{PMin: -1}}); !errors.Is(err, sample.ErrNonFinite) {
+			t.Errorf("%s, %+v on the head: err = %v, want sample.ErrNonFinite", name, s, err)
+		}
 	}
 }
 

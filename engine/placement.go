@@ -121,6 +121,7 @@ func (r *Runner) loadPlan(ctx context.Context, p *plan.Plan, tf, df *gguf.File, 
 		return fmt.Errorf("engine: target %s: %w", r.cfg.Target, err)
 	}
 	r.target = &sequence{m: tm}
+	r.probs = r.probsOnGPU(tm)
 	switch {
 	case df != nil && r.draftKind == spec.DraftEagle3:
 		d, err := model.LoadEagle3(ctx, df, tf, p, p.Draft, tm, r.placed.backends, reporter("draft", progress))
@@ -139,7 +140,7 @@ func (r *Runner) loadPlan(ctx context.Context, p *plan.Plan, tf, df *gguf.File, 
 		if err != nil {
 			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
 		}
-		r.draft = &modelDrafter{seq: sequence{m: dm}}
+		r.draft = &modelDrafter{seq: sequence{m: dm}, probs: r.probsOnGPU(dm)}
 	case r.cfg.Lookup:
 		r.draft = lookupDrafter{spec.NewLookup()}
 	}
@@ -194,6 +195,21 @@ func (p *placed) open(d device.Device, threads int) (kernels.Backend, error) {
 		return nil, fmt.Errorf("engine: device %d: %w", d.Index, err)
 	}
 	return be, nil
+}
+
+// probsOnGPU reports whether m's head can compute softmax rows
+// (model.ForwardProbs) on a GPU. There a sampled round's distributions
+// cost microseconds, where the host's pass of exponentials over a
+// vocabulary costs a fifth of a millisecond a row; the CPU backend's
+// softmax is no faster than the host sampler's, so a head on the CPU
+// leaves the sampling to the host.
+func (r *Runner) probsOnGPU(m *model.Model) bool {
+	dev, ok := m.ProbsDevice()
+	if !ok {
+		return false
+	}
+	_, onCPU := r.placed.backends[dev].(*cpu.Backend)
+	return !onCPU
 }
 
 // Plan is the memory plan the models were loaded from, one device or many.

@@ -40,6 +40,9 @@ type Runner struct {
 	// accepted by chance), which differ in both.
 	choosers map[bool]*spec.Chooser
 	grammars grammars
+	// probs says whether the target's head computes a sampled round's
+	// distributions (model.ForwardProbs: on a GPU, see probsOnGPU).
+	probs bool
 	// batch decodes concurrent generations together when the target holds
 	// several sequences (Config.Parallel); nil: one at a time.
 	batch *batch

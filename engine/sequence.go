@@ -31,6 +31,15 @@ func (s *sequence) runArgmax(ctx context.Context, tokens []int32, rows int) ([]i
 	})
 }
 
+// runProbs is run for sampling at temperature temp from every token
+// (model.ForwardProbs): the softmax of the last rows tokens' logits,
+// computed where the head runs, into dst (grown as needed).
+func (s *sequence) runProbs(ctx context.Context, tokens []int32, rows int, temp float64, dst []float32) ([]float32, error) {
+	return runOn(s, tokens, rows, func(tokens []int32, pos int, out []int) ([]float32, error) {
+		return s.m.ForwardProbs(ctx, tokens, pos, out, temp, dst)
+	})
+}
+
 // chain drafts greedily after tokens (Model.Chain): it runs what the cache
 // lacks of them, at least the last, and n steps on, each on the argmax
 // before, returning the argmaxes (and, with pMin > 0, their

@@ -105,7 +105,7 @@ func (m *Model) Chain(ctx context.Context, tokens []int32, pos, k int, pMin floa
 		kind = headPickP
 	}
 	last := []int{len(tokens) - 1}
-	err := m.forward(ctx, tokens, pos, last, func(_, rows int) error { return m.runHead(ctx, rows, kind, 0) })
+	err := m.forward(ctx, tokens, pos, last, func(_, rows int) error { return m.runHead(ctx, rows, kind, 0, 0) })
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,9 +11,10 @@ import (
 // progKey names one compiled program of a backend.
 type progKey struct {
 	kind  progKind
-	block int // the block a program starts at; the head's headKind
-	n     int // rows
-	top   int // a top-k head's k
+	block int     // the block a program starts at; the head's headKind
+	n     int     // rows
+	top   int     // a top-k head's k
+	inv   float32 // a softmax head's inverse temperature (headProbs)
 	// seqs is the sequences' slots and rows of a pass over several
 	// (Model.ForwardSeqs), whose attention each reads its own slot; ""
 	// for one sequence in slot 0.
@@ -136,6 +137,16 @@ func (p *programs) evict(key progKey) {
 		}
 	}
 	delete(p.used, old)
+}
+
+// drop releases the programs whose keys match.
+func (p *programs) drop(match func(progKey) bool) {
+	for k, prog := range p.m {
+		if match(k) {
+			_ = prog.Close()
+			delete(p.m, k)
+		}
+	}
 }
 
 // close releases every program.

@@ -50,7 +50,7 @@ func (m *Model) ForwardSeqs(ctx context.Context, seqs []Seq) ([]float32, error) 
 	}
 	logits := m.logits[:k*vocab]
 	err = m.forwardSeqs(ctx, seqs, func(k int) error {
-		if err := m.runHead(ctx, k, headLogits, 0); err != nil {
+		if err := m.runHead(ctx, k, headLogits, 0, 0); err != nil {
 			return err
 		}
 		return m.gather(k, logits)
@@ -73,7 +73,7 @@ func (m *Model) ForwardSeqsArgmax(ctx context.Context, seqs []Seq) ([]int32, err
 	}
 	ids := m.ids[:k]
 	err = m.forwardSeqs(ctx, seqs, func(k int) error {
-		if err := m.runHead(ctx, k, headArgmax, 0); err != nil {
+		if err := m.runHead(ctx, k, headArgmax, 0, 0); err != nil {
 			return err
 		}
 		return m.readArgmax(k, ids)

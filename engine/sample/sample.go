@@ -115,6 +115,15 @@ func (p Params) Penalised() bool {
 	return c.RepeatPenalty != 1 || c.PresencePenalty != 0 || c.FrequencyPenalty != 0
 }
 
+// TemperatureOnly reports whether p draws from every token at a
+// temperature alone (no top-k, top-p, min-p or penalty): softmax(logits /
+// T), which a backend's softmax can compute where the logits are
+// (model.ForwardProbs), so that the host only draws.
+func (p Params) TemperatureOnly() bool {
+	c := p.Clamped()
+	return c.Temperature > 0 && c.TopK <= 0 && c.TopP <= 0 && c.MinP <= 0 && !c.Penalised()
+}
+
 // Sampler applies Params. It keeps scratch buffers, so one Sampler serves
 // one generation at a time.
 type Sampler struct {
@@ -629,12 +638,145 @@ func Argmax(x []float32) int32 {
 }
 
 // Draw samples an index from the distribution p with u uniform in [0, 1).
+// Over a vocabulary's worth the sum runs in chunks, those past the first
+// on goroutines (as exps does), and only the chunk that holds the draw is
+// scanned: a sampled draft's step and a verified round's last token draw
+// from a whole row of probabilities, and a sequential pass over 152k of
+// them costs a fifth of a millisecond. Chunks are fixed by the length, so
+// the token does not depend on the machine; it is the one a sequential
+// sum gives but where u*sum falls within rounding of a boundary.
 func Draw(p []float32, u float64) int32 {
-	var sum float64
-	for _, x := range p {
-		sum += float64(x)
+	if len(p) <= softmaxChunk {
+		var sum float64
+		for _, x := range p {
+			sum += float64(x)
+		}
+		return drawFrom(p, u*sum)
 	}
-	return drawFrom(p, u*sum)
+	var buf [8]float64
+	sums := buf[:0]
+	if k := (len(p) + softmaxChunk - 1) / softmaxChunk; k <= len(buf) {
+		sums = buf[:k]
+	} else {
+		sums = make([]float64, k)
+	}
+	chunks(len(p), func(c, lo, hi int) {
+		var sum float64
+		for _, x := range p[lo:hi] {
+			sum += float64(x)
+		}
+		sums[c] = sum
+	})
+	var sum float64
+	for _, v := range sums {
+		sum += v
+	}
+	target := u * sum
+	var acc float64
+	for c, v := range sums {
+		if c == len(sums)-1 || target < acc+v {
+			lo := c * softmaxChunk
+			hi := min(len(p), lo+softmaxChunk)
+			// Rounding may leave the chunk's scan just short: its last
+			// positive weight, or the draw over the whole.
+			if t := drawFrom(p[lo:hi], target-acc); p[lo+int(t)] > 0 {
+				return int32(lo) + t
+			}
+			return drawFrom(p, target)
+		}
+		acc += v
+	}
+	return drawFrom(p, target)
+}
+
+// DrawExcess draws an index from normalize(max(0, p - q)) with u uniform
+// in [0, 1), q taken as 0 past its end: speculative sampling's residual,
+// the target's token where the draft's was rejected. It reports false
+// when the difference has no positive mass. It runs in chunks as Draw
+// does (a rejected round's one pass over the vocabulary).
+func DrawExcess(p, q []float32, u float64) (int32, bool) {
+	k := (len(p) + softmaxChunk - 1) / softmaxChunk
+	var buf [8]float64
+	sums := buf[:0]
+	if k <= len(buf) {
+		sums = buf[:k]
+	} else {
+		sums = make([]float64, k)
+	}
+	chunks(len(p), func(c, lo, hi int) { sums[c] = excessSum(p, q, lo, hi) })
+	var mass float64
+	for _, v := range sums {
+		mass += v
+	}
+	if !(mass > 0) {
+		return 0, false
+	}
+	target := u * mass
+	var acc float64
+	for c, v := range sums {
+		if c == len(sums)-1 || target < acc+v {
+			lo := c * softmaxChunk
+			if _, t, ok := excessFrom(p, q, lo, min(len(p), lo+softmaxChunk), acc, target); ok {
+				return t, true
+			}
+			break // rounding left target at the chunk's top
+		}
+		acc += v
+	}
+	// The draw over the whole, or its last index with an excess.
+	_, t, _ := excessFrom(p, q, 0, len(p), 0, target)
+	return t, true
+}
+
+// excessSum is the sum of the positive excesses p[i] - q[i] over [lo,
+// hi), q[i] as 0 past q's end (without branches: their signs are a coin
+// toss).
+func excessSum(p, q []float32, lo, hi int) float64 {
+	n := min(max(len(q), lo), hi)
+	var sum float64
+	for i, v := range p[lo:n] {
+		sum += max(float64(v)-float64(q[lo+i]), 0)
+	}
+	for _, v := range p[n:hi] {
+		sum += max(float64(v), 0)
+	}
+	return sum
+}
+
+// excessFrom adds the positive excesses p[i] - q[i] (q[i] as 0 past q's
+// end) of [lo, hi) to acc until the sum passes target: it returns the
+// sum, the index where it passed (ok) or else the last index with an
+// excess (-1 for none). The sum runs without branches on the signs (a
+// coin toss where p and q are close), and the sum can only pass target
+// at an index with an excess.
+func excessFrom(p, q []float32, lo, hi int, acc, target float64) (float64, int32, bool) {
+	n := min(max(len(q), lo), hi) // [lo, n) has q, [n, hi) does not
+	for i, v := range p[lo:n] {
+		acc += max(float64(v)-float64(q[lo+i]), 0)
+		if target < acc {
+			return acc, int32(lo + i), true
+		}
+	}
+	for i, v := range p[n:hi] {
+		acc += max(float64(v), 0)
+		if target < acc {
+			return acc, int32(n + i), true
+		}
+	}
+	for i := hi - 1; i >= lo; i-- {
+		if d := float64(p[i]) - float64(at(q, i)); d > 0 {
+			return acc, int32(i), false
+		}
+	}
+	return acc, -1, false
+}
+
+// at is q[i], or 0 past q's end.
+func at(q []float32, i int) float32 {
+	if i >= len(q) {
+		return 0
+	}
+	return q[i]
 }
 
 // drawFrom is the index where the running sum of the weights w first

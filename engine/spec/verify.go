@@ -24,45 +24,10 @@ func Accept(p, q []float32, x int32, u float64) bool {
 // exact arithmetic) it draws from p. q may be shorter than p, as for
 // Accept.
 func Residual(p, q []float32, u float64) int32 {
-	// Past q's end the difference is p itself: the loops split there
-	// rather than test every one of a large vocabulary's tokens.
-	n := min(len(p), len(q))
-	var mass float64
-	for i, v := range p[:n] {
-		if d := float64(v) - float64(q[i]); d > 0 {
-			mass += d
-		}
+	if t, ok := sample.DrawExcess(p, q, u); ok {
+		return t
 	}
-	for _, v := range p[n:] {
-		if v > 0 {
-			mass += float64(v)
-		}
-	}
-	if mass <= 0 {
-		return sample.Draw(p, u)
-	}
-	target := u * mass
-	last := int32(-1)
-	var acc float64
-	for i, v := range p[:n] {
-		if d := float64(v) - float64(q[i]); d > 0 {
-			acc += d
-			last = int32(i)
-			if target < acc {
-				return last
-			}
-		}
-	}
-	for i, v := range p[n:] {
-		if v > 0 {
-			acc += float64(v)
-			last = int32(n + i)
-			if target < acc {
-				return last
-			}
-		}
-	}
-	return last // rounding left target at the very top
+	return sample.Draw(p, u)
 }
 
 // at is q[i], or 0 past q's end.
