@@ -202,7 +202,8 @@ type generation struct {
 
 	// chooser chooses the draft length (nil: the target alone). drafted
 	// is the last step's drafted tokens, proposed or cut; took and made
-	// are the steps' measured time and the tokens they made.
+	// are the steps' wall time (spec.Chooser.LastRound) and the tokens
+	// they made.
 	chooser *spec.Chooser
 	drafted int
 	took    time.Duration
@@ -234,6 +235,9 @@ func (g *generation) run(ctx context.Context) error {
 		}
 	}
 	g.stats.PrefillSeconds = now().Sub(start).Seconds()
+	if g.chooser != nil {
+		g.chooser.Begin()
+	}
 	start = now()
 	defer func() { g.stats.DecodeSeconds = now().Sub(start).Seconds() }()
 	if g.grammarComplete() { // a grammar of the empty text: nothing to ask
@@ -256,23 +260,26 @@ func (g *generation) run(ctx context.Context) error {
 func (g *generation) step(ctx context.Context) (bool, error) {
 	var drafted []int32
 	var dists [][]float32
-	var took time.Duration // the draft's and the target's passes, as the chooser timed them
-	tried := 0             // drafted tokens proposed or cut short (the chooser's evidence)
+	tried := 0 // drafted tokens proposed or cut short (the chooser's evidence)
+	// One reading of the clock starts the round's calls and one ends
+	// each: the target's pass starts where the draft's call ended, so the
+	// host's work between them counts in the pass, and what lies between
+	// rounds is the chooser's time outside the calls (spec.Chooser).
+	start := g.now()
 	if n := g.draftLength(); n > 0 {
-		start := g.chooser.Now()
 		p, err := g.r.draft.draft(ctx, g.history, n, g.pMin, g.sampler, g.forkMatcher())
 		if err != nil {
 			return false, err
 		}
 		drafted, dists = p.tokens, p.dists
-		took, tried = g.chooser.Drafted(start, g.draftSize(p)), max(p.passes, len(p.tokens))
+		start = start.Add(g.chooser.Drafted(start, g.draftSize(p)))
+		tried = max(p.passes, len(p.tokens))
 	}
 	drafted, dists, masks, err := g.speculate(drafted, dists)
 	if err != nil {
 		return false, err
 	}
-	g.pauseCapture()
-	start := g.now()
+	capturing := g.pauseCapture()
 	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
 	var out []int32
 	if onDevice(g.req) {
@@ -301,7 +308,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	took += g.verified(start, len(drafted)+1)
+	g.verified(start, len(drafted)+1, capturing)
 	g.stats.Steps++
 	if len(drafted) > 0 {
 		g.stats.Drafted += len(drafted)
@@ -313,7 +320,7 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 			g.stats.AcceptedAt[i]++
 		}
 	}
-	g.learn(tried, len(out), took)
+	g.learn(tried, len(out))
 	if out, err = g.advanceGrammar(out); err != nil {
 		return false, err
 	}
@@ -331,12 +338,18 @@ const captureLead = 2
 // pass costs what the target alone does (on a launch-bound GPU target,
 // the copies are a tenth of a step). A draft that finds states missing
 // after a paused stretch drafts on stale ones or not at all; only what it
-// proposes changes, never the output.
-func (g *generation) pauseCapture() {
-	if g.chooser == nil || g.drafting.Fixed() || !g.r.sharesHead() {
-		return // a fixed length drafts every round
+// proposes changes, never the output. It reports whether the pass
+// captures.
+func (g *generation) pauseCapture() bool {
+	switch {
+	case g.chooser == nil || !g.r.sharesHead():
+		return false
+	case g.drafting.Fixed():
+		return true // a fixed length drafts every round
 	}
-	g.r.target.m.PauseCapture(!g.chooser.MayDraftSoon(captureLead))
+	capture := g.chooser.MayDraftSoon(captureLead)
+	g.r.target.m.PauseCapture(!capture)
+	return capture
 }
 
 // sharesHead reports whether the draft reads the target's captured states.
@@ -353,24 +366,27 @@ func (g *generation) now() time.Time {
 }
 
 // verified times the target's pass of rows rows from start, for the
-// chooser.
-func (g *generation) verified(start time.Time, rows int) time.Duration {
-	if g.chooser == nil {
-		return 0
+// chooser; capturing says it also captured states for the draft.
+func (g *generation) verified(start time.Time, rows int, capturing bool) {
+	switch {
+	case g.chooser == nil:
+	case capturing:
+		g.chooser.VerifiedCapturing(start, rows)
+	default:
+		g.chooser.Verified(start, rows)
 	}
-	return g.chooser.Verified(start, rows)
 }
 
 // learn tells the chooser how the step went, tried drafted tokens and out
-// made in took, and reports its next choice. A drafted token the draft's
+// made, and reports its next choice. A drafted token the draft's
 // confidence cut counts as a rejected one: the chooser's acceptance is
 // the chance that a drafted position brings a token.
-func (g *generation) learn(tried, out int, took time.Duration) {
+func (g *generation) learn(tried, out int) {
 	if g.chooser == nil {
 		return
 	}
 	g.chooser.Accepted(tried, out-1)
-	g.drafted, g.took, g.made = tried, g.took+took, g.made+out
+	g.drafted, g.took, g.made = tried, g.took+g.chooser.LastRound(), g.made+out
 	g.report()
 }
 
@@ -423,8 +439,8 @@ func (g *generation) report() {
 	case d.K > 0:
 		s.DraftK = max(g.drafting.Min, min(d.K, g.drafting.Max))
 	}
-	if d.Verify1 > 0 && g.took > 0 {
-		s.Speedup = float64(g.made) * float64(d.Verify1) / float64(g.took)
+	if d.Alone > 0 && g.took > 0 {
+		s.Speedup = float64(g.made) * float64(d.Alone) / float64(g.took)
 	}
 }
 

@@ -10,9 +10,10 @@ package spec
 // target alone yields 1 token per verify(1). The Chooser keeps running
 // measurements of both costs and of a, and picks
 //
-//	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1)),
+//	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1) + host1),
 //
-// or k = 0 (drafting off) unless k* beats 1/verify(1) by Margin; once on,
+// or k = 0 (drafting off) unless k* beats 1/(verify(1) + host0) by
+// Margin; once on,
 // drafting stays on until k* falls Margin below it (hysteresis: near
 // break-even the running estimates wander across one threshold).
 //
@@ -36,12 +37,30 @@ package spec
 // acceptance changes (another prompt, another temperature) is followed
 // within a few rounds.
 //
+// host1 and host0 are the time a round that drafts, and one that does not,
+// spends outside its draft and target calls: the host's work between
+// them (emitting tokens, starting the next round) and whatever the calls'
+// timing misses. It is measured as each round's wall time less its
+// calls'. On a large target it is noise; on a launch-bound one (the demo
+// pair on a GPU, 0.2 ms a pass) a drafting round's share of it decides
+// whether drafting pays: priced by its calls alone, DFlash on the demo
+// pair drafted at an expected 1.03x and ran at 0.92x.
+//
 // Costs are running averages (weight Alpha for each new measurement) of
 // whole calls, indexed by size: draft calls by the steps they ran, target
 // passes by their rows. Sizes not yet measured are estimated from the
 // measured ones (a draft call scales with its steps; a verification is
 // interpolated between measured row counts, and past the largest it
 // grows at the slope between the two largest, or stays flat with one).
+// A size's first runs on a GPU compile and capture its program, so they
+// bound its cost from above and no more (curve): when a length whose
+// sizes are not yet settled would beat the choice by Margin at the
+// costs the settled sizes give it (curve.hoped), it is drafted to
+// measure it, settle rounds in the Chooser's life at most. Without that,
+// one first run of the H200's two-row verification (twice its cost)
+// priced every length under 4 above 4, and an EAGLE-3 draft that pays
+// 1.21x at k = 1 drafted 4 tokens a round until acceptance dipped, then
+// stayed off (1.01x).
 //
 // When drafting is off, nothing measures acceptance. After ProbeAfter
 // rounds off, one round drafts again (the k that would be best at an even
@@ -53,8 +72,10 @@ package spec
 // are not time, though: on a launch-bound target (the demo pair on a GPU)
 // a probe's draft first catches up on every token it missed and may
 // compile a new pass size, dozens of rounds' worth. So what probes lose
-// against the target alone making their tokens is kept, and a due probe
-// waits until that loss is within Budget (2%) of all the time measured.
+// against the target alone making their tokens is kept, net (a probe that
+// made its tokens faster than the target alone would have pays for one
+// that did not), and a due probe waits until that loss is within Budget
+// (2%) of all the time measured.
 // The first rounds' measurements (the first round, each length's first
 // runs) are not counted: they are bounded by count, happen once in a
 // Chooser's life, and on a GPU include compiling and capturing each pass
@@ -71,24 +92,29 @@ package spec
 // host (sampled, penalised, or masked by a grammar), for the pair and
 // device layout it loaded:
 // costs belong to the layout, and acceptance evidence carries over between
-// requests and decays. Per round:
+// requests and decays. Per request, after the prompt's prefill,
+// ch.Begin(); per round:
 //
 //	k := ch.Next(limit)            // limit: the request's draft max
+//	t := ch.Now()
 //	if k > 0 {
-//		t0 := ch.Now()
 //		p := draft(k)              // model, EAGLE-3 or lookup drafter
-//		ch.Drafted(t0, steps)      // steps: the draft's forward passes, 0
-//		                           // when it caught up on rounds it sat out
+//		t = t.Add(ch.Drafted(t, steps)) // steps: the draft's forward
+//		                           // passes, 0 when it caught up on
+//		                           // rounds it sat out
 //	}
-//	t1 := ch.Now()
 //	out := verify(p)               // the target pass of len(p)+1 rows
-//	ch.Verified(t1, len(p)+1)
+//	ch.Verified(t, len(p)+1)
 //	ch.Accepted(tried, len(out)-1) // tried: drafts proposed or cut by p-min
 //
 // The draft's timing is the whole draft call (an EAGLE-3 draft's catch-up
 // on the target's new states included); the verification's is the whole
 // target call with the accept/reject on the host (an EAGLE-3 target pass
-// includes capturing and fusing its states). A drafted token the draft's
+// includes capturing and fusing its states). The clock is read once to
+// start a round and once at the end of each call, so that a clock whose
+// reading costs (a test's) adds the same to every round, drafting or
+// not; the time between one round's pass and the next round's start is
+// the round's time outside its calls. A drafted token the draft's
 // confidence cut counts as rejected. The decision goes into the step
 // statistics: the chat's stats line and `tandem run --json` show k,
 // whether drafting is on, why not, and the measured speedup.
@@ -166,6 +192,9 @@ type Decision struct {
 	// compile and capture the pass).
 	DraftStep time.Duration `json:"draft_step_ns"`
 	Verify1   time.Duration `json:"verify_1_ns"`
+	// Alone is the target alone's time a token: Verify1 and the time a
+	// round without a draft spends outside its pass; 0 with Verify1.
+	Alone time.Duration `json:"alone_ns"`
 	// ExpectedSpeedup is tokens per second drafting K (or, when off, the
 	// best K) over the target alone, by the current estimates.
 	ExpectedSpeedup float64 `json:"expected_speedup"`
@@ -200,6 +229,18 @@ type Chooser struct {
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
 	remeasured []int
+	// ended is when the last round ended (zero at a request's start,
+	// Begin); between[1] and between[0] are running averages of the time
+	// rounds that drafted and rounds that did not spent outside the
+	// draft and target calls (the host's work between them), with
+	// their counts.
+	ended   time.Time
+	between [2]float64
+	nb      [2]int
+	// passEnd is when the round's target pass ended; last, the wall time
+	// of the last round (its calls alone for a request's first).
+	passEnd time.Time
+	last    time.Duration
 }
 
 // NewChooser returns a Chooser that starts by drafting o.StartK tokens.
@@ -232,10 +273,29 @@ func (c *Chooser) Drafted(start time.Time, steps int) time.Duration {
 // Verified records a target pass of rows rows that began at start, and
 // returns how long it took.
 func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
-	d := c.o.Now().Sub(start)
+	return c.verified(start, rows, false)
+}
+
+// VerifiedCapturing is Verified for a pass that also captured states for
+// a draft that reads the target's (EAGLE-3, DFlash) while this round did
+// not draft (the rounds before a probe, a recalibration while drafting is
+// on). Such a pass is not what the target alone costs: its copies and
+// the draft's encoding of them make a one-row pass on a launch-bound
+// target a tenth dearer or more, and counted as the target alone they
+// made drafting that lost look like a gain. A one-row pass so timed
+// counts in the round but not in the one-row cost.
+func (c *Chooser) VerifiedCapturing(start time.Time, rows int) time.Duration {
+	return c.verified(start, rows, rows == 1)
+}
+
+func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration {
+	c.passEnd = c.o.Now()
+	d := c.passEnd.Sub(start)
 	c.took += d
 	if rows > 0 && rows < len(c.verify.avg) {
-		c.verify.add(rows, d)
+		if !apart {
+			c.verify.add(rows, d)
+		}
 		if rows == 1 {
 			c.lastOne = c.round
 		}
@@ -243,9 +303,34 @@ func (c *Chooser) Verified(start time.Time, rows int) time.Duration {
 	return d
 }
 
+// Begin starts a request: the time until its first round ends (the
+// prompt's prefill) is no round's.
+func (c *Chooser) Begin() { c.ended = time.Time{} }
+
 // Accepted ends a round in which drafted tokens were proposed and accepted
 // of them kept, and chooses the next round's k.
 func (c *Chooser) Accepted(drafted, accepted int) {
+	// The round ends with its target pass: reading the clock here would
+	// only add its own cost.
+	now := c.passEnd
+	c.last = c.took
+	if !c.ended.IsZero() && !now.IsZero() {
+		c.last = max(c.took, now.Sub(c.ended))
+		// The round's time outside its calls: what the engine does on
+		// the host between them (emitting the last round's tokens,
+		// starting this one), and any wait the calls' timing missed.
+		i := min(drafted, 1)
+		v := float64(max(0, now.Sub(c.ended)-c.took))
+		if c.nb[i] == 0 {
+			c.between[i] = v
+		} else {
+			// A hiccup counts at most twice the average, or the
+			// calls' own time where that is more.
+			c.between[i] += c.o.Alpha * (min(v, max(2*c.between[i], float64(c.took))) - c.between[i])
+		}
+		c.nb[i]++
+	}
+	c.ended, c.passEnd = now, time.Time{}
 	if drafted > 0 {
 		decay := math.Pow(c.o.Forget, float64(c.round-c.seen))
 		c.succ = c.succ*decay + float64(accepted)
@@ -256,14 +341,21 @@ func (c *Chooser) Accepted(drafted, accepted int) {
 		c.seen = c.round
 	}
 	if c.explore && c.verify.has(1) {
+		// A probe that made its tokens faster than the target alone
+		// would have pays for one that did not.
 		alone := time.Duration(float64(accepted+1) * c.verify.at(1))
-		c.lost += max(0, c.took-alone)
+		c.lost += c.took - alone
 	}
 	c.spent += c.took
 	c.took = 0
 	c.round++
 	c.decide()
 }
+
+// LastRound is the wall time of the round Accepted ended: its calls and
+// the time since the round before ended (for a request's first round,
+// its calls alone).
+func (c *Chooser) LastRound() time.Duration { return c.last }
 
 // Next is how many tokens to draft in the next round, at most limit.
 func (c *Chooser) Next(limit int) int { return max(0, min(c.k, limit)) }
@@ -273,15 +365,17 @@ func (c *Chooser) Decision() Decision { return c.decision }
 
 // MayDraftSoon reports whether one of the next lead+1 rounds may draft or
 // probe, as far as the Chooser can tell before the round under way ends:
-// drafting is on, this round drafts, the target alone is not yet timed,
-// or a probe falls due within lead+1 rounds off and the probe budget
-// would afford it by then (each round off adding about a one-row pass to
-// the time spent). A false answer lets a head-sharing draft's target skip
-// capturing states no round will read; the answer is a forecast, not a
-// promise (a change in the measured costs may still turn drafting on at
-// once), so a drafter must cope with states missing.
+// drafting is on, this round drafts, or a probe falls due within lead+1
+// rounds off and the probe budget would afford it by then (each round off
+// adding about a one-row pass to the time spent). A false answer lets a
+// head-sharing draft's target skip capturing states no round will read;
+// the answer is a forecast, not a promise (a change in the measured costs
+// may still turn drafting on at once), so a drafter must cope with states
+// missing. The first rounds that time the target alone say false: they
+// must time it without the capture (VerifiedCapturing), and the round
+// after them drafts on what it finds.
 func (c *Chooser) MayDraftSoon(lead int) bool {
-	if c.on || c.k > 0 || !c.verify.settled(1) {
+	if c.on || c.k > 0 {
 		return true
 	}
 	ahead := float64(max(0, lead) + 1)
@@ -315,12 +409,44 @@ func (c *Chooser) affords() bool {
 	return float64(c.lost) <= c.o.Budget*float64(c.spent)
 }
 
+// hopedCost is draftCost(k) plus the verification of k+1 rows, each at
+// its hoped cost (curve.hoped): what k would cost if its sizes not yet
+// settled cost what the settled ones say.
+func (c *Chooser) hopedCost(k int) float64 {
+	d := c.draft.hopedSteps(k)
+	if c.o.Block {
+		d = c.draft.hoped(k)
+	}
+	return d + c.verify.hoped(k+1)
+}
+
+// outside is the time a round spends outside its calls: drafting (1) or
+// not (0), as measured; a kind not yet measured takes the other's.
+func (c *Chooser) outside(drafting int) float64 {
+	switch {
+	case c.nb[drafting] > 0:
+		return c.between[drafting]
+	case c.nb[1-drafting] > 0:
+		return c.between[1-drafting]
+	}
+	return 0
+}
+
+// alone is the target alone's time a token: a one-row pass and the time
+// a round without a draft spends outside it.
+func (c *Chooser) alone() float64 { return c.verify.at(1) + c.outside(0) }
+
 // best is the k in 1..MaxK with the most tokens per second at acceptance
 // a, and that rate in tokens per nanosecond.
 func (c *Chooser) best(a float64) (int, float64) {
+	return c.bestBy(a, func(k int) float64 { return c.draftCost(k) + c.verify.at(k+1) })
+}
+
+// bestBy is best with the round's cost given by cost.
+func (c *Chooser) bestBy(a float64, cost func(k int) float64) (int, float64) {
 	bestK, bestRate := 0, 0.0
 	for k := 1; k <= c.o.MaxK; k++ {
-		cost := c.draftCost(k) + c.verify.at(k+1)
+		cost := cost(k) + c.outside(1)
 		if cost <= 0 {
 			continue
 		}
@@ -337,6 +463,7 @@ func (c *Chooser) decide() {
 	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draftCost(1))}
 	if c.verify.settled(1) {
 		d.Verify1 = time.Duration(c.verify.at(1))
+		d.Alone = time.Duration(c.alone())
 	}
 	probed := c.probe
 	c.probe, c.explore = false, false
@@ -349,7 +476,7 @@ func (c *Chooser) decide() {
 		c.k = 0 // time the target alone again; drafting stays on
 	default:
 		k, rate := c.best(a)
-		alone := 1 / c.verify.at(1)
+		alone := 1 / c.alone()
 		d.ExpectedSpeedup = rate / alone
 		// Hysteresis: drafting turns on when it promises Margin more than
 		// the target alone, and stays on until it promises Margin less.
@@ -360,7 +487,18 @@ func (c *Chooser) decide() {
 		if c.on {
 			need = 1 - c.o.Margin
 		}
+		// A length whose sizes are not settled may cost less than its
+		// first runs say (they compile and capture): when it would beat
+		// the choice by Margin at the settled sizes' costs, it is drafted
+		// to measure it, settle rounds in the Chooser's life at most.
+		hk, hr := c.bestBy(a, c.hopedCost)
+		explore := hk > 0 && hk != k && hr > rate*(1+c.o.Margin) && hr > alone*need &&
+			c.remeasured[hk] < settle && !(c.draft.settled(hk) && c.verify.settled(hk+1))
 		switch pays := k > 0 && rate > alone*need; {
+		case explore:
+			c.remeasured[hk]++
+			c.k = hk
+			c.probe, c.explore = probed, probed
 		case pays:
 			if !c.on {
 				c.on, c.streak = true, 0
@@ -401,8 +539,7 @@ func (c *Chooser) decide() {
 		d.Reason = ReasonCosts
 	}
 	if c.k > 0 && c.verify.has(1) {
-		alone := 1 / c.verify.at(1)
-		d.ExpectedSpeedup = expected(a, c.k) / (c.draftCost(c.k) + c.verify.at(c.k+1)) / alone
+		d.ExpectedSpeedup = expected(a, c.k) / (c.draftCost(c.k) + c.verify.at(c.k+1) + c.outside(1)) * c.alone()
 	}
 	c.decision = d
 }
@@ -448,43 +585,73 @@ func (c *curve) has(size int) bool { return size < len(c.n) && c.n[size] > 0 }
 // settled reports whether size has been measured past its first runs.
 func (c *curve) settled(size int) bool { return size < len(c.n) && c.n[size] >= settle }
 
-// measured lists the sizes with measurements, ascending.
-func (c *curve) measured() []int {
-	var s []int
-	for i, n := range c.n {
-		if n > 0 {
-			s = append(s, i)
-		}
-	}
-	return s
+// at estimates the duration at size from every measured size: measured,
+// interpolated between the nearest measured sizes, flat below the
+// smallest, and past the largest extended at the slope of the two
+// largest (never decreasing). 0 when nothing is measured.
+func (c *curve) at(size int) float64 {
+	v, _ := c.between(size, 1)
+	return v
 }
 
-// at estimates the duration at size: measured, interpolated between the
-// nearest measured sizes, flat below the smallest, and past the largest
-// extended at the slope of the two largest (never decreasing). 0 when
-// nothing is measured.
-func (c *curve) at(size int) float64 {
-	m := c.measured()
-	switch {
-	case len(m) == 0:
-		return 0
-	case size <= m[0]:
-		return c.avg[m[0]]
+// hoped is at's estimate hoping a size not yet settled costs what the
+// settled sizes say: the smaller of its first runs' fastest (which may
+// include compiling and capturing its program: they bound its cost from
+// above, no more) and the estimate from the settled sizes alone. With
+// no settled size it is at.
+func (c *curve) hoped(size int) float64 {
+	if c.settled(size) {
+		return c.avg[size]
 	}
-	for i := 1; i < len(m); i++ {
-		if size <= m[i] {
-			lo, hi := m[i-1], m[i]
-			f := float64(size-lo) / float64(hi-lo)
-			return c.avg[lo] + f*(c.avg[hi]-c.avg[lo])
+	est, ok := c.between(size, settle)
+	if !ok {
+		return c.at(size)
+	}
+	if c.has(size) {
+		return min(est, c.avg[size])
+	}
+	return est
+}
+
+// between estimates the duration at size from the sizes measured at
+// least need times, as at does from every measured one; ok is false
+// when there are none. (The Chooser estimates every length each round:
+// scans, not lists, keep a round free of allocations.)
+func (c *curve) between(size, need int) (v float64, ok bool) {
+	lo, hi := -1, -1 // the nearest such sizes at or below size, and at or above
+	for s, n := range c.n {
+		if n < need {
+			continue
+		}
+		if s <= size {
+			lo = s
+		}
+		if s >= size {
+			hi = s
+			break
 		}
 	}
-	last := m[len(m)-1]
-	if len(m) == 1 {
-		return c.avg[last]
+	switch {
+	case lo < 0 && hi < 0:
+		return 0, false
+	case lo == size || lo < 0:
+		return c.avg[max(lo, hi)], true
+	case hi >= 0:
+		f := float64(size-lo) / float64(hi-lo)
+		return c.avg[lo] + f*(c.avg[hi]-c.avg[lo]), true
 	}
-	prev := m[len(m)-2]
-	slope := max(0, (c.avg[last]-c.avg[prev])/float64(last-prev))
-	return c.avg[last] + slope*float64(size-last)
+	prev := -1 // past the largest: the slope from the one before it
+	for s := lo - 1; s >= 0; s-- {
+		if c.n[s] >= need {
+			prev = s
+			break
+		}
+	}
+	if prev < 0 {
+		return c.avg[lo], true
+	}
+	slope := max(0, (c.avg[lo]-c.avg[prev])/float64(lo-prev))
+	return c.avg[lo] + slope*float64(size-lo), true
 }
 
 // proportional estimates a draft call of size steps: measured, or scaled
@@ -494,17 +661,41 @@ func (c *curve) proportional(size int) float64 {
 	if c.has(size) {
 		return c.avg[size]
 	}
-	m := c.measured()
-	if len(m) == 0 {
-		return 0
+	v, _ := c.scaled(size, 1)
+	return v
+}
+
+// hopedSteps is proportional hoping as hoped does: a size not settled is
+// the smaller of its first runs and the scaling of the nearest settled
+// size.
+func (c *curve) hopedSteps(size int) float64 {
+	if c.settled(size) {
+		return c.avg[size]
 	}
-	near := m[0]
-	for _, s := range m {
-		if abs(s-size) < abs(near-size) {
+	est, ok := c.scaled(size, settle)
+	if !ok {
+		return c.proportional(size)
+	}
+	if c.has(size) {
+		return min(est, c.avg[size])
+	}
+	return est
+}
+
+// scaled is the average of the size measured at least need times nearest
+// size (the smaller of two as near), scaled to size steps; ok is false
+// when there is none.
+func (c *curve) scaled(size, need int) (float64, bool) {
+	near := -1
+	for s, n := range c.n {
+		if n >= need && (near < 0 || abs(s-size) < abs(near-size)) {
 			near = s
 		}
 	}
-	return c.avg[near] * float64(size) / float64(near)
+	if near <= 0 {
+		return 0, false
+	}
+	return c.avg[near] * float64(size) / float64(near), true
 }
 
 func abs(x int) int {
