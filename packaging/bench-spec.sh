@@ -187,9 +187,11 @@ open(sys.argv[2], "wb").write(out)' "$dir/factory-target-F16.planes" "$dir/facto
 	# The DFlash subtest reads the demo DFlash draft from engine/testdata,
 	# which the device lock moves aside.
 	[ -f engine/testdata/factory-dflash-F16.gguf ] || { mkdir -p engine/testdata && ln -sf "$dir/factory-dflash-F16.gguf" engine/testdata/; }
+	models=${MODELS:-/tmp/tandem-spec}
+	mkdir -p "$models"
 	cd packaging/tools/synthmodel
 	"$dir/synthmodel.test" -test.v -test.run "${RUN:-TestInflateShape}" -test.timeout 9m \
-		-inflate.shape="$shape" -inflate.backend=cuda -inflate.dir="${MODELS:-/tmp/tandem-spec}" 2>&1 |
+		-inflate.shape="$shape" -inflate.backend=cuda -inflate.dir="$models" 2>&1 |
 		tee "${OUT:-/tmp}/inflate-$shape-cuda.log"
 	;;
 *)
