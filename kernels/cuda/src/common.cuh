@@ -58,6 +58,19 @@ __device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((unsigned
 __device__ __forceinline__ u16 f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
 __device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
+// Jobs: up to three products that share their activations (Q, K and V;
+// gate and up) run as one launch, blockIdx.y choosing the job (the
+// products of matvec.cu and the tiles of mma.cu).
+#define JOBS_PARAMS                                                                             \
+    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
+        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
+#define PICK_JOB                                                               \
+    const u8* w = blockIdx.y == 0 ? w0 : (blockIdx.y == 1 ? w1 : w2);          \
+    long long wstride = blockIdx.y == 0 ? ws0 : (blockIdx.y == 1 ? ws1 : ws2); \
+    float* y = blockIdx.y == 0 ? y0 : (blockIdx.y == 1 ? y1 : y2);             \
+    long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2); \
+    int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
+
 // ld32 reads 4 bytes that are only 2-byte aligned (ggml blocks are).
 __device__ __forceinline__ unsigned ld32(const u8* p) {
     const u16* q = (const u16*)p;

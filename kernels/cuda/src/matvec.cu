@@ -675,31 +675,20 @@ __device__ void mvx_q8_0(const u8* __restrict__ w, long long wstride, float* __r
 #define MV_GENERIC_ALL(T, name) MV_GENERIC(T, name, 1) MV_GENERIC(T, name, 2) MV_GENERIC(T, name, 4) MV_GENERIC(T, name, 8)
 FOR_EACH_WEIGHT_TYPE(MV_GENERIC_ALL)
 
-// Jobs: up to three products that share their activations (Q, K and V;
-// gate and up) run as one launch, blockIdx.y choosing the job.
-#define MV_JOBS_PARAMS                                                                     \
-    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
-        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
-#define MV_PICK_JOB                                                              \
-    const u8* w = blockIdx.y == 0 ? w0 : (blockIdx.y == 1 ? w1 : w2);            \
-    long long wstride = blockIdx.y == 0 ? ws0 : (blockIdx.y == 1 ? ws1 : ws2);   \
-    float* y = blockIdx.y == 0 ? y0 : (blockIdx.y == 1 ? y1 : y2);               \
-    long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2);   \
-    int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
 
 // mvv_f16_<NB>: F16 weights in 16-byte vectors, F32 activations, a
 // weight row per warp; mvv2_f16_<NB>: two (grid ceil(rows/(2*MV_WARPS))).
 #define MV_F16VEC(NB)                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
-        mvv_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
+        mvv_f16_##NB(JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {    \
         grid_dep_begin();                                                                      \
-        MV_PICK_JOB                                                                            \
+        PICK_JOB                                                                               \
         mv_f16_vec<NB, 1>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);        \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
-        mvv2_f16_##NB(MV_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) { \
+        mvv2_f16_##NB(JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {    \
         grid_dep_begin();                                                                      \
-        MV_PICK_JOB                                                                            \
+        PICK_JOB                                                                               \
         mv_f16_vec<NB, 2>(w, wstride, x, xstride, y, ystride, rows, n, nb, accumulate);        \
     }
 MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
@@ -708,17 +697,17 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 // per warp; mvq2_<type>_<NB>: two (grid ceil(rows/(2*MV_WARPS))).
 #define MV_Q8(T, name, NB)                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
-        mvq_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
+        mvq_##name##_##NB(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb,    \
                           int accumulate) {                                                    \
         grid_dep_begin();                                                                      \
-        MV_PICK_JOB                                                                            \
+        PICK_JOB                                                                               \
         mvq<T, NB, 1>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                                \
-        mvq2_##name##_##NB(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, \
+        mvq2_##name##_##NB(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb,    \
                            int accumulate) {                                                   \
         grid_dep_begin();                                                                      \
-        MV_PICK_JOB                                                                            \
+        PICK_JOB                                                                               \
         mvq<T, NB, 2>(w, wstride, xq, xd, y, ystride, rows, n, nb, accumulate);                \
     }
 // mvq_glu_<type>_<NB>: gate, up and SwiGLU quantized (mvq_glu); grid
@@ -736,18 +725,18 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
 // registers so that two blocks share a multiprocessor.
 #define MVX(name, MT, NT, R, MINB)                                                                           \
     extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
-        name##_q4_k_##R(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) { \
+        name##_q4_k_##R(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {    \
         grid_dep_begin();                                                                                    \
-        MV_PICK_JOB                                                                                          \
+        PICK_JOB                                                                                             \
         mvx_q4_k<MT, NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                          \
     }
 MVX(mvx, 1, 1, 8, 2) MVX(mvx, 1, 2, 16, 1) MVX(mvx2, 2, 1, 8, 1)
 // mvx_q6_k_<R>, mvx_q8_0_<R>: mvx_q6_k and mvx_q8_0 for up to R rows.
 #define MVX_NT(type, NT, R, MINB)                                                                            \
     extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
-        mvx_##type##_##R(MV_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) { \
+        mvx_##type##_##R(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {    \
         grid_dep_begin();                                                                                    \
-        MV_PICK_JOB                                                                                          \
+        PICK_JOB                                                                                             \
         mvx_##type<NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                             \
     }
 MVX_NT(q6_k, 1, 8, 2) MVX_NT(q6_k, 2, 16, 1) MVX_NT(q8_0, 1, 8, 2) MVX_NT(q8_0, 2, 16, 1)

@@ -413,31 +413,22 @@ __device__ void mmf16(const u8* __restrict__ w, long long wstride, float* __rest
     store_tile<MT, NT>(acc, (float*)mma_smem, y, ystride, rows, nb, row0, col0, accumulate);
 }
 
-// Entry points, with the job parameters of matvec.cu (up to three products
+// Entry points, with the job parameters of common.cuh (up to three products
 // sharing their activations, blockIdx.y choosing one):
 // mmq_<type>_<MT>x<NT> and mmf16_<MT>x<NT>.
-#define MMA_JOBS_PARAMS                                                                     \
-    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
-        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
-#define MMA_PICK_JOB                                                            \
-    const u8* w = blockIdx.y == 0 ? w0 : (blockIdx.y == 1 ? w1 : w2);           \
-    long long wstride = blockIdx.y == 0 ? ws0 : (blockIdx.y == 1 ? ws1 : ws2);  \
-    float* y = blockIdx.y == 0 ? y0 : (blockIdx.y == 1 ? y1 : y2);              \
-    long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2);  \
-    int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
 
 #define MMQ(T, name, MT, NT)                                                                              \
     extern "C" __global__ void __launch_bounds__(32 * MMQ_MAXW(MT, NT)) mmq_##name##_##MT##x##NT(                  \
-        MMA_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {          \
+        JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {              \
         grid_dep_begin();                                                                                   \
-        MMA_PICK_JOB                                                                                        \
+        PICK_JOB                                                                                            \
         mmq<T, MT, NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                            \
     }
 #define MMF16(MT, NT)                                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * MMQ_MAXW(MT, NT)) mmf16_##MT##x##NT(                         \
-        MMA_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                \
+        JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                    \
         grid_dep_begin();                                                                                   \
-        MMA_PICK_JOB                                                                                        \
+        PICK_JOB                                                                                            \
         mmf16<MT, NT>(w, wstride, y, ystride, rows, x, xstride, n, nb, accumulate);                         \
     }
 // Shapes (ops_matmul.go: mmaShape, mmaShapes): 1x1 and 1x2 for
@@ -705,23 +696,23 @@ __device__ void mmt(const u8* __restrict__ w, long long wstride, float* __restri
 // an F16 copy of the activations (copy_f32_f16 into the workspace).
 #define MMT_ONE(T, kname, BN, WGM, MINB)                                                                  \
     extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
-        MMA_JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                \
+        JOBS_PARAMS, const float* x, long long xstride, int n, int nb, int accumulate) {                    \
         grid_dep_begin();                                                                                   \
-        MMA_PICK_JOB                                                                                        \
+        PICK_JOB                                                                                            \
         mmt<T, BN, WGM, MMT_XF32, 2>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, accumulate); \
     }
 #define MMTQ_ONE(T, kname, BN, WGM, MINB, NS)                                                             \
     extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
-        MMA_JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {          \
+        JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {              \
         grid_dep_begin();                                                                                   \
-        MMA_PICK_JOB                                                                                        \
+        PICK_JOB                                                                                            \
         mmt<T, BN, WGM, MMT_XQ8, NS>(w, wstride, y, ystride, rows, nullptr, 0, xq, xd, n, nb, accumulate);  \
     }
 #define MMTH_ONE(kname, BN, WGM, MINB, NS)                                                                \
     extern "C" __global__ void __launch_bounds__(256, MINB) kname(                                        \
-        MMA_JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                  \
+        JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                      \
         grid_dep_begin();                                                                                   \
-        MMA_PICK_JOB                                                                                        \
+        PICK_JOB                                                                                            \
         mmt<T_F16, BN, WGM, MMT_XF16, NS>(w, wstride, y, ystride, rows, x, xstride, nullptr, nullptr, n, nb, \
                                           accumulate);                                                      \
     }
