@@ -64,12 +64,22 @@ __device__ __forceinline__ u16 ld16(const u8* p) { return *(const u16*)p; }
 #define JOBS_PARAMS                                                                             \
     const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
         float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
-#define PICK_JOB                                                               \
-    const u8* w = blockIdx.y == 0 ? w0 : (blockIdx.y == 1 ? w1 : w2);          \
-    long long wstride = blockIdx.y == 0 ? ws0 : (blockIdx.y == 1 ? ws1 : ws2); \
-    float* y = blockIdx.y == 0 ? y0 : (blockIdx.y == 1 ? y1 : y2);             \
-    long long ystride = blockIdx.y == 0 ? ys0 : (blockIdx.y == 1 ? ys1 : ys2); \
-    int rows = blockIdx.y == 0 ? r0 : (blockIdx.y == 1 ? r1 : r2);
+#define PICK_JOB_AT(job)                                             \
+    const u8* w = (job) == 0 ? w0 : ((job) == 1 ? w1 : w2);          \
+    long long wstride = (job) == 0 ? ws0 : ((job) == 1 ? ws1 : ws2); \
+    float* y = (job) == 0 ? y0 : ((job) == 1 ? y1 : y2);             \
+    long long ystride = (job) == 0 ? ys0 : ((job) == 1 ? ys1 : ys2); \
+    int rows = (job) == 0 ? r0 : ((job) == 1 ? r1 : r2);
+#define PICK_JOB PICK_JOB_AT(blockIdx.y)
+// PICK_TILE_JOB: the prefill tiles' block order (prefill.cu, sm90a). The
+// grid is (row blocks, jobs, batch blocks), but blocks start in the order
+// of their linear index with the batch blocks fastest, so that the blocks
+// of one weight tile run side by side and read it from memory once. It
+// declares the tile's bx (row block) and bz (batch block) and picks the job.
+#define PICK_TILE_JOB                                                                                 \
+    unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);                    \
+    int bz = lin % gridDim.z, rest = lin / gridDim.z, bx = rest % gridDim.x, job = rest / gridDim.x;  \
+    PICK_JOB_AT(job)
 
 // ld32 reads 4 bytes that are only 2-byte aligned (ggml blocks are).
 __device__ __forceinline__ unsigned ld32(const u8* p) {

@@ -209,27 +209,16 @@ __device__ void mmtc(const u8* __restrict__ w, long long wstride, float* __restr
             }
 }
 
-// Entry points, with the job parameters of mma.cu (up to three products
-// sharing their activations). The grid is (row blocks, jobs, batch
-// blocks), but blocks start in the order of their linear index with the
-// batch blocks fastest, so that the blocks of one weight tile run side by
-// side and read it from memory once: with the row blocks fastest (the
-// grid's own order) a product whose weights outgrow L2 (an 8B model's
-// F16 gate and up: 200 MB) reads them once per batch block.
-#define MMTC_JOBS_PARAMS                                                                    \
-    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
-        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
+// Entry points, with the job parameters and block order of common.cuh
+// (JOBS_PARAMS, PICK_TILE_JOB): the batch blocks of a weight tile start
+// side by side, since with the row blocks fastest (the grid's own order) a
+// product whose weights outgrow L2 (an 8B model's F16 gate and up: 200 MB)
+// reads them once per batch block.
 #define MMTC_ONE(T, kname, NS, BN)                                                                      \
     extern "C" __global__ void __launch_bounds__(256, 1) kname(                                         \
-        MMTC_JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {               \
+        JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                    \
         grid_dep_begin();                                                                                 \
-        unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);                    \
-        int bz = lin % gridDim.z, rest = lin / gridDim.z, bx = rest % gridDim.x, job = rest / gridDim.x;  \
-        const u8* w = job == 0 ? w0 : (job == 1 ? w1 : w2);                                               \
-        long long wstride = job == 0 ? ws0 : (job == 1 ? ws1 : ws2);                                      \
-        float* y = job == 0 ? y0 : (job == 1 ? y1 : y2);                                                  \
-        long long ystride = job == 0 ? ys0 : (job == 1 ? ys1 : ys2);                                      \
-        int rows = job == 0 ? r0 : (job == 1 ? r1 : r2);                                                  \
+        PICK_TILE_JOB                                                                                     \
         mmtc<T, NS, BN>(w, wstride, y, ystride, rows, x, xstride, n, nb, accumulate, bx, bz);             \
     }
 #define MMTC(T, name)                                                                      \

@@ -166,22 +166,13 @@ __device__ void mmtw(const u8* __restrict__ w, long long wstride, float* __restr
 }
 
 // Entry points with the job parameters and block order of prefill.cu's
-// mmtc (batch blocks fastest, so the blocks of one weight tile run side by
-// side).
-#define MMTW_JOBS_PARAMS                                                                    \
-    const u8 *w0, long long ws0, float *y0, long long ys0, int r0, const u8 *w1, long long ws1, \
-        float *y1, long long ys1, int r1, const u8 *w2, long long ws2, float *y2, long long ys2, int r2
+// mmtc (common.cuh's JOBS_PARAMS and PICK_TILE_JOB: batch blocks fastest,
+// so the blocks of one weight tile run side by side).
 #define MMTW_ONE(kname, NS, BN)                                                                         \
     extern "C" __global__ void __launch_bounds__(256, 1) kname(                                         \
-        MMTW_JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {               \
+        JOBS_PARAMS, const u16* x, long long xstride, int n, int nb, int accumulate) {                    \
         grid_dep_begin();                                                                                 \
-        unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);                    \
-        int bz = lin % gridDim.z, rest = lin / gridDim.z, bx = rest % gridDim.x, job = rest / gridDim.x;  \
-        const u8* w = job == 0 ? w0 : (job == 1 ? w1 : w2);                                               \
-        long long wstride = job == 0 ? ws0 : (job == 1 ? ws1 : ws2);                                      \
-        float* y = job == 0 ? y0 : (job == 1 ? y1 : y2);                                                  \
-        long long ystride = job == 0 ? ys0 : (job == 1 ? ys1 : ys2);                                      \
-        int rows = job == 0 ? r0 : (job == 1 ? r1 : r2);                                                  \
+        PICK_TILE_JOB                                                                                     \
         mmtw<NS, BN>(w, wstride, y, ystride, rows, x, xstride, n, nb, accumulate, bx, bz);                \
     }
 MMTW_ONE(mmtw_f16_4, 4, 128) MMTW_ONE(mmtw_f16_5, 5, 128) MMTW_ONE(mmtw_f16_6, 6, 128)
