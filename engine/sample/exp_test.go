@@ -85,7 +85,7 @@ func TestDrawChunkedIsDrawFrom(t *testing.T) {
 		sum := s.exps(e, x, x[Argmax(x)])
 		for range 2000 {
 			target := r.Float64() * sum
-			if got, want := s.drawChunked(e, target), drawFrom(e, target); got != want {
+			if got, want := drawInChunks(e, s.sums, target), drawFrom(e, target); got != want {
 				t.Fatalf("vocabulary %d, target %g of %g: chunked draw %d, whole %d", n, target, sum, got, want)
 			}
 		}

@@ -171,7 +171,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) (int32, error) {
 		}
 		e := s.probs[:len(x)]
 		sum := s.exps(e, x, top)
-		return s.drawChunked(e, s.rng.Float64()*sum), nil
+		return drawInChunks(e, s.sums, s.rng.Float64()*sum), nil
 	}
 	probs, err := s.Probs(s.probs, logits, history)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Sampler) Pick(dst, logits []float32, history []int32) ([]float32, int32
 	}
 	dst = dst[:len(x)]
 	sum := s.exps(dst, x, top)
-	t := s.drawChunked(dst, s.rng.Float64()*sum)
+	t := drawInChunks(dst, s.sums, s.rng.Float64()*sum)
 	s.scale(dst, 1/sum)
 	return dst, t, float64(float32(1 / sum)), nil
 }
@@ -353,26 +353,25 @@ func (s *Sampler) exps(e, x []float32, top float32) float64 {
 	return sum
 }
 
-// drawChunked is drawFrom(e, target) for the exponentials exps just
-// wrote: the chunks' sums say which chunk holds the draw, and only that
-// one is scanned.
-func (s *Sampler) drawChunked(e []float32, target float64) int32 {
+// drawInChunks is drawFrom(p, target) for p whose chunks (of softmaxChunk)
+// sum to sums: the sums say which chunk holds the draw, and only that one
+// is scanned.
+func drawInChunks(p []float32, sums []float64, target float64) int32 {
 	var acc float64
-	k := len(s.sums)
-	for c, v := range s.sums {
-		if c == k-1 || target < acc+v {
+	for c, v := range sums {
+		if c == len(sums)-1 || target < acc+v {
 			lo := c * softmaxChunk
-			hi := min(len(e), lo+softmaxChunk)
+			hi := min(len(p), lo+softmaxChunk)
 			// Rounding may leave the chunk's scan just short: its last
 			// positive weight, or the draw over the whole.
-			if t := drawFrom(e[lo:hi], target-acc); e[lo+int(t)] > 0 {
+			if t := drawFrom(p[lo:hi], target-acc); p[lo+int(t)] > 0 {
 				return int32(lo) + t
 			}
-			return drawFrom(e, target)
+			return drawFrom(p, target)
 		}
 		acc += v
 	}
-	return drawFrom(e, target)
+	return drawFrom(p, target)
 }
 
 // softmaxAll is Probs' softmax when every token is a candidate (no top-k,
@@ -671,22 +670,7 @@ func Draw(p []float32, u float64) int32 {
 	for _, v := range sums {
 		sum += v
 	}
-	target := u * sum
-	var acc float64
-	for c, v := range sums {
-		if c == len(sums)-1 || target < acc+v {
-			lo := c * softmaxChunk
-			hi := min(len(p), lo+softmaxChunk)
-			// Rounding may leave the chunk's scan just short: its last
-			// positive weight, or the draw over the whole.
-			if t := drawFrom(p[lo:hi], target-acc); p[lo+int(t)] > 0 {
-				return int32(lo) + t
-			}
-			return drawFrom(p, target)
-		}
-		acc += v
-	}
-	return drawFrom(p, target)
+	return drawInChunks(p, sums, u*sum)
 }
 
 // DrawExcess draws an index from normalize(max(0, p - q)) with u uniform
