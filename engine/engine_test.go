@@ -187,14 +187,7 @@ func TestSampledSpeculativeKeepsDistribution(t *testing.T) {
 			if drafted == 0 {
 				t.Fatal("the draft proposed nothing")
 			}
-			for _, pos := range []int{0, -1} { // the first token alone, then the pair
-				chi, df := homogeneity(counts, alone, pos)
-				p := chiSquareSF(chi, df)
-				t.Logf("position %v: chi2 = %.1f, df = %d, p = %.3f", pos, chi, df, p)
-				if p < alpha {
-					t.Errorf("distributions differ with the draft: chi2 = %.1f, df = %d, p = %.4f < %.4f", chi, df, p, alpha)
-				}
-			}
+			sameDistribution(t, counts, alone, alpha)
 		})
 	}
 }
@@ -226,6 +219,21 @@ func sampledPairsAt(t *testing.T, r *Runner, sampling Sampling, n int, seedBase 
 		c[[2]int32{ids[0], ids[1]}]++
 	}
 	return c, drafted
+}
+
+// sameDistribution fails t when the first tokens, or the pairs, of the
+// sampled generations counts and alone differ at significance alpha
+// (each of the two checks is held to alpha).
+func sameDistribution(t *testing.T, counts, alone map[[2]int32]int, alpha float64) {
+	t.Helper()
+	for _, pos := range []int{0, -1} { // the first token alone, then the pair
+		chi, df := homogeneity(counts, alone, pos)
+		p := chiSquareSF(chi, df)
+		t.Logf("position %v: chi2 = %.1f, df = %d, p = %.3f", pos, chi, df, p)
+		if p < alpha {
+			t.Errorf("distributions differ with the draft: chi2 = %.1f, df = %d, p = %.4f < %.4f", chi, df, p, alpha)
+		}
+	}
 }
 
 // homogeneity is Pearson's chi-square for two samples over the same bins
