@@ -454,13 +454,17 @@ func (c *Chooser) hopedCost(k int) float64 {
 }
 
 // outside is the time a round spends outside its calls: drafting (1) or
-// not (0), as measured; a kind not yet measured takes the other's.
+// not (0), as measured. Drafting rounds not yet measured take the other
+// kind's; rounds without a draft not yet measured take none: a drafting
+// round's host work is more, and taken for the target alone's it would
+// price the target alone high and drafting above its worth, in a Chooser
+// seeded to draft from its first round (Seed) for dozens of rounds.
 func (c *Chooser) outside(drafting int) float64 {
 	switch {
 	case c.nb[drafting] > 0:
 		return c.between[drafting]
-	case c.nb[1-drafting] > 0:
-		return c.between[1-drafting]
+	case drafting == 1 && c.nb[0] > 0:
+		return c.between[0]
 	}
 	return 0
 }

@@ -75,3 +75,20 @@ func TestChooserSeeded(t *testing.T) {
 		}
 	})
 }
+
+// A Chooser seeded to draft from its first round prices the target alone
+// by its seeded one-row pass until a round without a draft is measured:
+// the host work of drafting rounds is not the target alone's.
+func TestChooserSeededPricesAloneApart(t *testing.T) {
+	s := newSim(4)
+	p := pair{step: time.Millisecond, verify: linear(10*time.Millisecond, time.Millisecond), accept: 0.9,
+		outside: [2]time.Duration{0, 3 * time.Millisecond}}
+	s.c.Seed(seedOf(p, 8))
+	s.run(p, 10)
+	if n := countDrafting(s.ks); n != len(s.ks) {
+		t.Fatalf("drafted in %d of %d rounds: %v", n, len(s.ks), s.ks)
+	}
+	if d := s.c.Decision(); d.Alone != p.verify(1) {
+		t.Errorf("the target alone priced at %v, want its one-row pass's %v", d.Alone, p.verify(1))
+	}
+}
