@@ -121,8 +121,18 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 	}
 	report(0)
 	start := r.now()
+	// A round that fails for another reason than ctx ends the warm-up,
+	// not the load: a model whose sampled rows are not finite still
+	// serves greedy requests, and each request reports its own error.
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return err
+		}
+		w.seed()
+		return nil
+	}
 	if err := w.prefill(ctx); err != nil {
-		return err
+		return failed(err)
 	}
 	// Short lengths first: they are what a first round chooses at the
 	// prior acceptance, and what the curves estimate longer ones from
@@ -135,7 +145,7 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 					return nil
 				}
 				if err := w.round(ctx, greedy, k); err != nil {
-					return err
+					return failed(err)
 				}
 			}
 		}
