@@ -224,7 +224,9 @@ type Decision struct {
 	Drafting bool   `json:"drafting"`         // K > 0
 	Reason   string `json:"reason,omitempty"` // why drafting is off
 	Probe    bool   `json:"probe,omitempty"`  // the next round drafts only to re-measure
-	// Acceptance is the estimated chance that a drafted token is accepted.
+	// Acceptance is the estimated chance that a drafted token is
+	// accepted, pooled over the positions (the choice prices each
+	// position by its own evidence beside it).
 	Acceptance float64 `json:"acceptance"`
 	// DraftStep and Verify1 are the measured cost of one draft step and of
 	// a one-row target pass (the target alone); Verify1 is 0 until
