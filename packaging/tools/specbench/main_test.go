@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,7 +64,14 @@ func TestParse(t *testing.T) {
 	if !moved {
 		t.Error("the CPU clock did not move")
 	}
-	for _, bad := range [][]string{{}, {"-target", "t", "-sets", "poetry"}, {"-target", "t", "-temps", "-1"}, {"-target", "t", "-n", "0"}, {"-target", "t", "-clock", "sundial"}} {
+	o, err = parse([]string{"-target", "t.gguf", "-repeat", "5", "-fresh", "mode", "-modes", "alone,eagle3q8", "-eagle-q8", "e.gguf"})
+	if m, ok := modeFor(o.modes[1], o); err != nil || o.repeat != 5 || o.fresh != "mode" || !ok || m.draft != "e.gguf" {
+		t.Errorf("parse -repeat -fresh -eagle-q8: %+v %v", o, err)
+	}
+	if o, err := parse([]string{"-target", "t.gguf"}); err != nil || o.repeat != 3 || o.fresh != "row" {
+		t.Errorf("defaults: %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{}, {"-target", "t", "-sets", "poetry"}, {"-target", "t", "-repeat", "0"}, {"-target", "t", "-fresh", "never"}, {"-target", "t", "-modes", "alone,medusa"}, {"-target", "t", "-temps", "-1"}, {"-target", "t", "-n", "0"}, {"-target", "t", "-clock", "sundial"}} {
 		if _, err := parse(bad); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
 		}
@@ -92,5 +102,119 @@ func TestByPositionAndTrace(t *testing.T) {
 	}
 	if got, want := trace(rounds), "3/3 2/0 - 1/1"; got != want {
 		t.Errorf("trace = %q, want %q", got, want)
+	}
+}
+
+// TestInterleaveOrder runs fake sides that log their calls: each
+// repetition runs both, the first side flips every repetition and every
+// row, and each result lands on its own side whatever the order.
+func TestInterleaveOrder(t *testing.T) {
+	for _, c := range []struct {
+		row  int
+		want string
+	}{{0, "AM MA AM MA"}, {1, "MA AM MA AM"}, {6, "AM MA AM MA"}} {
+		var calls []string
+		fake := func(name string, tokens int) func(context.Context) (setRun, error) {
+			return func(context.Context) (setRun, error) {
+				calls = append(calls, name)
+				return setRun{tokens: tokens + len(calls), secs: 1}, nil
+			}
+		}
+		pairs, err := interleave(context.Background(), c.row, 4, fake("A", 100), fake("M", 200))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i := 0; i < len(calls); i += 2 {
+			got = append(got, calls[i]+calls[i+1])
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("row %d: order %v, want %s", c.row, got, c.want)
+		}
+		for i, p := range pairs {
+			// The alone side's tokens are 100 plus the call count at its
+			// run, the mode's 200 plus its own: each ran where modeFirst says.
+			aloneCall, modeCall := 2*i+1, 2*i+2
+			if p.modeFirst {
+				aloneCall, modeCall = modeCall, aloneCall
+			}
+			if p.alone.tokens != 100+aloneCall || p.mode.tokens != 200+modeCall || p.modeFirst != (got[i] == "MA") {
+				t.Errorf("row %d repetition %d: %+v", c.row, i, p)
+			}
+		}
+	}
+}
+
+func TestInterleaveStopsOnError(t *testing.T) {
+	calls := 0
+	ok := func(context.Context) (setRun, error) { calls++; return setRun{tokens: 1, secs: 1}, nil }
+	bad := func(context.Context) (setRun, error) { calls++; return setRun{}, errors.New("out of memory") }
+	if _, err := interleave(context.Background(), 0, 3, ok, bad); err == nil || calls != 2 {
+		t.Errorf("err %v after %d calls, want an error after 2", err, calls)
+	}
+}
+
+// TestSummarize checks that the speedup is the ratio of the sums, not the
+// mean of the repetitions' ratios (1.1 here): a repetition weighs by its
+// time.
+func TestSummarize(t *testing.T) {
+	pairs := []pair{
+		{alone: setRun{tokens: 100, secs: 1}, mode: setRun{tokens: 100, secs: 0.5}}, // 2x
+		{alone: setRun{tokens: 100, secs: 1}, mode: setRun{tokens: 100, secs: 2}},   // 0.5x
+		{alone: setRun{tokens: 100, secs: 2}, mode: setRun{tokens: 100, secs: 2.5}}, // 0.8x
+	}
+	s := summarize(pairs)
+	// The mode's 300 tokens in 5 s against the target alone's 300 in 4 s.
+	if math.Abs(s.speedup-0.8) > 1e-12 || s.aloneTokS != 75 || s.modeTokS != 60 {
+		t.Errorf("speedup %g (%g / %g tok/s), want 0.8 (60 / 75)", s.speedup, s.modeTokS, s.aloneTokS)
+	}
+	want := []float64{2, 0.5, 0.8}
+	for i := range want {
+		if math.Abs(s.ratios[i]-want[i]) > 1e-12 {
+			t.Errorf("ratios %v, want %v", s.ratios, want)
+		}
+	}
+	if s.min != 0.5 || s.max != 2 {
+		t.Errorf("range %g-%g, want 0.5-2", s.min, s.max)
+	}
+	if z := summarize([]pair{{alone: setRun{tokens: 5}, mode: setRun{tokens: 5, secs: 1}}}); z.speedup != 0 || z.ratios[0] != 0 {
+		t.Errorf("alone side without time: %+v", z)
+	}
+}
+
+func TestMergedAndSameOutput(t *testing.T) {
+	gen := func(ids ...int32) []round { return []round{{drafted: 1, accepted: 1, ids: ids[:1]}, {ids: ids[1:]}} }
+	run := func(gens ...[]round) setRun {
+		s := setRun{tokens: 2 * len(gens), secs: 1, engine: 2, engineTokens: 2, drafted: len(gens), accepted: len(gens), steps: 2 * len(gens)}
+		for _, g := range gens {
+			s.gens = append(s.gens, g)
+			s.rounds = append(s.rounds, g...)
+		}
+		return s
+	}
+	a, b := gen(1, 2, 3), gen(4, 5)
+	pairs := []pair{{alone: run(a, b), mode: run(a, b)}, {alone: run(a, b), mode: run(a, b)}}
+	m := merged(pairs)
+	if m.tokens != 8 || m.secs != 2 || m.engineTokens != 4 || m.steps != 8 || len(m.rounds) != 8 || len(m.gens) != 4 {
+		t.Errorf("merged %+v", m)
+	}
+	if !sameOutput(pairs) {
+		t.Error("same tokens read as different")
+	}
+	// The same tokens cut into other rounds are the same output.
+	pairs[1].mode = run([]round{{ids: []int32{1}}, {ids: []int32{2, 3}}}, b)
+	if !sameOutput(pairs) {
+		t.Error("same tokens in other rounds read as different")
+	}
+	for _, bad := range []setRun{run(a, gen(4, 6)), run(a), run(b, a)} {
+		pairs[1].mode = bad
+		if sameOutput(pairs) {
+			t.Errorf("different output %v read as the same", bad.gens)
+		}
+	}
+	pairs[1].mode = run(a, b)
+	pairs[1].alone = run(a, gen(4, 6)) // the target alone itself moved
+	if sameOutput(pairs) || sameOutput(nil) {
+		t.Error("a changed target alone, or no repetitions, read as the same")
 	}
 }
