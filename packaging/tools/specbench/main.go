@@ -213,10 +213,16 @@ type row struct {
 	// Trace is the rounds in order as "drafted/accepted" ("-" for a
 	// round without a draft), each generation's after a "|", to see
 	// where an adaptive row went off; RoundMS is each round's time in
-	// the same order (its first is 0: timed from the round before).
-	ByPosition []float64 `json:"acceptance_by_position,omitempty"`
-	Trace      string    `json:"trace,omitempty"`
-	RoundMS    []float64 `json:"round_ms,omitempty"`
+	// the same order (its first is 0: timed from the round before), and
+	// RoundSpeedup and RoundExpected the engine's measured speedup of the
+	// generation so far and its chooser's expectation of the next round,
+	// as the statistics said after each round (to see where the engine's
+	// own estimate parts from the row's measured speedup).
+	ByPosition    []float64 `json:"acceptance_by_position,omitempty"`
+	Trace         string    `json:"trace,omitempty"`
+	RoundMS       []float64 `json:"round_ms,omitempty"`
+	RoundSpeedup  []float64 `json:"round_engine_speedup,omitempty"`
+	RoundExpected []float64 `json:"round_expected_speedup,omitempty"`
 }
 
 // bench is a run's state across its modes: the target alone, loaded and
@@ -389,6 +395,10 @@ func (b *bench) summarize(m mode, set string, temp float64, pairs []pair) row {
 	out.Trace = strings.Join(traces, " | ")
 	for _, r := range s.rounds {
 		out.RoundMS = append(out.RoundMS, float64(r.took)/1e6)
+		if !m.alone {
+			out.RoundSpeedup = append(out.RoundSpeedup, r.speedup)
+			out.RoundExpected = append(out.RoundExpected, r.expected)
+		}
 	}
 	return out
 }
