@@ -26,8 +26,10 @@ type setRun struct {
 	steps        int
 	rounds       []round
 	// gens is the rounds of each generation, in prompt order (for the
-	// trace, and the tokens for the greedy identity check).
-	gens [][]round
+	// trace, and the tokens for the greedy identity check), genSecs
+	// their decode seconds.
+	gens    [][]round
+	genSecs []float64
 }
 
 // tokS is the run's decode tokens per second.

@@ -189,12 +189,16 @@ type row struct {
 	SpeedupMin  float64   `json:"speedup_min"`
 	SpeedupMax  float64   `json:"speedup_max"`
 	ModeFirst   []bool    `json:"mode_first"`
-	Fresh       string    `json:"fresh"` // "row" or "mode" (-fresh)
-	Acceptance  float64   `json:"acceptance"`
-	MeanK       float64   `json:"mean_k"`
-	Ideal       float64   `json:"ideal_speedup"`
-	DraftCost   string    `json:"draft_cost"` // "measured" or "derived"
-	DraftStep   float64   `json:"draft_step_ms"`
+	// AloneSeconds and ModeSeconds are each repetition's decode seconds
+	// by prompt, on each side.
+	AloneSeconds [][]float64 `json:"alone_seconds"`
+	ModeSeconds  [][]float64 `json:"mode_seconds"`
+	Fresh        string      `json:"fresh"` // "row" or "mode" (-fresh)
+	Acceptance   float64     `json:"acceptance"`
+	MeanK        float64     `json:"mean_k"`
+	Ideal        float64     `json:"ideal_speedup"`
+	DraftCost    string      `json:"draft_cost"` // "measured" or "derived"
+	DraftStep    float64     `json:"draft_step_ms"`
 	// KDrafted counts the rounds by the tokens they drafted (the engine's
 	// chosen length, or the fixed one, where the request had room); On is
 	// the share of rounds that drafted.
@@ -378,6 +382,8 @@ func (b *bench) summarize(m mode, set string, temp float64, pairs []pair) row {
 		TokS: sp.modeTokS, AloneTokS: sp.aloneTokS, Speedup: sp.speedup, SpeedupReps: sp.ratios, SpeedupMin: sp.min, SpeedupMax: sp.max, Fresh: o.fresh}
 	for _, p := range pairs {
 		out.ModeFirst = append(out.ModeFirst, p.modeFirst)
+		out.AloneSeconds = append(out.AloneSeconds, p.alone.genSecs)
+		out.ModeSeconds = append(out.ModeSeconds, p.mode.genSecs)
 	}
 	if s.steps > 0 {
 		out.MeanK = float64(s.drafted) / float64(s.steps)
@@ -449,6 +455,7 @@ func measure(ctx context.Context, r *engine.Runner, d engine.Drafting, o options
 		}
 		s.rounds = append(s.rounds, rounds...)
 		s.gens = append(s.gens, rounds)
+		s.genSecs = append(s.genSecs, st.DecodeSeconds)
 	}
 	return s, nil
 }
