@@ -43,10 +43,15 @@
 #                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16";
 #                                         "demo" is the demo pair itself
 #                                         (and the DFlash demo draft)
-#                                         (N=64 tokens a prompt; about 1 minute
-#                                         a target after its inflation: give
-#                                         the 1.7B and 8B targets separate
-#                                         calls if one would pass 10 minutes)
+#                                         (N=64 tokens a prompt; a target took
+#                                         about 1 minute after its inflation
+#                                         timed once; with REPEAT=3 each row
+#                                         runs its prompts 6 times and loads
+#                                         its mode afresh: count 4-5 minutes
+#                                         for the 8B target (FRESH=mode saves
+#                                         its loads), and give targets
+#                                         separate calls if one would pass
+#                                         10 minutes)
 #   packaging/bench-spec.sh cpu           here: the demo pair on the CPU (on
 #                                         one thread, timed in the process's
 #                                         CPU time: on the shared two-core
