@@ -218,3 +218,55 @@ func TestMergedAndSameOutput(t *testing.T) {
 		t.Error("a changed target alone, or no repetitions, read as the same")
 	}
 }
+
+// TestRowOfPairs checks the row a mode's repetitions make: both sides'
+// tok/s from the sums, the per-repetition ratios and orders, each
+// repetition's seconds by prompt, and the mode's rounds in order with a
+// "|" between generations.
+func TestRowOfPairs(t *testing.T) {
+	gen := func(took time.Duration, drafted, accepted int) []round {
+		return []round{{ids: []int32{1}}, {drafted: drafted, accepted: accepted, took: took, ids: make([]int32, accepted+1), speedup: 1.5, expected: 1.2}}
+	}
+	side := func(secs ...float64) setRun {
+		s := setRun{engine: 3, engineTokens: 2, steps: 2 * len(secs)}
+		for _, v := range secs {
+			g := gen(2*time.Millisecond, 2, 1)
+			s.gens, s.genSecs = append(s.gens, g), append(s.genSecs, v)
+			s.rounds = append(s.rounds, g...)
+			s.tokens += 3
+			s.secs += v
+			s.drafted += 2
+			s.accepted++
+		}
+		return s
+	}
+	b := &bench{o: options{label: "CPU", target: "/m/t.gguf", fresh: "row"}}
+	pairs := []pair{
+		{alone: side(0.1, 0.1), mode: side(0.05, 0.05)},
+		{alone: side(0.1, 0.1), mode: side(0.1, 0.1), modeFirst: true},
+	}
+	out := b.summarize(mode{name: "draft adaptive", draft: "d.gguf"}, "known", 0.7, pairs)
+	// 12 tokens in 0.4 s alone, in 0.3 s drafting.
+	if out.Target != "t" || math.Abs(out.AloneTokS-30) > 1e-9 || math.Abs(out.TokS-40) > 1e-9 || math.Abs(out.Speedup-4.0/3) > 1e-9 {
+		t.Errorf("row %s: %g tok/s against %g, x %g; want t, 40 against 30", out.Target, out.TokS, out.AloneTokS, out.Speedup)
+	}
+	if len(out.SpeedupReps) != 2 || math.Abs(out.SpeedupReps[0]-2) > 1e-9 || math.Abs(out.SpeedupReps[1]-1) > 1e-9 || out.SpeedupMin != 1 || out.SpeedupMax != 2 {
+		t.Errorf("repetitions %v (%g-%g), want [2 1]", out.SpeedupReps, out.SpeedupMin, out.SpeedupMax)
+	}
+	if len(out.ModeFirst) != 2 || out.ModeFirst[0] || !out.ModeFirst[1] || out.Fresh != "row" {
+		t.Errorf("orders %v, fresh %q", out.ModeFirst, out.Fresh)
+	}
+	if len(out.ModeSeconds) != 2 || out.ModeSeconds[0][1] != 0.05 || out.AloneSeconds[1][0] != 0.1 {
+		t.Errorf("seconds by prompt: alone %v, mode %v", out.AloneSeconds, out.ModeSeconds)
+	}
+	if want := "- 2/1 | - 2/1 | - 2/1 | - 2/1"; out.Trace != want {
+		t.Errorf("trace %q, want %q", out.Trace, want)
+	}
+	if len(out.RoundMS) != 8 || out.RoundMS[1] != 2 || len(out.RoundSpeedup) != 8 || out.RoundExpected[1] != 1.2 {
+		t.Errorf("rounds: ms %v, engine %v, expected %v", out.RoundMS, out.RoundSpeedup, out.RoundExpected)
+	}
+	// 8 drafted in 8 steps; half the positions kept, each rejection after one.
+	if out.MeanK != 1 || out.Engine != 1.5 || math.Abs(out.Acceptance-0.5) > 1e-12 || out.On != 0.5 {
+		t.Errorf("mean k %g, engine %g, acceptance %g, drafting %g", out.MeanK, out.Engine, out.Acceptance, out.On)
+	}
+}
