@@ -160,3 +160,50 @@ func sameOutput(pairs []pair) bool {
 	}
 	return true
 }
+
+// loss is where a row's mode spent its time beyond the target alone's
+// rate in the same row (its summed decode seconds over its tokens), in
+// seconds: each generation's first round (untimed by the rounds: the
+// rest of its decode time), the rounds that drafted, and the others.
+// The three add up to the mode's decode seconds less its tokens at the
+// target alone's rate.
+type loss struct {
+	First     float64 `json:"first_rounds"`
+	Drafted   float64 `json:"drafted_rounds"`
+	Undrafted float64 `json:"undrafted_rounds"`
+}
+
+// losses sums loss over pairs.
+func losses(pairs []pair) loss {
+	var a setRun
+	for _, p := range pairs {
+		a.tokens += p.alone.tokens
+		a.secs += p.alone.secs
+	}
+	var l loss
+	if a.tokens == 0 {
+		return l
+	}
+	perToken := a.secs / float64(a.tokens)
+	for _, p := range pairs {
+		for i, g := range p.mode.gens {
+			rest := p.mode.genSecs[i]
+			for j, r := range g {
+				if j == 0 {
+					continue
+				}
+				extra := r.took.Seconds() - float64(len(r.ids))*perToken
+				rest -= r.took.Seconds()
+				if r.drafted > 0 {
+					l.Drafted += extra
+				} else {
+					l.Undrafted += extra
+				}
+			}
+			if len(g) > 0 {
+				l.First += rest - float64(len(g[0].ids))*perToken
+			}
+		}
+	}
+	return l
+}

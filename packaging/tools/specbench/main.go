@@ -227,6 +227,9 @@ type row struct {
 	RoundMS       []float64 `json:"round_ms,omitempty"`
 	RoundSpeedup  []float64 `json:"round_engine_speedup,omitempty"`
 	RoundExpected []float64 `json:"round_expected_speedup,omitempty"`
+	// Loss is where the mode's time went beyond the target alone's rate
+	// (interleave.go), in ms.
+	Loss loss `json:"loss_ms"`
 }
 
 // bench is a run's state across its modes: the target alone, loaded and
@@ -365,6 +368,10 @@ func (b *bench) mode(ctx context.Context, m mode) error {
 				}
 				ideal(&out, rounds, b.verify, step)
 			}
+			if !m.alone {
+				fmt.Fprintf(os.Stderr, "specbench: %s, %s, T=%g: x %.2f; ms beyond the target alone's rate: first rounds %+.1f, drafting rounds %+.1f (%.0f%% of rounds), other rounds %+.1f\n",
+					m.name, set, temp, out.Speedup, out.Loss.First, out.Loss.Drafted, 100*out.On, out.Loss.Undrafted)
+			}
 			b.rows = append(b.rows, emit(o, out))
 		}
 	}
@@ -395,6 +402,8 @@ func (b *bench) summarize(m mode, set string, temp float64, pairs []pair) row {
 	s := merged(pairs)
 	out := row{Device: o.label, Target: strings.TrimSuffix(filepath.Base(o.target), ".gguf"), Mode: m.name, Prompts: set, Temp: temp,
 		TokS: sp.modeTokS, AloneTokS: sp.aloneTokS, Speedup: sp.speedup, SpeedupReps: sp.ratios, SpeedupMin: sp.min, SpeedupMax: sp.max, Fresh: o.fresh}
+	l := losses(pairs)
+	out.Loss = loss{First: 1e3 * l.First, Drafted: 1e3 * l.Drafted, Undrafted: 1e3 * l.Undrafted}
 	for _, p := range pairs {
 		out.ModeFirst = append(out.ModeFirst, p.modeFirst)
 		out.AloneSeconds = append(out.AloneSeconds, p.alone.genSecs)

@@ -270,3 +270,30 @@ func TestRowOfPairs(t *testing.T) {
 		t.Errorf("mean k %g, engine %g, acceptance %g, drafting %g", out.MeanK, out.Engine, out.Acceptance, out.On)
 	}
 }
+
+// TestLosses checks the split of the mode's time beyond the target
+// alone's rate against sums made by hand, and that the parts add up to
+// the whole.
+func TestLosses(t *testing.T) {
+	ms := time.Millisecond
+	// The target alone: 10 tokens in 10 ms, 1 ms a token.
+	alone := setRun{tokens: 10, secs: 0.010}
+	// The mode: a first round of 1 token, a drafting round of 3 tokens in
+	// 2 ms, an undrafted round of 1 token in 1.5 ms; 12 ms in all, so the
+	// first round took 12 - 3.5 = 8.5 ms for its 1 token.
+	g := []round{{ids: []int32{1}}, {drafted: 2, accepted: 2, took: 2 * ms, ids: []int32{2, 3, 4}}, {took: 1500 * time.Microsecond, ids: []int32{5}}}
+	mode := setRun{tokens: 5, secs: 0.012, gens: [][]round{g}, genSecs: []float64{0.012}}
+	l := losses([]pair{{alone: alone, mode: mode}})
+	want := loss{First: 0.0075, Drafted: -0.001, Undrafted: 0.0005}
+	for _, c := range []struct{ got, want float64 }{{l.First, want.First}, {l.Drafted, want.Drafted}, {l.Undrafted, want.Undrafted}} {
+		if math.Abs(c.got-c.want) > 1e-12 {
+			t.Fatalf("losses %+v, want %+v", l, want)
+		}
+	}
+	if whole := mode.secs - 5*0.001; math.Abs(l.First+l.Drafted+l.Undrafted-whole) > 1e-12 {
+		t.Errorf("parts add to %g, the whole is %g", l.First+l.Drafted+l.Undrafted, whole)
+	}
+	if z := losses([]pair{{mode: mode}}); z != (loss{}) {
+		t.Errorf("no alone tokens: %+v", z)
+	}
+}
