@@ -30,7 +30,12 @@
 // per-repetition ratios give its spread (min-max) and the first one is
 // also reported apart. The mode "alone" is the same measurement of a
 // second load of the target alone against the first: its spread is the
-// method's noise floor.
+// method's noise floor. Each row also says (a stderr line, and loss_ms
+// in the JSON) where the mode's time went beyond the target alone's rate
+// in that row: its generations' first rounds (a fresh load's first
+// request, a draft's prompt catch-up), the rounds that drafted, and the
+// others; the JSON keeps every round's time and the engine's own
+// estimates after it, to follow a row that lost round by round.
 //
 // The first request on a freshly loaded pair counts: users meet it (the
 // Chooser knows nothing of a new pair's costs until it measured some, and
