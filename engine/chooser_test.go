@@ -73,16 +73,25 @@ func generateOracle(t *testing.T, r *Runner, p oraclePrompt, d Drafting) ([]int3
 	return ids, append(events, st)
 }
 
-// A draft whose passes cost more than the target's can never pay (a round
-// of k drafts costs k+1 target passes or more for at most k+1 tokens): after the
-// first rounds measure it, the runner stops drafting, says why, and
-// remembers it in the next request; a fixed length still drafts every
-// step. The output is the target's throughout.
+// dearPass is a draft pass that can never pay on timedPair's clock. A
+// round spends a tick outside its calls, drafting or not (the reading that
+// starts it), so one drafting k costs 10 + 1 + k*dearPass + 10 ms for at
+// most k+1 tokens, against 20 ms a token alone. A draft pass of 12 ms,
+// dearer than the target's, still paid at one token a round from
+// acceptance 0.65 up (the Q8_0 draft: 1.09x measured at 0.78, once the
+// Chooser priced its first position by its own evidence).
+const dearPass = 21 * time.Millisecond
+
+// A draft whose rounds cost more than the target alone's for the tokens
+// they can make never pays (dearPass): after the first rounds measure it,
+// the runner stops drafting, says why, and remembers it in the next
+// request; a fixed length still drafts every step. The output is the
+// target's throughout.
 func TestDraftingThatCostsMoreTurnsOff(t *testing.T) {
 	prompts := loadOracle(t)
 	for _, draft := range []string{"factory-draft-Q8_0.gguf", "factory-eagle3-F16.gguf"} {
 		t.Run(draft, func(t *testing.T) {
-			r := timedPair(t, draft, 12*time.Millisecond)
+			r := timedPair(t, draft, dearPass)
 			_, events := generateOracle(t, r, prompts[0], Drafting{})
 			st := events[len(events)-1]
 			t.Logf("drafted %d in %d steps, accepted %d; k %d, drafting %v (%q), speedup %.2f, expected %.2f",
@@ -182,9 +191,9 @@ func TestConstrainedDraftingIsChosen(t *testing.T) {
 		on, off bool // drafting must end on, or off because of its costs
 	}{
 		{"factory-eagle3-F16.gguf", time.Millisecond, true, false},
-		{"factory-eagle3-F16.gguf", 12 * time.Millisecond, false, true},
+		{"factory-eagle3-F16.gguf", dearPass, false, true},
 		{"factory-draft-Q8_0.gguf", time.Millisecond, false, false},
-		{"factory-draft-Q8_0.gguf", 12 * time.Millisecond, false, true},
+		{"factory-draft-Q8_0.gguf", dearPass, false, true},
 	} {
 		r := timedPair(t, c.draft, c.perPass)
 		con := schemaConstraint(t, r, schematest.Person)

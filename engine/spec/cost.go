@@ -4,11 +4,16 @@ package spec
 // expected to produce more tokens per second than the target alone.
 //
 // A round drafts k tokens (k draft steps), then verifies them and one more
-// position in one target pass of k+1 rows. With a per-token acceptance
-// rate a, it yields E(k) = (1 - a^(k+1)) / (1 - a) tokens (the accepted
-// run plus the target's own token) and costs draft(k) + verify(k+1); the
-// target alone yields 1 token per verify(1). The Chooser keeps running
-// measurements of both costs and of a, and picks
+// position in one target pass of k+1 rows. With a_i the chance that
+// drafted position i is accepted given every position before it was, it
+// yields
+//
+//	E(k) = 1 + sum over j <= k of a_1 a_2 ... a_j
+//
+// tokens (the accepted run plus the target's own token) and costs
+// draft(k) + verify(k+1); the target alone yields 1 token per verify(1).
+// The Chooser keeps running measurements of both costs and of each a_i,
+// and picks
 //
 //	k* = argmax over 1..limit of E(k) / (draft(k) + verify(k+1) + host1),
 //
@@ -17,25 +22,60 @@ package spec
 // drafting stays on until k* falls Margin below it (hysteresis: near
 // break-even the running estimates wander across one threshold).
 //
-// Why one acceptance rate and not one per position: a draft is usually
-// less sure further out, so per-position rates fit better, but each needs
-// its own evidence (a round only reaches position i when all before it
-// were accepted), and the choice of k moves little with them: E(k) and its
-// gain from one more token, a^(k+1), are what matter, and the geometric
-// fit gets a from every round. The engine's p-min cut (stop drafting when
-// the draft is unsure) already takes the per-position decline where it is
-// large. Pricing the first drafted position apart (it follows a token the
-// draft did not expect: on the H200's 8B Q4_K_M target 65% of first
-// drafts were accepted, then 72-85% of the next given the one before) was
-// tried on the H200 and lost: its estimate of the first position rests
-// on one trial a round, so a run of early rejections turned drafting off
-// for tens of rounds (T = 0.7: 1.44x against the pooled rate's 1.76x).
-// a is the maximum-likelihood estimate for the geometric model, in
-// which a round of k drafts with m accepted shows m successes and, when
-// m < k, one failure: a = S / (S + F), with a Beta(1, 1) prior and the
-// evidence of past rounds decayed by Forget per round, so a pair whose
-// acceptance changes (another prompt, another temperature) is followed
-// within a few rounds.
+// Why a rate per position. Drafts differ in how acceptance moves with
+// depth. On the H200's 8B Q4_K_M target an EAGLE-3 head's positions 1-4
+// were accepted 53 of 120, 10 of 48, 4 of 38 and 0 of 26 times (each
+// among the rounds that reached it), while a model draft's first
+// position was accepted 65% of the time and each next one 72-85% given
+// the one before (its first follows a token it did not expect). One
+// geometric rate prices every depth at the average: it made EAGLE-3's
+// deep drafts look worth it, and the Chooser drifted from k = 1 (1.18x
+// the target alone) to k = 2-4 (1.14x).
+//
+// The pooled rate p is the geometric fit, in which a round of k drafts
+// with m accepted shows m successes and, when m < k, one failure:
+// p = S / (S + F) with a Beta(1, 1) prior, the evidence of past rounds
+// decayed by Forget per round, so that a pair whose acceptance changes
+// (another prompt, another temperature) is followed within a few rounds.
+// Each a_i is position i's own evidence (the rounds that reached it:
+// accepted there, or rejected) beside shrink = 4 trials at p:
+// a_i = (kept_i + 4p) / (reached_i + 4). Nothing forces a_i to fall with
+// i: a model draft's later positions are accepted more often than its
+// first. A position never reached, or rarely, takes p, not the deepest
+// measured one's rate: EAGLE-3's last measured position (0 of 26) would
+// then forbid every longer draft for good, while p lets a longer one be
+// tried again when the pooled evidence says it may pay (the text turns
+// to what the draft knows).
+//
+// Why 4 trials at p. Pricing the first position on its own evidence was
+// tried on the H200 and lost (T = 0.7: 1.44x against the pooled rate's
+// 1.76x): it rests on one trial a round, so a run of early rejections
+// turned drafting off for tens of rounds. Beside 4 trials at p, which
+// gathers every position's evidence, a run of rejections moves a_1 less
+// (TestChooserEarlyRejections: with no trials at p, 5 rejected first
+// rounds kept drafting off for 15 rounds, and a probe found it again;
+// with 4, one round at most). In the simulations of cost_test.go, 2
+// made a flat-rate pair's choice wander from k = 3 to 2 more often than
+// not, and 8 slowed the return after acceptance collapsed and came back
+// past 300 rounds. What it costs: each position's estimate rests on fewer
+// trials than the pooled one, so where every position is alike the
+// choice wanders a little more (TestChooserPaysAtK3: 1.562x, 1.572x on
+// the pooled rate alone); and a fresh Chooser whose first five drafting
+// rounds are all rejected now waits for a probe (15 rounds), where the
+// pooled rate, held up by its prior, kept drafting.
+//
+// Why a position's evidence ages by its own trials (keep = 0.9 at each:
+// about the last ten), not by rounds. While the Chooser drafts one token,
+// nothing reaches position 2; aged by rounds, its evidence was gone
+// within a dozen, a_2 fell back to p, and every time p wandered up the
+// Chooser drafted 2 again (TestChooserEAGLE3DraftsOne: 2 or more in 35%
+// of the rounds, 1.135x). Kept until position 2 is tried again, it holds
+// the choice at k = 1 (2 or more in 15%, 1.174x). Rounds that draft
+// nothing age it by Forget each, as the pooled evidence, so that a probe
+// after a spell off decides mostly on what it sees. Ten trials and not
+// more: position 1 is tried once a round, so a collapse of acceptance
+// (TestChooserAcceptanceCollapses: off within 10 rounds) must show in it
+// within ten; with 0.92 it took 11, with 0.95, 18.
 //
 // host1 and host0 are the time a round that drafts, and one that does not,
 // spends outside its draft and target calls: the host's work between
@@ -184,7 +224,9 @@ type Decision struct {
 	Drafting bool   `json:"drafting"`         // K > 0
 	Reason   string `json:"reason,omitempty"` // why drafting is off
 	Probe    bool   `json:"probe,omitempty"`  // the next round drafts only to re-measure
-	// Acceptance is the estimated chance that a drafted token is accepted.
+	// Acceptance is the estimated chance that a drafted token is
+	// accepted, pooled over the positions (the choice prices each
+	// position by its own evidence beside it).
 	Acceptance float64 `json:"acceptance"`
 	// DraftStep and Verify1 are the measured cost of one draft step and of
 	// a one-row target pass (the target alone); Verify1 is 0 until
@@ -208,9 +250,19 @@ type Chooser struct {
 	draft  curve // draft call duration by steps
 	verify curve // target pass duration by rows
 
-	succ, fail float64 // decayed acceptance evidence
-	seen       int     // round of the last evidence
-	round      int     // rounds finished
+	// Acceptance evidence, decayed (see learn): succ and fail pooled
+	// over every drafted position (the geometric fit); kept[i] and
+	// tried[i] position i's own (1..MaxK), the times it was accepted and
+	// reached (every position before it accepted). rates is the estimate
+	// by position the last choice rested on, flat a scratch for a flat
+	// rate; shrink, the pseudo-trials at the pooled rate in each
+	// position's estimate.
+	succ, fail  float64
+	kept, tried []float64
+	rates, flat []float64
+	shrink      float64
+	seen        int // round of the last evidence
+	round       int // rounds finished
 
 	k        int  // the choice for the next round
 	probe    bool // the next round is a probe
@@ -246,7 +298,9 @@ type Chooser struct {
 // NewChooser returns a Chooser that starts by drafting o.StartK tokens.
 func NewChooser(o CostOptions) *Chooser {
 	o.defaults()
-	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1, remeasured: make([]int, o.MaxK+1)}
+	c := &Chooser{o: o, k: o.StartK, wait: o.ProbeAfter, lastOne: -1, remeasured: make([]int, o.MaxK+1), shrink: shrink}
+	c.kept, c.tried = make([]float64, o.MaxK+1), make([]float64, o.MaxK+1)
+	c.rates, c.flat = make([]float64, o.MaxK+1), make([]float64, o.MaxK+1)
 	c.draft.init(o.MaxK+1, o.Alpha)
 	c.verify.init(o.MaxK+2, o.Alpha)
 	c.decide()
@@ -332,13 +386,7 @@ func (c *Chooser) Accepted(drafted, accepted int) {
 	}
 	c.ended, c.passEnd = now, time.Time{}
 	if drafted > 0 {
-		decay := math.Pow(c.o.Forget, float64(c.round-c.seen))
-		c.succ = c.succ*decay + float64(accepted)
-		c.fail *= decay
-		if accepted < drafted {
-			c.fail++
-		}
-		c.seen = c.round
+		c.learn(drafted, accepted)
 	}
 	if c.explore && c.verify.has(1) {
 		// A probe that made its tokens faster than the target alone
@@ -382,14 +430,84 @@ func (c *Chooser) MayDraftSoon(lead int) bool {
 	return c.off+int(ahead) >= c.wait && float64(c.lost) <= c.o.Budget*(float64(c.spent)+ahead*c.verify.at(1))
 }
 
-// acceptance is the per-token acceptance estimate.
+// keep is what a position's evidence keeps of its weight at each later
+// trial of the position: about its last ten trials count (the Chooser's
+// comment says why ten and why trials, not rounds).
+const keep = 0.9
+
+// shrink is how many trials at the pooled rate each position's estimate
+// counts beside its own (the Chooser's comment says why four).
+const shrink = 4
+
+// learn adds a round that drafted tokens, accepted of them in a row, to
+// the evidence: pooled (accepted successes and, when a draft was
+// rejected, one failure), and position by position (each position up to
+// the first rejected one was reached; those up to accepted were kept).
+// The pooled evidence ages by Forget a round; a position's by keep at
+// each later trial of that position, and by Forget for each round since
+// the last evidence that drafted nothing.
+func (c *Chooser) learn(drafted, accepted int) {
+	decay := math.Pow(c.o.Forget, float64(c.round-c.seen))
+	c.succ = c.succ*decay + float64(accepted)
+	c.fail *= decay
+	if accepted < drafted {
+		c.fail++
+	}
+	idle := math.Pow(c.o.Forget, float64(max(0, c.round-c.seen-1)))
+	c.seen = c.round
+	reached := min(accepted+1, drafted)
+	for i := 1; i < len(c.kept); i++ {
+		w := idle
+		if i <= reached {
+			w *= keep
+		}
+		c.kept[i] *= w
+		c.tried[i] *= w
+		if i <= reached {
+			c.tried[i]++
+		}
+		if i <= accepted {
+			c.kept[i]++
+		}
+	}
+}
+
+// acceptance is the pooled per-token acceptance estimate: the geometric
+// fit's, S / (S + F) with a Beta(1, 1) prior.
 func (c *Chooser) acceptance() float64 {
 	return min(0.99, (c.succ+1)/(c.succ+c.fail+2))
 }
 
-// expected is E(k) for acceptance a.
-func expected(a float64, k int) float64 {
-	return (1 - math.Pow(a, float64(k+1))) / (1 - a)
+// estimate fills c.rates with each position's acceptance given those
+// before it accepted: its own evidence beside shrink trials at the
+// pooled rate p, so that a position rarely reached (or never) takes p.
+func (c *Chooser) estimate(p float64) []float64 {
+	for i := 1; i < len(c.rates); i++ {
+		c.rates[i] = p
+		if n := c.tried[i] + c.shrink; n > 0 {
+			c.rates[i] = min(0.99, (c.kept[i]+c.shrink*p)/n)
+		}
+	}
+	return c.rates
+}
+
+// flatRates is c.flat filled with a.
+func (c *Chooser) flatRates(a float64) []float64 {
+	for i := range c.flat {
+		c.flat[i] = a
+	}
+	return c.flat
+}
+
+// expected is E(k): the tokens a round drafting k makes, at acceptance
+// rates by position (rates[i] for position i given those before it).
+func expected(rates []float64, k int) float64 {
+	e, run := 1.0, 1.0
+	for i := 1; i <= k; i++ {
+		run *= rates[i]
+		e += run
+	}
+	return e
 }
 
 // draftCost estimates a draft call of k tokens: k steps, each a pass, or
@@ -436,14 +554,14 @@ func (c *Chooser) outside(drafting int) float64 {
 // a round without a draft spends outside it.
 func (c *Chooser) alone() float64 { return c.verify.at(1) + c.outside(0) }
 
-// best is the k in 1..MaxK with the most tokens per second at acceptance
-// a, and that rate in tokens per nanosecond.
-func (c *Chooser) best(a float64) (int, float64) {
+// best is the k in 1..MaxK with the most tokens per second at the
+// acceptance rates by position, and that rate in tokens per nanosecond.
+func (c *Chooser) best(a []float64) (int, float64) {
 	return c.bestBy(a, func(k int) float64 { return c.draftCost(k) + c.verify.at(k+1) })
 }
 
 // bestBy is best with the round's cost given by cost.
-func (c *Chooser) bestBy(a float64, cost func(k int) float64) (int, float64) {
+func (c *Chooser) bestBy(a []float64, cost func(k int) float64) (int, float64) {
 	bestK, bestRate := 0, 0.0
 	for k := 1; k <= c.o.MaxK; k++ {
 		cost := cost(k) + c.outside(1)
@@ -459,8 +577,9 @@ func (c *Chooser) bestBy(a float64, cost func(k int) float64) (int, float64) {
 
 // decide sets the next round's k after the round that just ended.
 func (c *Chooser) decide() {
-	a := c.acceptance()
-	d := Decision{Acceptance: a, DraftStep: time.Duration(c.draftCost(1))}
+	p := c.acceptance()
+	a := c.estimate(p)
+	d := Decision{Acceptance: p, DraftStep: time.Duration(c.draftCost(1))}
 	if c.verify.settled(1) {
 		d.Verify1 = time.Duration(c.verify.at(1))
 		d.Alone = time.Duration(c.alone())
@@ -529,7 +648,7 @@ func (c *Chooser) decide() {
 			// budget affords it; until then the count goes on.
 			c.k = 0
 			if c.off++; c.off >= c.wait && c.affords() {
-				pk, _ := c.best(0.5)
+				pk, _ := c.best(c.flatRates(0.5))
 				c.k, c.probe, c.explore, c.off = max(1, pk), true, true, 0
 			}
 		}
