@@ -26,6 +26,10 @@ type eagle3Drafter struct {
 	dists  [][]float32
 	// rowDist is the last draw's distribution over the draft's rows.
 	rowDist []float32
+	// probs: the draft's head computes a sampled step's distribution over
+	// its rows (model.Eagle3.ForwardProbsRows, on a GPU) and the host only
+	// draws from it.
+	probs bool
 }
 
 // behind is where the draft's catch-up on history starts, c, and the
@@ -83,6 +87,18 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 	if rows {
 		forward, step = d.m.ForwardRows, d.m.StepRows
 	}
+	// At a temperature alone, the head's softmax on the device: the host
+	// reads the distribution in place of the logits and only draws.
+	onHead := rows && d.probs && s.Params().TemperatureOnly()
+	if onHead {
+		temp := s.Params().Temperature
+		forward = func(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
+			return d.m.ForwardProbsRows(ctx, tokens, pos, temp)
+		}
+		step = func(ctx context.Context, token int32, pos int) ([]float32, error) {
+			return d.m.StepProbsRows(ctx, token, pos, temp)
+		}
+	}
 	logits, err := forward(ctx, history[c+1:ran+1], c)
 	if err != nil {
 		return proposal{}, err
@@ -101,9 +117,12 @@ func (d *eagle3Drafter) draft(ctx context.Context, history []int32, n int, pMin 
 		p.passes++
 		var t int32
 		var top float64
-		if rows {
+		switch {
+		case onHead:
+			t, top, err = drawRows(s, logits, d2t, vocab, dists, i, pMin)
+		case rows:
 			t, top, d.rowDist, err = pickRows(s, logits, d2t, vocab, d.rowDist, dists, i)
-		} else {
+		default:
 			t, top, err = pickUnder(m, s, logits, d.toks, dists, i)
 		}
 		if err != nil {
@@ -157,6 +176,25 @@ func pickRows(s *sample.Sampler, logits []float32, d2t []int32, vocab int, rowDi
 	if err != nil {
 		return 0, 0, rowDist, fmt.Errorf("engine: draft: %w", err)
 	}
+	spreadRows(dists, i, q, d2t, vocab)
+	return d2t[t], top, q, nil
+}
+
+// drawRows is pickRows on the draft's softmax over its rows, q, computed
+// by its head (ForwardProbsRows): a draw, and q spread into dists[i].
+func drawRows(s *sample.Sampler, q []float32, d2t []int32, vocab int, dists [][]float32, i int, pMin float64) (int32, float64, error) {
+	t, top, err := drawProbs(s, q, pMin)
+	if err != nil {
+		return 0, 0, fmt.Errorf("engine: draft: %w", err)
+	}
+	spreadRows(dists, i, q, d2t, vocab)
+	return d2t[t], top, nil
+}
+
+// spreadRows writes q, a distribution over the draft's rows, into
+// dists[i] over the target's vocab ids (grown as needed), the form
+// verification reads.
+func spreadRows(dists [][]float32, i int, q []float32, d2t []int32, vocab int) {
 	full := dists[i]
 	if cap(full) < vocab {
 		full = make([]float32, vocab)
@@ -167,5 +205,4 @@ func pickRows(s *sample.Sampler, logits []float32, d2t []int32, vocab int, rowDi
 		full[id] = q[r]
 	}
 	dists[i] = full
-	return d2t[t], top, q, nil
 }

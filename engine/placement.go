@@ -128,7 +128,7 @@ func (r *Runner) loadPlan(ctx context.Context, p *plan.Plan, tf, df *gguf.File, 
 		if err != nil {
 			return fmt.Errorf("engine: draft %s: %w", r.cfg.Draft, err)
 		}
-		r.draft = &eagle3Drafter{m: d, target: r.target}
+		r.draft = &eagle3Drafter{m: d, target: r.target, probs: onGPU(d.ProbsOnDevice())}
 	case df != nil && r.draftKind == spec.DraftDFlash:
 		d, err := model.LoadDFlash(ctx, df, tf, p, p.Draft, tm, r.placed.backends, reporter("draft", progress))
 		if err != nil {
@@ -205,11 +205,14 @@ func (p *placed) open(d device.Device, threads int) (kernels.Backend, error) {
 // leaves the sampling to the host.
 func (r *Runner) probsOnGPU(m *model.Model) bool {
 	dev, ok := m.ProbsDevice()
-	if !ok {
-		return false
-	}
-	_, onCPU := r.placed.backends[dev].(*cpu.Backend)
-	return !onCPU
+	return onGPU(r.placed.backends[dev], ok)
+}
+
+// onGPU reports whether a head's softmax can run (ok) on be and be is not
+// the CPU's, where the host's own softmax costs the same and is kept.
+func onGPU(be kernels.Backend, ok bool) bool {
+	_, onCPU := be.(*cpu.Backend)
+	return ok && !onCPU
 }
 
 // Plan is the memory plan the models were loaded from, one device or many.

@@ -72,20 +72,39 @@ func TestForwardProbsIsTheLogitsSoftmax(t *testing.T) {
 // draft's steps drawn from its head's rows: the path a GPU takes, forced
 // here on any backend) keep the target's distribution: the first two
 // tokens under many seeds at a temperature alone, drafting 3 a round, are
-// distributed as the target alone's (a chi-square test of homogeneity).
+// distributed as the target alone's (a chi-square test of homogeneity),
+// for a draft model and for an EAGLE-3 draft with a reduced vocabulary
+// (its rows' softmax from ForwardProbsRows).
 func TestSampledOnHeadKeepsDistribution(t *testing.T) {
 	if testing.Short() {
-		t.Skip("12,000 sampled generations")
+		t.Skip("18,000 sampled generations")
 	}
 	target := modelPath(t, "factory-target-F16.gguf")
 	sampling := Sampling{Temperature: 0.8}
 	alone, _ := sampledPairsAt(t, load(t, Config{Target: target}), sampling, 6000, 1<<32)
-	with := load(t, Config{Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf")})
-	with.probs = true
-	with.draft.(*modelDrafter).probs = true
-	counts, drafted := sampledPairsAt(t, with, sampling, 6000, 0)
-	if drafted == 0 {
-		t.Fatal("the draft proposed nothing")
+	cases := []struct {
+		name, draft string
+	}{
+		{"draft model", modelPath(t, "factory-draft-Q8_0.gguf")},
+		{"EAGLE-3 with a reduced vocabulary", eagle3WithD2T(t, target)},
 	}
-	sameDistribution(t, counts, alone, 0.01/2) // two checks share a false-alarm rate of 0.01
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			with := load(t, Config{Target: target, Draft: c.draft})
+			with.probs = true
+			switch d := with.draft.(type) {
+			case *modelDrafter:
+				d.probs = true
+			case *eagle3Drafter:
+				d.probs = true
+			}
+			counts, drafted := sampledPairsAt(t, with, sampling, 6000, 0)
+			if drafted == 0 {
+				t.Fatal("the draft proposed nothing")
+			}
+			// Four checks (two drafts, two positions) share a false-alarm
+			// rate of 0.01 (Bonferroni).
+			sameDistribution(t, counts, alone, 0.01/4)
+		})
+	}
 }

@@ -1,10 +1,18 @@
 #!/bin/sh
 # Speculative decoding against the target alone (issue 17): one Markdown
 # table of target alone, model draft with k = 4, the same draft adaptive,
-# prompt lookup and EAGLE-3 adaptive, over prompts the demo drafts know
-# (scripture, fortunes) and prompts they do not (technical jargon), greedy
-# and at temperature 0.7, with the ideal speedup from the measured
-# acceptance and costs beside each measured one (packaging/tools/specbench).
+# prompt lookup, EAGLE-3 k = 1 and adaptive and DFlash adaptive, over
+# prompts the demo drafts know (scripture, fortunes) and prompts they do
+# not (technical jargon), greedy and at temperature 0.7, with the ideal
+# speedup from the measured acceptance and costs beside each measured one
+# (packaging/tools/specbench).
+# Every row times the target alone beside the mode, alternating, REPEAT
+# times (specbench -repeat; 3, 5 on the CPU) on a fresh load of the mode
+# (FRESH=mode loads each mode once for all its rows: fewer seconds of
+# loading on a big GPU target), and gives the speedup of the sums with the
+# per-repetition range and the first repetition's ratio. The "target
+# alone" rows are a second load of the target against the first: the
+# method's noise floor.
 # The adaptive rows are the engine's own choice of length (spec.Chooser):
 # they add the engine's measured speedup, the share of rounds that drafted
 # and the rounds by tokens drafted.
@@ -15,6 +23,9 @@
 # map, the DFlash draft at a real DFlash draft's shape), and DFlash
 # rows; a DFlash row also logs the draft's block time by drafted tokens,
 # and every greedy row whether its output is the target alone's.
+# EAGLE_Q8=1 also inflates each target's EAGLE-3 draft at Q8_0 and adds
+# the row "EAGLE-3 (Q8_0) adaptive" (specbench -eagle-q8, mode eagle3q8;
+# not for the demo pair, whose EAGLE-3 draft is the F16 one as trained).
 #
 # The GPU machine has no Go and carries at most 64 MiB beside the
 # repository, so this runs in halves (ROOT, when set, is the repository:
@@ -32,18 +43,26 @@
 #                                         "qwen3-1.7b:Q4_K_M qwen3-1.7b:F16 qwen3-8b:Q4_K_M qwen3-8b:F16";
 #                                         "demo" is the demo pair itself
 #                                         (and the DFlash demo draft)
-#                                         (N=64 tokens a prompt; about 1 minute
-#                                         a target after its inflation: give
-#                                         the 1.7B and 8B targets separate
-#                                         calls if one would pass 10 minutes)
+#                                         (N=64 tokens a prompt; a target took
+#                                         about 1 minute after its inflation
+#                                         timed once; with REPEAT=3 each row
+#                                         runs its prompts 6 times and loads
+#                                         its mode afresh: count 4-5 minutes
+#                                         for the 8B target (FRESH=mode saves
+#                                         its loads), and give targets
+#                                         separate calls if one would pass
+#                                         10 minutes)
 #   packaging/bench-spec.sh cpu           here: the demo pair on the CPU (on
 #                                         one thread, timed in the process's
 #                                         CPU time: on the shared two-core
 #                                         machine wall times swing 2x from run
 #                                         to run; CLOCK=wall THREADS=0 for the
 #                                         wall clock on all cores)
-# N sets the tokens a prompt (64); MODES the inflated targets' rows (all); SPECBENCH_FLAGS adds specbench flags
-# (-modes, -sets, -temps: see packaging/tools/specbench).
+#                                         (pinned to core 1 with taskset where
+#                                         there is one: PIN='' leaves it free)
+# N sets the tokens a prompt (64); MODES the rows (all); REPEAT, FRESH
+# and EAGLE_Q8 as above; SPECBENCH_FLAGS adds specbench flags (-sets,
+# -temps: see packaging/tools/specbench).
 #
 # The GPU targets are inflated from the bundled Q4_K_M demo target
 # (assets/, in the tree), or from the Q8_0 demo target when the carry has
@@ -106,6 +125,8 @@ run)
 	chmod +x "$dir/specbench" "$dir/synthmodel"
 	models=${MODELS:-/tmp/tandem-spec}
 	mkdir -p "$models"
+	# specbench's flags every target shares: the repetitions and loads.
+	common="-repeat ${REPEAT:-3} -fresh ${FRESH:-row}"
 	draft=$dir/factory-draft-Q8_0.gguf
 	[ -f "$draft" ] || draft=$root/assets/factory-draft-Q8_0.gguf
 	src=${SRC_FILE:-$dir/factory-target-Q8_0.gguf} # SRC_FILE: any demo target, e.g. the F16 one
@@ -120,8 +141,8 @@ run)
 			# time; N_DEMO tokens (256) a prompt.
 			"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "${N_DEMO:-256}" -target "$src" \
 				-draft "$draft" -eagle "$dir/factory-eagle3-F16.gguf" \
-				-dflash "$dir/factory-dflash-Q8_0.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash \
-				-json "${OUT:-/tmp}/spec-demo.json" ${SPECBENCH_FLAGS:-}
+				-dflash "$dir/factory-dflash-Q8_0.gguf" -modes "${MODES:-alone,fixed4,adaptive,lookup,eagle3,dflash}" \
+				-json "${OUT:-/tmp}/spec-demo.json" $common ${SPECBENCH_FLAGS:-}
 			header=
 			continue
 		fi
@@ -133,10 +154,16 @@ run)
 		[ -f "$t" ] || "$dir/synthmodel" -inflate "$src" -shape "$shape" -type "$typ" -o "$t"
 		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
 		[ -f "$d" ] || "$dir/synthmodel" -inflate "$dir/factory-dflash-Q8_0.gguf" -target "$t" -shape "$shape" -type F16 -o "$d"
+		modes=${MODES:-alone,fixed4,adaptive,lookup,eagle3k1,eagle3,dflash} q8=
+		if [ "${EAGLE_Q8:-0}" = 1 ]; then
+			q="$models/$shape-$typ-$from-eagle3-Q8_0.gguf"
+			[ -f "$q" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type Q8_0 -o "$q"
+			q8="-eagle-q8 $q" modes=$modes,eagle3q8
+		fi
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
-			-draft "$draft" -eagle "$e" -dflash "$d" -modes ${MODES:-alone,fixed4,adaptive,lookup,eagle3k1,eagle3,dflash} \
-			-json "${OUT:-/tmp}/spec-$shape-$typ.json" ${SPECBENCH_FLAGS:-}
+			-draft "$draft" -eagle "$e" -dflash "$d" $q8 -modes "$modes" \
+			-json "${OUT:-/tmp}/spec-$shape-$typ.json" $common ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
@@ -144,10 +171,14 @@ cpu)
 	cd "$root"
 	bin=$(mktemp -d)/specbench
 	go build -o "$bin" ./packaging/tools/specbench
-	"$bin" -backend cpu -label CPU -header -n "$n" -clock "${CLOCK:-cpu}" -threads "${THREADS:-1}" \
+	pin=
+	command -v taskset >/dev/null && pin=${PIN-taskset -c 1}
+	$pin "$bin" -backend cpu -label CPU -header -n "$n" -clock "${CLOCK:-cpu}" -threads "${THREADS:-1}" \
+		-repeat "${REPEAT:-5}" -fresh "${FRESH:-row}" \
 		-target "$shared/models/factory-target-F16.gguf" \
 		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" \
-		-dflash "$root/engine/testdata/factory-dflash-F16.gguf" -modes alone,fixed4,adaptive,lookup,eagle3,dflash ${SPECBENCH_FLAGS:-}
+		-dflash "$root/engine/testdata/factory-dflash-F16.gguf" -modes "${MODES:-alone,fixed4,adaptive,lookup,eagle3,dflash}" \
+		-json "${OUT:-/tmp}/spec-cpu.json" ${SPECBENCH_FLAGS:-}
 	;;
 build-check)
 	dir=${2:-.carry/speccheck}

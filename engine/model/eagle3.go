@@ -417,6 +417,78 @@ func (m *Eagle3) StepRows(ctx context.Context, token int32, pos int) ([]float32,
 	return m.readRows()
 }
 
+// ForwardProbsRows is ForwardRows returning, in place of the logits, their
+// softmax at temperature temp over the draft's rows, computed where the
+// head runs: a sampled draft then reads the distribution and only draws on
+// the host. It needs ProbsOnDevice. A row with a non-finite logit (or one
+// that overflows when divided by temp) comes back NaN. The returned slice
+// is reused by the next call.
+func (m *Eagle3) ForwardProbsRows(ctx context.Context, tokens []int32, pos int, temp float64) ([]float32, error) {
+	inv, err := m.probsKey(temp)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkForward(tokens, pos); err != nil {
+		return nil, err
+	}
+	body := func(b int) []kernels.Op { return append(m.bodyOps(b), m.softmaxOps(inv)...) }
+	if err := m.run(ctx, tokens, pos, progKey{kind: progDraft, block: blockProbs, inv: inv}, body); err != nil {
+		return nil, err
+	}
+	return m.readRows()
+}
+
+// StepProbsRows is StepRows returning the softmax as ForwardProbsRows does.
+func (m *Eagle3) StepProbsRows(ctx context.Context, token int32, pos int, temp float64) ([]float32, error) {
+	inv, err := m.probsKey(temp)
+	if err != nil {
+		return nil, err
+	}
+	if pos != m.next || pos > m.n || pos >= m.context {
+		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
+	}
+	step := func(b int) []kernels.Op { return append(m.stepOps(b), m.softmaxOps(inv)...) }
+	if err := m.run(ctx, []int32{token}, pos, progKey{kind: progStep, block: blockProbs, inv: inv}, step); err != nil {
+		return nil, err
+	}
+	return m.readRows()
+}
+
+// blockProbs marks the programs of ForwardProbsRows and StepProbsRows
+// (Chain's are block 1).
+const blockProbs = 2
+
+// ProbsOnDevice reports whether ForwardProbsRows runs: the draft's own
+// head over a reduced vocabulary (d2t), on its device. It returns that
+// device's backend.
+func (m *Eagle3) ProbsOnDevice() (kernels.Backend, bool) {
+	return m.be, m.d2t != nil && m.picksOnDevice()
+}
+
+// probsKey checks temp and returns its inverse, dropping the programs of
+// other temperatures: requests at ever new temperatures would otherwise
+// pile them up.
+func (m *Eagle3) probsKey(temp float64) (float32, error) {
+	if _, ok := m.ProbsOnDevice(); !ok {
+		return 0, fmt.Errorf("model: the EAGLE-3 draft's probabilities need its own reduced head on its device: %w", ErrBadParam)
+	}
+	inv := float32(1 / temp)
+	if !(temp > 0) || math.IsInf(float64(inv), 0) {
+		return 0, fmt.Errorf("model: probabilities at temperature %v: %w", temp, ErrBadParam)
+	}
+	m.progs.drop(func(k progKey) bool {
+		return (k.kind == progDraft || k.kind == progStep) && k.block == blockProbs && k.inv != inv
+	})
+	return inv, nil
+}
+
+// softmaxOps turn the head's logits into their softmax at inverse
+// temperature inv, in place.
+func (m *Eagle3) softmaxOps(inv float32) []kernels.Op {
+	l := m.s.logits
+	return []kernels.Op{kernels.Scale{Dst: l, X: l, C: inv}, kernels.Softmax{Dst: l, X: l}}
+}
+
 // Rows is the map from the draft's head rows to target ids (nil when the
 // head covers the target's vocabulary) and the target's vocabulary size.
 func (m *Eagle3) Rows() ([]int32, int) { return m.d2t, m.targetVocab }

@@ -620,3 +620,77 @@ func BenchmarkEagle3Draft(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
+
+// A draft with its own reduced head computes a sampled step's distribution
+// over its rows on its device (ForwardProbsRows, StepProbsRows): the
+// softmax at the temperature of the logits ForwardRows and StepRows return,
+// here taken in float64 on the host, within 1e-5 of the largest
+// probability and summing to 1. A draft that borrows the target's head
+// has no such rows, and a temperature of 0 has no distribution: errors.
+func TestEagle3ProbsRows(t *testing.T) {
+	seq := demoSequence(t)
+	n := 20
+	base, err := loadEagle3Pair(t, demoEagle3(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := base.draft.ProbsOnDevice(); ok {
+		t.Error("a draft borrowing the target's head reports rows of its own")
+	}
+	path, _ := eagle3D2TVariant(t, base.tf)
+	pr, err := loadEagle3Pair(t, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pr.draft.ProbsOnDevice(); !ok {
+		t.Fatal("a draft with its own reduced head on the CPU cannot compute its rows' softmax")
+	}
+	ctx := context.Background()
+	if _, err := pr.target.Forward(ctx, seq[:n], 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	const temp = 0.7
+	var logits [2][]float32
+	l, err := pr.draft.ForwardRows(ctx, seq[1:n+1], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits[0] = slices.Clone(l)
+	if l, err = pr.draft.StepRows(ctx, seq[n+1], n); err != nil {
+		t.Fatal(err)
+	}
+	logits[1] = slices.Clone(l)
+	for step, want := range logits {
+		var got []float32
+		if step == 0 {
+			got, err = pr.draft.ForwardProbsRows(ctx, seq[1:n+1], 0, temp)
+		} else {
+			got, err = pr.draft.StepProbsRows(ctx, seq[n+1], n, temp)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxv := float64(slices.Max(want))
+		ref := make([]float64, len(want))
+		var sum float64
+		for i, v := range want {
+			ref[i] = math.Exp((float64(v) - maxv) / temp)
+			sum += ref[i]
+		}
+		var worst, total float64
+		for i := range ref {
+			ref[i] /= sum
+			worst = max(worst, math.Abs(float64(got[i])-ref[i]))
+			total += float64(got[i])
+		}
+		if worst > 1e-5*slices.Max(ref) || math.Abs(total-1) > 1e-5 {
+			t.Errorf("step %d: largest difference %.2e from the logits' softmax (largest probability %.3f), sum %.7f", step, worst, slices.Max(ref), total)
+		}
+	}
+	if _, err := pr.draft.ForwardProbsRows(ctx, seq[1:n+1], 0, 0); !errors.Is(err, ErrBadParam) {
+		t.Errorf("temperature 0: %v, want ErrBadParam", err)
+	}
+	if _, err := base.draft.ForwardProbsRows(ctx, seq[1:n+1], 0, temp); !errors.Is(err, ErrBadParam) {
+		t.Errorf("borrowed head: %v, want ErrBadParam", err)
+	}
+}

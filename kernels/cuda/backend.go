@@ -48,6 +48,11 @@ type Options struct {
 	// F16 matrix-vector kernels takes, 1 or 2; 0: the default
 	// (defaultWeightRows). For measuring one against the other.
 	MatVecWeightRows int
+	// MVXBlockRows is how many weight rows a block of the Q4_K verification
+	// kernel takes for 2-8 rows: 16 (mvx_q4_k_8) or 32 (mvx2_q4_k_8, two
+	// blocks a multiprocessor); 0: the default (mvxBlockRows). For
+	// measuring one against the other.
+	MVXBlockRows int
 	// PrefillTile picks the tensor-core tile of products of more than 32
 	// rows, for measuring one against another: 0 the default (mmaShape),
 	// 64 or 128 the shared-memory tiles of 128 weight rows by that many
@@ -230,6 +235,9 @@ func Open(o Options) (*Backend, error) {
 	if o.MatVecWeightRows < 0 || o.MatVecWeightRows > 2 {
 		return nil, fmt.Errorf("%w: MatVecWeightRows %d (0 to 2)", ErrBadOption, o.MatVecWeightRows)
 	}
+	if r := o.MVXBlockRows; r != 0 && r != 16 && r != 32 {
+		return nil, fmt.Errorf("%w: MVXBlockRows %d (0, 16 or 32)", ErrBadOption, r)
+	}
 	d, err := openDriver()
 	if err != nil {
 		return nil, err
@@ -248,7 +256,7 @@ func Open(o Options) (*Backend, error) {
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
 		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth, pRing: o.PrefillRing,
-		pWG:   o.PrefillWGMMA,
+		pWG: o.PrefillWGMMA, mvxRows: o.MVXBlockRows,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

@@ -14,6 +14,10 @@
 // one pass over r tokens that returns each row's arg-max, as speculative
 // verification of r-1 drafted tokens runs, at the position after the
 // prompt: the curve of step time over rows.
+//
+// With -eagle DRAFT it instead splits a speculative round of that EAGLE-3
+// draft (drafting one token) into the target's pass, the capture and fuse
+// of its states and the draft's call (eagle.go).
 package main
 
 import (
@@ -70,6 +74,8 @@ type config struct {
 	pRing     int
 	pWG       int
 	profRows  int
+	eagle     string
+	mvxRows   int
 }
 
 func run(args []string) error {
@@ -88,6 +94,8 @@ func run(args []string) error {
 	fs.BoolVar(&c.profile, "profile", false, "after the row, print GPU time per kernel of a decode step (cuda)")
 	fs.IntVar(&c.profRows, "profile-rows", 1, "with -profile: the rows of the profiled pass (1: a decode step; 512: a prefill chunk)")
 	fs.BoolVar(&c.serial, "serial-launch", false, "launch kernels without programmatic dependent launch (cuda, sm_90+)")
+	fs.IntVar(&c.mvxRows, "mvx-rows", 0, "weight rows a block of the Q4_K verification kernel takes for 2-8 rows, 16 or 32 (cuda; 0: the backend's default)")
+	fs.StringVar(&c.eagle, "eagle", "", "an EAGLE-3 draft of -model: time a k=1 speculative round's parts (with -profile, their kernels) instead of the row")
 	kv := fs.String("kv", "F16", "KV cache type: F16, F32, Q8_0 or Q4_0")
 	capacity := fs.Int("ctx", 0, "KV cache capacity in tokens (0: -pp + -tg + 16); the window's default is 4096")
 	rows := fs.String("rows", "", "comma-separated row counts: time a verification pass of each (e.g. 1,2,4,8,16)")
@@ -143,7 +151,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing, PrefillWGMMA: c.pWG}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing, PrefillWGMMA: c.pWG, MVXBlockRows: c.mvxRows}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
@@ -163,6 +171,9 @@ func bench(ctx context.Context, c config) error {
 	dev := device.Device{Kind: device.CPU, Name: be.Name(), Physical: -1, Virtual: true, MemoryTotal: 1 << 50}
 	if gpu != nil {
 		dev = device.Device{Index: c.gpu, Kind: device.CUDA, Name: gpu.Info().Name, MemoryTotal: uint64(gpu.Info().TotalMemory)}
+	}
+	if c.eagle != "" {
+		return eagleRound(ctx, c, be, gpu, dev, f)
 	}
 	m, err := model.Load(ctx, f, be, model.Options{Device: dev, Context: c.contextSz, KV: plan.SameKV(c.kvType)})
 	if err != nil {

@@ -50,6 +50,10 @@ type round struct {
 	drafted, accepted int
 	took              time.Duration // since the previous step ended (0 for the first)
 	ids               []int32       // the tokens it accepted
+	// speedup and expected are the engine's statistics after the step:
+	// its measured speedup of the generation so far and what its chooser
+	// expects of the next step (engine.Stats).
+	speedup, expected float64
 }
 
 // generate runs one chat message for n tokens (past any end-of-text) and
@@ -69,7 +73,8 @@ func generate(ctx context.Context, r *engine.Runner, d engine.Drafting, message 
 			return
 		}
 		now := clock()
-		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted, ids: slices.Clone(ev.IDs)}
+		rd := round{drafted: ev.Stats.Drafted - prev.Drafted, accepted: ev.Stats.Accepted - prev.Accepted, ids: slices.Clone(ev.IDs),
+			speedup: ev.Stats.Speedup, expected: ev.Stats.ExpectedSpeedup}
 		if !last.IsZero() {
 			rd.took = now.Sub(last)
 		}

@@ -666,3 +666,48 @@ func TestInflateShape(t *testing.T) {
 		checkQ4KM(t, q, checkQuantized(t, q, ref, 0))
 	})
 }
+
+// A Q8_0 inflation of the EAGLE-3 draft (with its reduced vocabulary), as
+// users quantize drafts, drafts nearly as the demo draft does: its weights
+// carry the source's values to 8 bits a block, so along the oracle's
+// sequences nearly every draft call keeps the F16 draft's top token (the
+// tokens it proposes, and so its acceptance, stay close) and its logits
+// stay within a few 1e-2 of the largest.
+func TestInflateEagle3Q8_0(t *testing.T) {
+	dir := t.TempDir()
+	target := inflateTo(t, demo(t, "factory-target-F16.gguf"), ciShape, "ci", "F16", dir)
+	eagle := inflateEagle3To(t, target, ciShape, "ci", "Q8_0", 8320, dir)
+	checkCompatible(t, target, eagle)
+	o := loadOracle(t)
+	be := newBackend(t)
+	src := loadEaglePair(t, demo(t, "factory-target-F16.gguf"), demo(t, "factory-eagle3-F16.gguf"), be)
+	inf := loadEaglePair(t, target, eagle, be)
+	const vocab, steps = 8192, 3
+	var rows, same int
+	worst := 0.0
+	for _, p := range o.Prompts {
+		seq := append(slices.Clone(p.IDs), p.Target.Greedy...)
+		for n := len(p.IDs); n+steps+1 < len(seq); n += 9 {
+			want, _ := src.drafts(t, seq, n, steps, vocab)
+			got, _ := inf.drafts(t, seq, n, steps, vocab)
+			for i := range want {
+				rows++
+				if argmaxOf(got[i]) == argmaxOf(want[i]) {
+					same++
+				}
+				scale := math.Abs(float64(slices.Max(want[i])))
+				for j := range want[i] {
+					worst = max(worst, math.Abs(float64(got[i][j]-want[i][j]))/scale)
+				}
+			}
+		}
+	}
+	t.Logf("%d draft calls: %d with the F16 draft's top token; largest logit difference %.2e of the largest", rows, same, worst)
+	// 115 of 120 here; a wrong scale or block layout keeps few.
+	if float64(same) < 0.9*float64(rows) {
+		t.Errorf("%d of %d draft calls keep the F16 draft's top token, want 90%%", same, rows)
+	}
+	if worst > 0.05 {
+		t.Errorf("draft logits differ by %.2e of the largest", worst)
+	}
+}
