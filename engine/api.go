@@ -53,6 +53,12 @@ type Config struct {
 	// Clock times prefill, decode and the draft and target passes the
 	// draft length is chosen by (nil: time.Now).
 	Clock func() time.Time
+	// WarmUp bounds the pair's warm-up at load, on Clock: with a draft
+	// model, Load times every draft length and verification a request
+	// may run and starts the draft length's choice from those costs
+	// (warmup.go). 0 takes the default (a second); negative skips it, and
+	// the first requests measure the costs themselves.
+	WarmUp time.Duration
 }
 
 // Sampling are the settings that turn logits into a token; the zero value
@@ -215,7 +221,10 @@ func rate(n int, secs float64) float64 {
 
 // Progress reports loading: bytes of weights placed out of the total.
 type Progress struct {
-	Model       string // "target" or "draft"
+	// Model is "target" or "draft" while weights are placed, then
+	// "warm-up" while the pair's costs are timed (TensorsDone of Tensors
+	// draft lengths timed; no bytes).
+	Model       string
 	BytesDone   int64
 	BytesTotal  int64
 	TensorsDone int

@@ -10,7 +10,7 @@ import (
 func pausePair(t *testing.T, draftPath string, perPass time.Duration) *Runner {
 	t.Helper()
 	clock := &tickClock{t: time.Unix(0, 0), tick: 10 * time.Millisecond}
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: draftPath, Clock: clock.now})
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: draftPath, Clock: clock.now, WarmUp: -1})
 	inner := r.draft
 	r.draft = slowDrafter{drafter: inner, clock: clock, base: time.Millisecond, perPass: perPass}
 	t.Cleanup(func() { r.draft = inner })

@@ -46,7 +46,8 @@ func (d slowDrafter) draft(ctx context.Context, history []int32, n int, pMin flo
 func timedPair(t *testing.T, draft string, perPass time.Duration) *Runner {
 	t.Helper()
 	clock := &tickClock{t: time.Unix(0, 0), tick: 10 * time.Millisecond}
-	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, draft), Clock: clock.now})
+	// No warm-up: its costs would be the tick clock's, not slowDrafter's.
+	r := load(t, Config{Target: modelPath(t, "factory-target-F16.gguf"), Draft: modelPath(t, draft), Clock: clock.now, WarmUp: -1})
 	inner := r.draft
 	r.draft = slowDrafter{drafter: inner, clock: clock, base: time.Millisecond, perPass: perPass}
 	t.Cleanup(func() { r.draft = inner }) // before r.Close, which closes the draft it knows

@@ -83,7 +83,8 @@ func onDevice(req Request) bool {
 // the target), plans where everything goes (or takes cfg.Plan), refuses a
 // plan that does not fit, opens a backend per device of the plan, places
 // the weights and allocates the caches as the plan says. One device is a
-// one-device plan. progress, if set, is called as tensors are placed.
+// one-device plan. progress, if set, is called as tensors are placed and
+// as the pair warms up (Config.WarmUp).
 func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, err error) {
 	r := &Runner{cfg: cfg, now: cfg.Clock, choosers: map[bool]*spec.Chooser{}}
 	if r.now == nil {
@@ -149,6 +150,14 @@ func Load(ctx context.Context, cfg Config, progress func(Progress)) (_ *Runner, 
 		}
 		gpu := plan.BatchOnGPU(devs, places...)
 		r.batch = newBatch(n, gpu || cfg.padBatch, gpu)
+	}
+	if budget := cfg.WarmUp; budget >= 0 {
+		if budget == 0 {
+			budget = warmBudget
+		}
+		if err := r.warmUp(ctx, budget, progress); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

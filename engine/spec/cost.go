@@ -307,6 +307,39 @@ func NewChooser(o CostOptions) *Chooser {
 	return c
 }
 
+// Costs are a pair's call durations by size, measured apart from its
+// rounds (the engine's warm-up at load): Draft[k] is a draft call of k
+// steps (a block of k with Block), Verify[r] a target pass of r rows; a
+// zero is a size not measured.
+type Costs struct {
+	Draft, Verify []time.Duration
+}
+
+// Seed takes costs measured past their first runs (on a GPU, each size's
+// first runs compile and capture its program) as settled measurements,
+// and decides the next round on them. Seeded before the first round with
+// a one-row pass and a one-step draft call, the Chooser no longer drafts
+// StartK blind: its first round drafts the best length for the prior
+// acceptance where that pays, and leaves drafting off where it does not.
+// Sizes not seeded are estimated from the seeded ones as from measured
+// ones; sizes out of range and zeros are ignored.
+func (c *Chooser) Seed(s Costs) {
+	seed := func(cv *curve, ds []time.Duration) {
+		for size, d := range ds {
+			if size > 0 && size < len(cv.avg) && d > 0 {
+				cv.avg[size], cv.n[size] = float64(d), max(cv.n[size], settle)
+			}
+		}
+	}
+	seed(&c.draft, s.Draft)
+	seed(&c.verify, s.Verify)
+	c.decide()
+}
+
+// seeded reports whether the costs a first round decides on are settled:
+// the target alone's and a one-token draft's (Seed).
+func (c *Chooser) seeded() bool { return c.verify.settled(1) && c.draft.settled(1) }
+
 // Now reads the Chooser's clock.
 func (c *Chooser) Now() time.Time { return c.o.Now() }
 
@@ -539,13 +572,17 @@ func (c *Chooser) hopedCost(k int) float64 {
 }
 
 // outside is the time a round spends outside its calls: drafting (1) or
-// not (0), as measured; a kind not yet measured takes the other's.
+// not (0), as measured. Drafting rounds not yet measured take the other
+// kind's; rounds without a draft not yet measured take none: a drafting
+// round's host work is more, and taken for the target alone's it would
+// price the target alone high and drafting above its worth, in a Chooser
+// seeded to draft from its first round (Seed) for dozens of rounds.
 func (c *Chooser) outside(drafting int) float64 {
 	switch {
 	case c.nb[drafting] > 0:
 		return c.between[drafting]
-	case c.nb[1-drafting] > 0:
-		return c.between[1-drafting]
+	case drafting == 1 && c.nb[0] > 0:
+		return c.between[0]
 	}
 	return 0
 }
@@ -587,7 +624,7 @@ func (c *Chooser) decide() {
 	probed := c.probe
 	c.probe, c.explore = false, false
 	switch {
-	case c.round == 0:
+	case c.round == 0 && !c.seeded():
 		c.k = c.o.StartK // nothing measured yet: draft, to measure
 	case !c.verify.settled(1) && !c.on:
 		c.k = 0 // the target alone is not timed past its first runs: time it
@@ -654,7 +691,7 @@ func (c *Chooser) decide() {
 		}
 	}
 	d.K, d.Drafting, d.Probe = c.k, c.k > 0, c.probe
-	if !c.on && c.round > 0 && c.verify.settled(1) {
+	if !c.on && (c.round > 0 || c.seeded()) && c.verify.settled(1) {
 		d.Reason = ReasonCosts
 	}
 	if c.k > 0 && c.verify.has(1) {
