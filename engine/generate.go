@@ -347,7 +347,7 @@ func (g *generation) pauseCapture() bool {
 	case g.drafting.Fixed():
 		return true // a fixed length drafts every round
 	}
-	capture := g.chooser.MayDraftSoon(captureLead)
+	capture := g.chooser.MayDraftSoon(captureLead) && !g.chooser.Recalibrating()
 	g.r.target.m.PauseCapture(!capture)
 	return capture
 }

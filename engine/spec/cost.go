@@ -411,9 +411,10 @@ func (c *Chooser) Accepted(drafted, accepted int) {
 		if c.nb[i] == 0 {
 			c.between[i] = v
 		} else {
-			// A hiccup counts at most twice the average, or the
-			// calls' own time where that is more.
-			c.between[i] += c.o.Alpha * (min(v, max(2*c.between[i], float64(c.took))) - c.between[i])
+			// A stall counts at most a quarter of the calls' time (or
+			// of the average, where that is more) above the average
+			// (curve.add says why).
+			c.between[i] += c.o.Alpha * (min(v, c.between[i]+(rise-1)*max(c.between[i], float64(c.took))) - c.between[i])
 		}
 		c.nb[i]++
 	}
@@ -462,6 +463,15 @@ func (c *Chooser) MayDraftSoon(lead int) bool {
 	ahead := float64(max(0, lead) + 1)
 	return c.off+int(ahead) >= c.wait && float64(c.lost) <= c.o.Budget*(float64(c.spent)+ahead*c.verify.at(1))
 }
+
+// Recalibrating reports that the next round times the target alone
+// while drafting stays on (Recalibrate). A head-sharing draft's target
+// pauses its capture for it: a pass that captures is not the target
+// alone's (VerifiedCapturing), and with drafting on every other round
+// captures, so nothing else would ever correct a one-row cost measured
+// or seeded too high (on the H200's demo pair, a seed 1.8x too high kept
+// DFlash drafting in 98% of rounds at 0.84-0.97x the target alone).
+func (c *Chooser) Recalibrating() bool { return c.on && c.k == 0 }
 
 // keep is what a position's evidence keeps of its weight at each later
 // trial of the position: about its last ten trials count (the Chooser's
@@ -707,9 +717,13 @@ func (c *Chooser) decide() {
 // a GPU backend compiles a program on its first run and captures it as a
 // graph on its second, and every new row count or draft length is a new
 // program. So the first settle measurements of a size keep the smallest,
-// and later ones count at most twice the average (an OS hiccup is not a
-// cost); a real change of cost is still followed, by a quarter at most
-// per measurement.
+// and later ones count at most a quarter above the average (rise): a
+// stall of the host is not a cost. At twice the average, a CPU whose
+// rounds stalled now and then (a one-row pass of 1.5 ms taking 2.5-10)
+// held the target alone at 2.3-3.2 ms, drafting looked like a gain, ran
+// at 0.83-0.92x the target alone, and no round without a draft came to
+// correct it. A real rise of cost is still followed, by Alpha times a
+// quarter (6%) a measurement, and a fall by Alpha.
 type curve struct {
 	avg   []float64
 	n     []int
@@ -718,6 +732,9 @@ type curve struct {
 
 // settle is how many first measurements of a size keep their minimum.
 const settle = 3
+
+// rise is the most a measurement counts as, over the average it updates.
+const rise = 1.25
 
 func (c *curve) init(sizes int, alpha float64) {
 	c.avg, c.n, c.alpha = make([]float64, sizes), make([]int, sizes), alpha
@@ -731,7 +748,7 @@ func (c *curve) add(size int, d time.Duration) {
 	case n < settle:
 		c.avg[size] = min(c.avg[size], v)
 	default:
-		c.avg[size] += c.alpha * (min(v, 2*c.avg[size]) - c.avg[size])
+		c.avg[size] += c.alpha * (min(v, rise*c.avg[size]) - c.avg[size])
 	}
 	c.n[size]++
 }
