@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/engine/tokenizer"
@@ -97,7 +99,17 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 			w.skip = warmSkip
 		}
 	}
-	for _, greedy := range []bool{true, false} {
+	// The kinds warmed: greedy on the device, and sampled through the
+	// host, except on a target split by tensors, where a sampled round
+	// hangs (on the H200's virtual devices with the head split: a launch
+	// fails after 20 s, and the context with it; found 2026-12-02, not yet
+	// mended). A warm-up must not break a load that greedy requests serve:
+	// that kind measures itself in its first rounds, as before warm-ups.
+	kinds := []bool{true, false}
+	if p := r.cfg.Placement; p != nil && p.Target.Split == plan.SplitTensor {
+		kinds = kinds[:1]
+	}
+	for _, greedy := range kinds {
 		req := Request{Sampling: Sampling{Temperature: 0.7, Seed: 1}}
 		if greedy {
 			req.Sampling = Sampling{}
@@ -121,11 +133,13 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 	}
 	report(0)
 	start := r.now()
-	// A round that fails for another reason than ctx ends the warm-up,
-	// not the load: a model whose sampled rows are not finite still
-	// serves greedy requests, and each request reports its own error.
+	// A round whose logits are not finite ends the warm-up, not the load:
+	// such a model still serves greedy requests, and each sampled request
+	// reports its own error. Any other failure (a device's, ctx's) fails
+	// the load: a load that hid a failed launch would hand back a
+	// context that fails every later call.
 	failed := func(err error) error {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !errors.Is(err, sample.ErrNonFinite) {
 			return err
 		}
 		w.seed()
@@ -138,7 +152,7 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 	// prior acceptance, and what the curves estimate longer ones from
 	// when the budget stops the sweep.
 	for k := 0; k <= maxK; k++ {
-		for _, greedy := range []bool{true, false} {
+		for _, greedy := range kinds {
 			for try := 0; try < w.skip+warmRuns+2 && !w.timed(greedy, k); try++ {
 				if r.now().Sub(start) >= budget {
 					w.seed()
