@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -183,8 +185,16 @@ func weatherTools(t *testing.T) []openai.ChatCompletionToolUnionParam {
 // sent back with a tool message is answered (tool_choice auto: the demo
 // model, trained on no calls, answers in words).
 func TestToolRoundTrip(t *testing.T) {
+	// A sampled request's tokens follow from its seed and from the
+	// lengths the pair drafts (a drafted token is accepted or resampled
+	// with draws a token drawn alone does not use), and the engine
+	// chooses those lengths from the times it measures: on the wall
+	// clock a seed that made a call on one run rambled in a string
+	// argument to the 200-token limit on another. A clock that ticks a
+	// millisecond a reading makes the choices, and so the tries, the
+	// same on every run.
 	r, err := engine.Load(t.Context(), engine.Config{Target: qwen3Fixture(t),
-		Draft: sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"), Context: 1024}, nil)
+		Draft: sharedtest.Path(t, "models", "factory-draft-Q8_0.gguf"), Context: 1024, Clock: tickClock()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,5 +339,18 @@ func TestStructuredBadRequests(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != c.param || apiErr.Type != typeInvalidRequest || !strings.Contains(apiErr.Message, c.says) {
 			t.Errorf("%s: want 400 on %q saying %q, got %v", c.server, c.param, c.says, err)
 		}
+	}
+}
+
+// tickClock is a clock that moves a millisecond at each reading (the
+// engine reads it from the request's goroutine and the warm-up's).
+func tickClock() func() time.Time {
+	var mu sync.Mutex
+	t := time.Unix(0, 0)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(time.Millisecond)
+		return t
 	}
 }
