@@ -772,15 +772,24 @@ func (c *curve) at(size int) float64 {
 // include compiling and capturing its program: they bound its cost from
 // above, no more) and the estimate from the settled sizes alone. With
 // no settled size it is at.
-func (c *curve) hoped(size int) float64 {
+func (c *curve) hoped(size int) float64 { return c.hopedBy(size, c.between) }
+
+// hopedBy is hoped with the sizes' estimate from the sizes measured at
+// least need times given by estimate (between, or scaled for draft
+// steps); with none settled it is estimate's from every measured size,
+// as at and proportional are.
+func (c *curve) hopedBy(size int, estimate func(size, need int) (float64, bool)) float64 {
 	if c.settled(size) {
 		return c.avg[size]
 	}
-	est, ok := c.between(size, settle)
-	if !ok {
-		return c.at(size)
-	}
-	if c.has(size) {
+	est, ok := estimate(size, settle)
+	switch {
+	case !ok && c.has(size):
+		return c.avg[size]
+	case !ok:
+		v, _ := estimate(size, 1)
+		return v
+	case c.has(size):
 		return min(est, c.avg[size])
 	}
 	return est
@@ -841,19 +850,7 @@ func (c *curve) proportional(size int) float64 {
 // hopedSteps is proportional hoping as hoped does: a size not settled is
 // the smaller of its first runs and the scaling of the nearest settled
 // size.
-func (c *curve) hopedSteps(size int) float64 {
-	if c.settled(size) {
-		return c.avg[size]
-	}
-	est, ok := c.scaled(size, settle)
-	if !ok {
-		return c.proportional(size)
-	}
-	if c.has(size) {
-		return min(est, c.avg[size])
-	}
-	return est
-}
+func (c *curve) hopedSteps(size int) float64 { return c.hopedBy(size, c.scaled) }
 
 // scaled is the average of the size measured at least need times nearest
 // size (the smaller of two as near), scaled to size steps; ok is false
