@@ -137,32 +137,8 @@ func eagleRound(ctx context.Context, c config, be kernels.Backend, gpu *cuda.Bac
 
 // profileCalls prints the kernels of 8 eager runs of fn, the largest first.
 func profileCalls(gpu *cuda.Backend, name string, fn func() error) error {
-	const runs = 8
-	if err := gpu.SetProfiling(true); err != nil {
-		return err
-	}
-	defer gpu.SetProfiling(false)
-	for range runs {
-		if err := fn(); err != nil {
-			return err
-		}
-	}
-	prof, err := gpu.Profile()
-	if err != nil {
-		return err
-	}
-	var total float64
-	for _, k := range prof {
-		total += k.Seconds
-	}
-	fmt.Printf("%s: %.0f us of kernels a call\n", name, total/runs*1e6)
-	for i, k := range prof {
-		if i == 16 {
-			break
-		}
-		fmt.Printf("  %-22s %-10s %5d calls %8.1f us %5.1f%%\n", k.Kernel, k.Op, k.Calls/runs, k.Seconds/runs*1e6, 100*k.Seconds/total)
-	}
-	return nil
+	head := func(us float64) string { return fmt.Sprintf("%s: %.0f us of kernels a call\n", name, us) }
+	return profiled(gpu, 8, 16, "", head, func(int) error { return fn() })
 }
 
 // eagleBytes is the draft's weight bytes a round reads: its decoder layer,

@@ -302,16 +302,30 @@ func profilePass(ctx context.Context, m *model.Model, gpu *cuda.Backend, prompt 
 	if rows < 1 || rows > len(prompt) || pos+max(rows, steps) > m.Context() {
 		return fmt.Errorf("-profile-rows %d: from 1 to -pp", rows)
 	}
-	if err := gpu.SetProfiling(true); err != nil {
-		return err
+	head := func(us float64) string {
+		return fmt.Sprintf("\n%s: %.0f us of kernels per pass of %d rows\n", gpu.Name(), us, rows)
 	}
-	defer gpu.SetProfiling(false)
-	for i := 0; i < steps; i++ {
+	return profiled(gpu, steps, 14, "/pass", head, func(i int) error {
 		p, toks := pos+i, []int32{1}
 		if rows > 1 {
 			p, toks = pos, prompt[:rows]
 		}
-		if _, err := m.Forward(ctx, toks, p, nil); err != nil {
+		_, err := m.Forward(ctx, toks, p, nil)
+		return err
+	})
+}
+
+// profiled runs fn runs times, eagerly, with the GPU's kernel profiler on,
+// and prints head's line (given the microseconds of kernels a run), then
+// the top kernels, the largest first, with their calls and time a run
+// (unit after each: "" or "/pass").
+func profiled(gpu *cuda.Backend, runs, top int, unit string, head func(us float64) string, fn func(i int) error) error {
+	if err := gpu.SetProfiling(true); err != nil {
+		return err
+	}
+	defer gpu.SetProfiling(false)
+	for i := range runs {
+		if err := fn(i); err != nil {
 			return err
 		}
 	}
@@ -323,13 +337,10 @@ func profilePass(ctx context.Context, m *model.Model, gpu *cuda.Backend, prompt 
 	for _, k := range prof {
 		total += k.Seconds
 	}
-	fmt.Printf("\n%s: %.0f us of kernels per pass of %d rows\n", gpu.Name(), total/steps*1e6, rows)
-	for i, k := range prof {
-		if i == 14 {
-			break
-		}
-		fmt.Printf("  %-22s %-10s %5d calls/pass %8.1f us/pass %5.1f%%\n", k.Kernel, k.Op, k.Calls/steps,
-			k.Seconds/steps*1e6, 100*k.Seconds/total)
+	fmt.Print(head(total / float64(runs) * 1e6))
+	for _, k := range prof[:min(top, len(prof))] {
+		fmt.Printf("  %-22s %-10s %5d calls%s %8.1f us%s %5.1f%%\n", k.Kernel, k.Op, k.Calls/runs, unit,
+			k.Seconds/float64(runs)*1e6, unit, 100*k.Seconds/total)
 	}
 	return nil
 }
