@@ -140,6 +140,14 @@ package spec
 //     catch-up and capture included). A probe of one token on the 8B
 //     target costs 0.15 of a round alone, so the wait stays at ProbeAfter;
 //     the demo pair's dear probes on a GPU still wait up to MaxProbeAfter.
+//   - Both only for a pair that has paid (drafting turned on in the
+//     Chooser's life): the chance that new content pays is what these
+//     probes buy, and a pair that never paid shows none. The demo pair on
+//     one CPU thread is such a pair: full acceptance would pay there
+//     (sixteen rows cost 4.7 one-row passes), so it is not hopeless, but
+//     at the acceptance its text gives no length does, and probes at each
+//     request and every 40 rounds would lose it about 2% (an estimate:
+//     0.8 of a round alone each), where doubling waits lose 1%.
 //   - A probe drafts one token. It asks whether the text is back where
 //     the draft knows it, which its first position answers, at the least
 //     cost; once it is, the choice that follows prices longer drafts on
@@ -154,11 +162,11 @@ package spec
 //
 // Why a hopeless pair is not probed. Where no length could beat the
 // target alone by Margin even were every drafted token accepted, at the
-// costs measured (hopeless: the demo pair on one CPU thread, where two
-// rows cost 2.4 times one, with a model draft or with lookup, whose draft
-// costs nothing), a probe cannot turn drafting on, and each lost its
-// round: such pairs drafted in 1% of their rounds, all at a loss, on a
-// machine whose noise is as wide as the margin the bench asks for.
+// costs measured (hopeless: a target whose every row costs 1.4 one-row
+// passes more, as two rows do on one CPU thread, with a model draft or
+// with lookup, whose draft costs nothing), a probe cannot turn drafting
+// on, and each lost its round: such pairs drafted in 1% of their rounds,
+// all at a loss (TestChooserHopelessNeverProbes).
 // Hopeless is judged at the hoped costs (curve.hoped), so that a size's
 // first runs, which on a GPU compile and capture, do not condemn it, and
 // is judged afresh at every decision: when the target alone's running
@@ -326,6 +334,10 @@ type Chooser struct {
 	took, spent, lost time.Duration
 	explore           bool
 	probes            int // probes taken (for what one loses on average)
+	// paid says drafting has turned on in this Chooser's life: the pair
+	// can pay, on some text. Only such a pair probes at a request's start
+	// and waits no longer than the budget pays for (longestWait).
+	paid bool
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
 	remeasured []int
@@ -448,7 +460,7 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 // permitting) and the wait between probes starts over.
 func (c *Chooser) Begin() {
 	c.ended = time.Time{}
-	if c.on || c.k > 0 || !c.verify.settled(1) || c.hopeless() {
+	if c.on || c.k > 0 || !c.paid || !c.verify.settled(1) || c.hopeless() {
 		return
 	}
 	c.wait = c.o.ProbeAfter
@@ -473,6 +485,9 @@ func (c *Chooser) probeK() int {
 // keeps drafting off after the text has turned back to what the draft
 // knows; where it costs much, probes are rarer.
 func (c *Chooser) longestWait() int {
+	if !c.paid {
+		return c.o.MaxProbeAfter
+	}
 	k := c.probeK()
 	loss := c.draftCost(k) + c.verify.at(k+1) + c.outside(1) - c.alone()
 	if c.probes > 0 {
@@ -775,7 +790,7 @@ func (c *Chooser) decide() {
 			c.probe, c.explore = probed, probed
 		case pays:
 			if !c.on {
-				c.on, c.streak = true, 0
+				c.on, c.streak, c.paid = true, 0, true
 			}
 			c.streak++
 			c.k = k
