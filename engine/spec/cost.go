@@ -140,9 +140,12 @@ package spec
 //     catch-up and capture included). A probe of one token on the 8B
 //     target costs 0.15 of a round alone, so the wait stays at ProbeAfter;
 //     the demo pair's dear probes on a GPU still wait up to MaxProbeAfter.
-//   - Both only for a pair that has paid (drafting turned on in the
-//     Chooser's life): the chance that new content pays is what these
-//     probes buy, and a pair that never paid shows none. The demo pair on
+//   - Both only for a pair that has paid (drafting stayed on three
+//     rounds in a row in the Chooser's life, not one lucky probe; sixteen
+//     were too many: at k = 7 a request in known text is a dozen rounds,
+//     and the lowest repetition fell back to 0.99x): the chance that new
+//     content pays is what these probes buy, and a pair that never paid
+//     shows none. The demo pair on
 //     one CPU thread is such a pair: full acceptance would pay there
 //     (sixteen rows cost 4.7 one-row passes), so it is not hopeless, but
 //     at the acceptance its text gives no length does, and probes at each
@@ -160,7 +163,7 @@ package spec
 //     and one token is the cheaper probe where drafting does not pay.)
 // Together, simulated: the model draft at T = 0.7 makes 2.100x where it
 // made 2.085x (k = 7 fixed: 2.19x), and its lowest repetition of 200 is
-// 1.16x, not 0.99x; EAGLE-3 1.155x where it made 1.130x (k = 1: 1.19x).
+// 1.16x, not 0.99x; EAGLE-3 1.151x where it made 1.130x (k = 1: 1.19x).
 // What remains of the gap to a fixed length is the time off while the
 // text is unknown, which a fixed length spends drafting at a small loss.
 //
@@ -338,9 +341,10 @@ type Chooser struct {
 	took, spent, lost time.Duration
 	explore           bool
 	probes            int // probes taken (for what one loses on average)
-	// paid says drafting has turned on in this Chooser's life: the pair
-	// can pay, on some text. Only such a pair probes at a request's start
-	// and waits no longer than the budget pays for (longestWait).
+	// paid says drafting has stayed on settle rounds in a row in this
+	// Chooser's life: the pair can pay, on some text. Only such a pair
+	// probes at a request's start and waits no longer than the budget
+	// pays for (longestWait).
 	paid bool
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
@@ -799,9 +803,10 @@ func (c *Chooser) decide() {
 			c.probe, c.explore = probed, probed
 		case pays:
 			if !c.on {
-				c.on, c.streak, c.paid = true, 0, true
+				c.on, c.streak = true, 0
 			}
 			c.streak++
+			c.paid = c.paid || c.streak >= settle
 			c.k = k
 		case !c.on && c.hopeless():
 			c.k = 0 // no probe could turn drafting on, nor measuring k
