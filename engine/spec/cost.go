@@ -808,16 +808,19 @@ func (c *Chooser) decide() {
 			c.streak++
 			c.paid = c.paid || c.streak >= settle
 			c.k = k
-		case !c.on && c.hopeless():
-			c.k = 0 // no probe could turn drafting on, nor measuring k
 		case k > 0 && !(c.draft.settled(k) && c.verify.settled(k+1)) && c.remeasured[k] < settle:
 			// The costs that say no include first runs of their sizes (a
 			// GPU compiles and captures each new pass size): draft k
 			// again to measure it before believing them. A round may
 			// draft fewer than k (a cut, the end of a grammar), so each k
-			// gets settle such rounds in the Chooser's life at most.
-			c.remeasured[k]++
+			// gets settle such rounds in the Chooser's life at most; none
+			// on a hopeless pair, whose hoped costs already say no.
 			c.k = k
+			if !c.on && c.hopeless() {
+				c.remeasured[k], c.k = settle, 0
+				break
+			}
+			c.remeasured[k]++
 			c.probe, c.explore = probed, probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
@@ -831,11 +834,18 @@ func (c *Chooser) decide() {
 			c.on, c.k, c.off = false, 0, 0
 		default:
 			// A probe is due after wait rounds off, and taken when the
-			// budget affords it; until then the count goes on.
+			// budget affords it and it could turn drafting on; until
+			// then the count goes on. Hopeless is asked only when a
+			// probe is due, and the count starts over when it is (a
+			// round off stays cheap; a change of costs is seen within
+			// a wait).
 			c.k = 0
 			if c.off++; c.off >= c.wait && c.affords() {
-				c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
-				c.probes++
+				c.off = 0
+				if !c.hopeless() {
+					c.k, c.probe, c.explore = c.probeK(), true, true
+					c.probes++
+				}
 			}
 		}
 	}
