@@ -112,9 +112,8 @@ package spec
 // missed and may compile a new pass size, dozens of rounds' worth. So
 // what probes lose against the target alone making their tokens is kept,
 // net (a probe that made its tokens faster than the target alone would
-// have pays for one that did not), with the capture a head-sharing draft
-// needs before a probe (VerifiedCapturing), and a due probe waits until
-// that loss is within Budget (2%) of all the time measured.
+// have pays for one that did not), and a due probe waits until that loss
+// is within Budget (2%) of all the time measured.
 //
 // Why probes come back sooner than they did. Acceptance follows the
 // text: on the H200's 8B target a model draft's first position was
@@ -137,20 +136,22 @@ package spec
 //   - The wait doubles only up to what the budget pays for (longestWait):
 //     a probe that accepts nothing every that many rounds, at what one
 //     costs beyond the target alone (at least what probes lost in fact,
-//     catch-up and capture included). A probe of one token on the 8B
+//     a draft's catch-up included). A probe of one token on the 8B
 //     target costs 0.15 of a round alone, so the wait stays at ProbeAfter;
 //     the demo pair's dear probes on a GPU still wait up to MaxProbeAfter.
-//   - Both only for a pair that has paid (drafting stayed on three
-//     rounds in a row in the Chooser's life, not one lucky probe; sixteen
-//     were too many: at k = 7 a request in known text is a dozen rounds,
-//     and the lowest repetition fell back to 0.99x): the chance that new
-//     content pays is what these probes buy, and a pair that never paid
-//     shows none. The demo pair on
-//     one CPU thread is such a pair: full acceptance would pay there
-//     (sixteen rows cost 4.7 one-row passes), so it is not hopeless, but
-//     at the acceptance its text gives no length does, and probes at each
-//     request and every 40 rounds would lose it about 2% (an estimate:
-//     0.8 of a round alone each), where doubling waits lose 1%.
+//   - Both only where probes are cheap (cheapProbes): the pair has paid
+//     (drafting stayed on three rounds in a row in the Chooser's life,
+//     not one lucky probe; sixteen were too many: at k = 7 a request in
+//     known text is a dozen rounds, and the lowest repetition fell back
+//     to 0.99x), since the chance that new content pays is what these
+//     probes buy; and the Budget pays for a probe that accepts nothing
+//     within 32 rounds of the target alone, so that a probe at every
+//     request's start costs about a percent. The demo pair on one CPU
+//     thread fails both: full acceptance would pay there (sixteen rows
+//     cost 4.7 one-row passes), so it is not hopeless, but at the
+//     acceptance its text gives no length does, and a probe loses 0.8 of
+//     a round alone (40 rounds' budget). A launch-bound pair on a GPU
+//     (0.2 ms a pass) fails the second. Both keep the doubling waits.
 //   - A probe drafts one token (a block drafter's, whose pass costs
 //     about the same whatever its length, the best length at an even
 //     chance, as before). It asks whether the text is back where
@@ -450,10 +451,6 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 	if rows > 0 && rows < len(c.verify.avg) {
 		if !apart {
 			c.verify.add(rows, d)
-		} else if !c.on && c.verify.has(1) {
-			// Captured for a probe to come: what it costs more than
-			// the target alone is the probe's.
-			c.lost += d - time.Duration(c.verify.at(1))
 		}
 		if rows == 1 {
 			c.lastOne = c.round
@@ -468,7 +465,7 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 // permitting) and the wait between probes starts over.
 func (c *Chooser) Begin() {
 	c.ended = time.Time{}
-	if c.on || c.k > 0 || !c.paid || !c.verify.settled(1) || c.hopeless() {
+	if _, cheap := c.cheapProbes(); c.on || c.k > 0 || !cheap || !c.verify.settled(1) || c.hopeless() {
 		return
 	}
 	c.wait = c.o.ProbeAfter
@@ -490,29 +487,42 @@ func (c *Chooser) probeK() int {
 	return max(1, pk)
 }
 
-// longestWait is the most rounds off worth waiting between probes: the
-// probes' budget (Budget of the time) pays for one that accepts nothing
-// every that many rounds of the target alone, at least ProbeAfter and
-// at most MaxProbeAfter. Where a probe costs little beside a round of the
-// target alone (a cheap draft on a large target), waiting longer only
-// keeps drafting off after the text has turned back to what the draft
-// knows; where it costs much, probes are rarer.
+// longestWait is the most rounds off worth waiting between probes: for
+// a pair whose probes are cheap (cheapProbes), the rounds of the target
+// alone whose Budget pays for a probe that accepts nothing, at least
+// ProbeAfter; otherwise MaxProbeAfter, the waits doubling to it. Where a
+// probe costs little beside a round of the target alone (a cheap draft on
+// a large target), waiting longer only keeps drafting off after the text
+// has turned back to what the draft knows; where it costs much, probes
+// are rarer.
 func (c *Chooser) longestWait() int {
-	if !c.paid {
+	w, ok := c.cheapProbes()
+	if !ok {
 		return c.o.MaxProbeAfter
+	}
+	return max(c.o.ProbeAfter, w)
+}
+
+// cheapProbes reports whether probing at each request's start and with
+// waits that stop doubling is worth it: the pair has paid (paid), and the
+// Budget pays for a probe that accepts nothing within 2 ProbeAfter rounds
+// of the target alone, so that even a probe at the start of every request
+// costs about a percent. w is that many rounds.
+func (c *Chooser) cheapProbes() (w int, ok bool) {
+	if !c.paid {
+		return 0, false
 	}
 	k := c.probeK()
 	loss := c.draftCost(k) + c.verify.at(k+1) + c.outside(1) - c.alone()
 	if c.probes > 0 {
-		// What probes lost in fact: a draft's catch-up, the capture
-		// before them.
+		// What probes lost in fact: a draft's catch-up included.
 		loss = max(loss, float64(c.lost)/float64(c.probes))
 	}
-	w := math.Ceil(loss / (c.o.Budget * c.alone()))
-	if math.IsNaN(w) || w >= float64(c.o.MaxProbeAfter) {
-		return c.o.MaxProbeAfter
+	r := math.Ceil(loss / (c.o.Budget * c.alone()))
+	if math.IsNaN(r) || r > float64(2*c.o.ProbeAfter) {
+		return 0, false
 	}
-	return max(c.o.ProbeAfter, int(w))
+	return int(r), true
 }
 
 // hopeless reports whether no length could beat the target alone by
