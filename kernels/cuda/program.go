@@ -426,10 +426,11 @@ type program struct {
 }
 
 // build compiles the steps against the workspace, growing it to p.need,
-// and leaves a graph of older steps to the next run to destroy: on the
-// thread, with the run's launches, so that a program with a reduce posts
+// and leaves a graph of older steps to the next run to destroy on the
+// thread, in the run's own job, so that a program with a reduce posts
 // nothing else while another member's reduce may wait for it
-// (worker.roundOpen).
+// (worker.roundOpen); a group's round destroys it before any member
+// launches (group.Run).
 func (p *program) build() error {
 	base, layout, gen, err := p.be.growScratch(p.need)
 	if err != nil {
