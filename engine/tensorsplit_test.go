@@ -17,13 +17,17 @@ import (
 // with the target split by tensors over two devices (head split) and the
 // draft on a third: every request finishes, each greedy one with the
 // target's own greedy output, and a sampled one with all its tokens. The
-// first order loads with the warm-up, whose sweep is greedy rounds and
-// then sampled ones; the second is the order that hung on the H200's
-// virtual devices (closing6.md): the sampled round after greedy rounds of
-// 5 and 9 rows waited 20 s in an all-reduce, then a launch failed and the
-// context with it. A watchdog fails a load or request that does not
-// finish, with the goroutines' stacks (the device thread's shows the
-// driver call it waits in), rather than letting it hang the test binary.
+// first orders load with the warm-up, whose sweep is greedy rounds and
+// then sampled ones, the EAGLE-3 and DFlash drafts first; the fourth is
+// the order that hung on the H200's virtual devices (closing6.md): the
+// sampled round after greedy rounds of 5 and 9 rows waited 20 s in an
+// all-reduce, then a launch failed and the context with it. On main that
+// hang came in fresh processes only now and then; after the tests of the
+// EAGLE-3 and DFlash drafts' layouts it came in the warm-up of the model
+// draft's (kernels/cuda/NOTES.md, hsplit). A watchdog fails a load or
+// request that does not finish, with the goroutines' stacks (the device
+// thread's shows the driver call it waits in), rather than letting it
+// hang the test binary.
 func TestPlacedTensorSplitMixedRequests(t *testing.T) {
 	prompts := loadOracle(t)
 	target := placedTargetPath(t)
@@ -44,19 +48,23 @@ func TestPlacedTensorSplitMixedRequests(t *testing.T) {
 	}
 	g := func(k int) req { return req{0, k} }
 	s := func(k int) req { return req{0.7, k} }
+	q8, eagle3 := modelPath(t, "factory-draft-Q8_0.gguf"), modelPath(t, "factory-eagle3-F16.gguf")
 	for _, order := range []struct {
-		name string
-		warm bool
-		reqs []req
+		name  string
+		draft string
+		warm  bool
+		reqs  []req
 	}{
-		{"warmed up, sampled 1, greedy 8, sampled 4", true, []req{s(1), g(8), s(4)}},
-		{"greedy 4, greedy 8, sampled 1", false, []req{g(4), g(8), s(1)}},
-		{"sampled 1, greedy 8, sampled 4, greedy 4", false, []req{s(1), g(8), s(4), g(4)}},
-		{"sampled 8, greedy 1, sampled 1, greedy 8, sampled 4", false, []req{s(8), g(1), s(1), g(8), s(4)}},
+		{"EAGLE-3, warmed up, greedy 4, sampled 1, greedy 8", eagle3, true, []req{g(4), s(1), g(8)}},
+		{"DFlash, warmed up, sampled 4, greedy 4", dflashPath("F16"), true, []req{s(4), g(4)}},
+		{"warmed up, sampled 1, greedy 8, sampled 4", q8, true, []req{s(1), g(8), s(4)}},
+		{"greedy 4, greedy 8, sampled 1", q8, false, []req{g(4), g(8), s(1)}},
+		{"sampled 1, greedy 8, sampled 4, greedy 4", q8, false, []req{s(1), g(8), s(4), g(4)}},
+		{"sampled 8, greedy 1, sampled 1, greedy 8, sampled 4", q8, false, []req{s(8), g(1), s(1), g(8), s(4)}},
 	} {
 		t.Run(order.name, func(t *testing.T) {
 			cfg := Config{
-				Target: target, Draft: modelPath(t, "factory-draft-Q8_0.gguf"), Context: 256, Batch: 64, WarmUp: -1,
+				Target: target, Draft: order.draft, Context: 256, Batch: 64, WarmUp: -1,
 				Placement: &Placement{Devices: devs, Target: plan.Placement{Devices: []int{0, 1}, Split: plan.SplitTensor, Head: plan.HeadSplit},
 					Draft: plan.Placement{Devices: []int{2}}},
 			}
