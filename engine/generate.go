@@ -227,17 +227,18 @@ func (g *generation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	// The draft reads the prompt too, unless drafting is off on this pair:
-	// a probe then catches up when it comes.
-	if g.chooser != nil && (g.drafting.Fixed() || g.chooser.Decision().Reason == "") {
+	// A new prompt may make a probe due (spec.Chooser.Begin). The draft
+	// reads the prompt too, unless drafting is off on this pair and the
+	// first round does not draft: a probe then catches up when it comes.
+	if g.chooser != nil {
+		g.chooser.Begin()
+	}
+	if g.chooser != nil && (g.drafting.Fixed() || g.chooser.Decision().Reason == "" || g.chooser.Decision().Drafting) {
 		if err := g.r.draft.prefill(ctx, g.history); err != nil {
 			return err
 		}
 	}
 	g.stats.PrefillSeconds = now().Sub(start).Seconds()
-	if g.chooser != nil {
-		g.chooser.Begin()
-	}
 	start = now()
 	defer func() { g.stats.DecodeSeconds = now().Sub(start).Seconds() }()
 	if g.grammarComplete() { // a grammar of the empty text: nothing to ask

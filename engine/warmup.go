@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tandem-run/tandem/engine/plan"
 	"github.com/tandem-run/tandem/engine/sample"
 	"github.com/tandem-run/tandem/engine/spec"
 	"github.com/tandem-run/tandem/engine/tokenizer"
@@ -98,17 +97,6 @@ func (r *Runner) warmUp(ctx context.Context, budget time.Duration, progress func
 		if _, ok := be.(*cpu.Backend); !ok {
 			w.skip = warmSkip
 		}
-	}
-	// A target split by tensors is not warmed: there a sampled round that
-	// follows greedy rounds of several rows hangs (on the H200's virtual
-	// devices, head split: greedy requests drafting 4 and 8, then one
-	// sampled, and a launch fails after 20 s, the context with it; each
-	// kind alone in a fresh process runs; found 2026-12-02, not yet
-	// mended). The warm-up's sweep is such a sequence, and it must not
-	// break a load or set up the first sampled request to hang: such a
-	// pair measures itself in its first rounds, as before warm-ups.
-	if p := r.cfg.Placement; p != nil && p.Target.Split == plan.SplitTensor {
-		return nil
 	}
 	kinds := []bool{true, false}
 	for _, greedy := range kinds {

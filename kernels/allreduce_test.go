@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -12,6 +13,9 @@ type testGroup int
 
 func (g testGroup) Members() []Backend { return make([]Backend, g) }
 func (testGroup) Close() error         { return nil }
+func (testGroup) Run(context.Context, []Program) error {
+	return ErrUnsupported
+}
 
 // AllReduce's Check takes a share per member, at least one, each of Dst's
 // shape, packed, F32 and apart from Dst; and a group.

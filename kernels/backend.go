@@ -157,6 +157,12 @@ type Reducer interface {
 type ReduceGroup interface {
 	// Members are the backends, in the order of AllReduce's Shares.
 	Members() []Backend
+	// Run runs one round of the group: progs[i], compiled on Members()[i]
+	// (nil where a member has nothing to run), all together, so that no
+	// other call comes between the members' programs and none of their
+	// launches waits on another's reduce. Like a Program's Run it need
+	// not wait for the programs; once it has posted them they run whole.
+	Run(ctx context.Context, progs []Program) error
 	// Close frees what the group holds on its members, after their work
 	// has finished; programs with the group's ops must be closed first.
 	Close() error

@@ -219,6 +219,7 @@ func (m *Model) reducedBody(ctx context.Context, b int, local *part) error {
 	}
 	final := m.byDev[m.head[0].Device]
 	build := make([]func() []kernels.Op, len(m.parts))
+	progs := make([]kernels.Program, len(m.parts))
 	for lo := 0; lo < m.params.Layers; lo += reducedBlocks {
 		hi := min(lo+reducedBlocks, m.params.Layers)
 		if err := ctx.Err(); err != nil {
@@ -250,14 +251,17 @@ func (m *Model) reducedBody(ctx context.Context, b int, local *part) error {
 				}
 				return ops
 			}
-			if _, err := pt.progs.get(key, build[i]); err != nil {
+			prog, err := pt.progs.get(key, build[i])
+			if err != nil {
 				return err
 			}
+			progs[i] = prog
 		}
-		for i, pt := range m.parts {
-			if err := pt.progs.run(context.WithoutCancel(ctx), key, build[i]); err != nil {
-				return err
-			}
+		for _, pt := range m.parts {
+			pt.progs.touch(key)
+		}
+		if err := m.group.Run(context.WithoutCancel(ctx), progs); err != nil {
+			return fmt.Errorf("model: blocks %d-%d: %w", lo, hi-1, err)
 		}
 	}
 	return nil

@@ -70,13 +70,18 @@ func (p *programs) run(ctx context.Context, key progKey, ops func() []kernels.Op
 	if err != nil || prog == nil {
 		return err
 	}
-	key.bare = p.bare
-	p.runs++
-	p.used[shape{key.n, key.seqs}] = p.runs
+	p.touch(key)
 	if err := prog.Run(ctx); err != nil {
 		return fmt.Errorf("model: %s: %w", p.where, err)
 	}
 	return nil
+}
+
+// touch counts a run of key's shape, which evict keeps the longer the
+// later it ran.
+func (p *programs) touch(key progKey) {
+	p.runs++
+	p.used[shape{key.n, key.seqs}] = p.runs
 }
 
 // get returns the program of key, compiling it with ops on first use; nil

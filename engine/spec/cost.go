@@ -103,19 +103,82 @@ package spec
 // stayed off (1.01x).
 //
 // When drafting is off, nothing measures acceptance. After ProbeAfter
-// rounds off, one round drafts again (the k that would be best at an even
-// chance of acceptance, at least 1: the cheapest informative probe) and
-// the decision is made afresh on what it saw; each probe that leaves
-// drafting off doubles the wait, up to MaxProbeAfter rounds, so a pair that
-// never pays spends about 1% of its rounds probing, and one that starts to
-// pay (the conversation turns to text the draft knows) is noticed. Rounds
-// are not time, though: on a launch-bound target (the demo pair on a GPU)
-// a probe's draft first catches up on every token it missed and may
-// compile a new pass size, dozens of rounds' worth. So what probes lose
-// against the target alone making their tokens is kept, net (a probe that
-// made its tokens faster than the target alone would have pays for one
-// that did not), and a due probe waits until that loss is within Budget
-// (2%) of all the time measured.
+// rounds off, one round drafts again (a probe) and the decision is made
+// afresh on what it saw; each probe that leaves drafting off doubles the
+// wait, so a pair that does not pay spends few rounds probing, and one
+// that starts to pay (the conversation turns to text the draft knows) is
+// noticed. Rounds are not time, though: on a launch-bound target (the
+// demo pair on a GPU) a probe's draft first catches up on every token it
+// missed and may compile a new pass size, dozens of rounds' worth. So
+// what probes lose against the target alone making their tokens is kept,
+// net (a probe that made its tokens faster than the target alone would
+// have pays for one that did not), and a due probe waits until that loss
+// is within Budget (2%) of all the time measured.
+//
+// Why probes come back sooner than they did. Acceptance follows the
+// text: on the H200's 8B target a model draft's first position was
+// accepted 55% of the time after a round that accepted nothing and 95%
+// after a full one (EAGLE-3's: 34% and 60%), and at T = 0.7 a request
+// drafted a dozen rounds in a row whose first token was rejected. Such a
+// run turns drafting off, rightly, and it ends when the text does. With
+// waits doubling to 256 rounds on each failed probe, one collapse kept
+// drafting off for three whole requests of 64 tokens (1.00x in a
+// repetition whose siblings made 2.38x and 1.68x), and EAGLE-3, whose
+// k = 1 rounds pay 1.19x, drafted in under half its rounds (1.09x).
+// Three changes, each decided on the simulations of cost_text_test.go
+// (a known and an unknown state of the text with the rates and the
+// chances of leaving them fitted to those traces, the H200's measured
+// costs, 200 fresh loads of nine 64-token requests each):
+//   - A request's start (Begin) is new content: with drafting off a probe
+//     is due at once and the wait starts over. A pair stuck off since a
+//     collapse drafts again from the first round of the next request
+//     (TestChooserProbesAtBegin: 20 of 20 seeds, none before).
+//   - The wait doubles only up to what the budget pays for (longestWait):
+//     a probe that accepts nothing every that many rounds, at what one
+//     costs beyond the target alone (at least what probes lost in fact,
+//     a draft's catch-up included). A probe of one token on the 8B
+//     target costs 0.15 of a round alone, so the wait stays at ProbeAfter;
+//     the demo pair's dear probes on a GPU still wait up to MaxProbeAfter.
+//   - Both only where probes are cheap (cheapProbes): the pair has paid
+//     (drafting stayed on three rounds in a row in the Chooser's life,
+//     not one lucky probe; sixteen were too many: at k = 7 a request in
+//     known text is a dozen rounds, and the lowest repetition fell back
+//     to 0.99x), since the chance that new content pays is what these
+//     probes buy; and the Budget pays for a probe that accepts nothing
+//     within 32 rounds of the target alone, so that a probe at every
+//     request's start costs about a percent. The demo pair on one CPU
+//     thread fails both: full acceptance would pay there (sixteen rows
+//     cost 4.7 one-row passes), so it is not hopeless, but at the
+//     acceptance its text gives no length does, and a probe loses 0.8 of
+//     a round alone (40 rounds' budget). A launch-bound pair on a GPU
+//     (0.2 ms a pass) fails the second. Both keep the doubling waits.
+//   - A probe drafts one token (a block drafter's, whose pass costs
+//     about the same whatever its length, the best length at an even
+//     chance, as before). It asks whether the text is back where
+//     the draft knows it, which its first position answers, at the least
+//     cost; once it is, the choice that follows prices longer drafts on
+//     the pooled evidence. (Probes of the best length at an even
+//     chance, as before, made 2.114x on the model draft and 1.148x on
+//     EAGLE-3, lowest repetitions 1.14x and 0.99x; of one token, 2.100x
+//     and 1.155x, 1.16x and 0.99x: alike within the simulations' noise,
+//     and one token is the cheaper probe where drafting does not pay.)
+// Together, simulated: the model draft at T = 0.7 makes 2.100x where it
+// made 2.085x (k = 7 fixed: 2.19x), and its lowest repetition of 200 is
+// 1.16x, not 0.99x; EAGLE-3 1.151x where it made 1.130x (k = 1: 1.19x).
+// What remains of the gap to a fixed length is the time off while the
+// text is unknown, which a fixed length spends drafting at a small loss.
+//
+// Why a hopeless pair is not probed. Where no length could beat the
+// target alone by Margin even were every drafted token accepted, at the
+// costs measured (hopeless: a target whose every row costs 1.4 one-row
+// passes more, as two rows do on one CPU thread, with a model draft or
+// with lookup, whose draft costs nothing), a probe cannot turn drafting
+// on, and each lost its round: such pairs drafted in 1% of their rounds,
+// all at a loss (TestChooserHopelessNeverProbes).
+// Hopeless is judged at the hoped costs (curve.hoped), so that a size's
+// first runs, which on a GPU compile and capture, do not condemn it, and
+// is judged afresh at every decision: when the target alone's running
+// cost moves (a busy machine), the pair is weighed again and probed.
 // The first rounds' measurements (the first round, each length's first
 // runs) are not counted: they are bounded by count, happen once in a
 // Chooser's life, and on a GPU include compiling and capturing each pass
@@ -278,6 +341,12 @@ type Chooser struct {
 	// their tokens.
 	took, spent, lost time.Duration
 	explore           bool
+	probes            int // probes taken (for what one loses on average)
+	// paid says drafting has stayed on settle rounds in a row in this
+	// Chooser's life: the pair can pay, on some text. Only such a pair
+	// probes at a request's start and waits no longer than the budget
+	// pays for (longestWait).
+	paid bool
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
 	remeasured []int
@@ -391,8 +460,85 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 }
 
 // Begin starts a request: the time until its first round ends (the
-// prompt's prefill) is no round's.
-func (c *Chooser) Begin() { c.ended = time.Time{} }
+// prompt's prefill) is no round's. A new prompt is new content: with
+// drafting off, a probe is due at once (the budget and the pair's hope
+// permitting) and the wait between probes starts over.
+func (c *Chooser) Begin() {
+	c.ended = time.Time{}
+	if _, cheap := c.cheapProbes(); c.on || c.k > 0 || !cheap || !c.verify.settled(1) || c.hopeless() {
+		return
+	}
+	c.wait = c.o.ProbeAfter
+	if c.affords() {
+		c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
+		c.probes++
+		c.decision.K, c.decision.Drafting, c.decision.Probe = c.k, true, true
+	}
+}
+
+// probeK is the length a probe drafts: one token (the package comment
+// says why), but for a block drafter, whose pass costs about the same
+// whatever its length: the best length at an even chance of acceptance.
+func (c *Chooser) probeK() int {
+	if !c.o.Block {
+		return 1
+	}
+	pk, _ := c.best(c.flatRates(0.5))
+	return max(1, pk)
+}
+
+// longestWait is the most rounds off worth waiting between probes: for
+// a pair whose probes are cheap (cheapProbes), the rounds of the target
+// alone whose Budget pays for a probe that accepts nothing, at least
+// ProbeAfter; otherwise MaxProbeAfter, the waits doubling to it. Where a
+// probe costs little beside a round of the target alone (a cheap draft on
+// a large target), waiting longer only keeps drafting off after the text
+// has turned back to what the draft knows; where it costs much, probes
+// are rarer.
+func (c *Chooser) longestWait() int {
+	w, ok := c.cheapProbes()
+	if !ok {
+		return c.o.MaxProbeAfter
+	}
+	return max(c.o.ProbeAfter, w)
+}
+
+// cheapProbes reports whether probing at each request's start and with
+// waits that stop doubling is worth it: the pair has paid (paid), and the
+// Budget pays for a probe that accepts nothing within 2 ProbeAfter rounds
+// of the target alone, so that even a probe at the start of every request
+// costs about a percent. w is that many rounds.
+func (c *Chooser) cheapProbes() (w int, ok bool) {
+	if !c.paid {
+		return 0, false
+	}
+	k := c.probeK()
+	loss := c.draftCost(k) + c.verify.at(k+1) + c.outside(1) - c.alone()
+	if c.probes > 0 {
+		// What probes lost in fact: a draft's catch-up included.
+		loss = max(loss, float64(c.lost)/float64(c.probes))
+	}
+	r := math.Ceil(loss / (c.o.Budget * c.alone()))
+	if math.IsNaN(r) || r > float64(2*c.o.ProbeAfter) {
+		return 0, false
+	}
+	return int(r), true
+}
+
+// hopeless reports whether no length could beat the target alone by
+// Margin even were every drafted token accepted, at the costs hoped for
+// (curve.hoped: a size's first runs, which may compile, do not condemn
+// it). Such a pair is not probed: nothing a probe could see would turn
+// drafting on. It is asked afresh at each decision, so a change of the
+// measured costs (the target alone slowed by a busy machine) brings
+// probes back.
+func (c *Chooser) hopeless() bool {
+	if !c.verify.settled(1) {
+		return false
+	}
+	_, r := c.bestBy(c.flatRates(1), c.hopedCost)
+	return r <= (1+c.o.Margin)/c.alone()
+}
 
 // Accepted ends a round in which drafted tokens were proposed and accepted
 // of them kept, and chooses the next round's k.
@@ -670,15 +816,21 @@ func (c *Chooser) decide() {
 				c.on, c.streak = true, 0
 			}
 			c.streak++
+			c.paid = c.paid || c.streak >= settle
 			c.k = k
 		case k > 0 && !(c.draft.settled(k) && c.verify.settled(k+1)) && c.remeasured[k] < settle:
 			// The costs that say no include first runs of their sizes (a
 			// GPU compiles and captures each new pass size): draft k
 			// again to measure it before believing them. A round may
 			// draft fewer than k (a cut, the end of a grammar), so each k
-			// gets settle such rounds in the Chooser's life at most.
-			c.remeasured[k]++
+			// gets settle such rounds in the Chooser's life at most; none
+			// on a hopeless pair, whose hoped costs already say no.
 			c.k = k
+			if !c.on && c.hopeless() {
+				c.remeasured[k], c.k = settle, 0
+				break
+			}
+			c.remeasured[k]++
 			c.probe, c.explore = probed, probed
 		case c.on || probed:
 			// Drafting stopped paying, or a probe found it still does not.
@@ -687,16 +839,23 @@ func (c *Chooser) decide() {
 			if c.on && c.streak >= c.o.ProbeAfter {
 				c.wait = c.o.ProbeAfter
 			} else {
-				c.wait = min(2*c.wait, c.o.MaxProbeAfter)
+				c.wait = min(2*c.wait, c.longestWait())
 			}
 			c.on, c.k, c.off = false, 0, 0
 		default:
 			// A probe is due after wait rounds off, and taken when the
-			// budget affords it; until then the count goes on.
+			// budget affords it and it could turn drafting on; until
+			// then the count goes on. Hopeless is asked only when a
+			// probe is due, and the count starts over when it is (a
+			// round off stays cheap; a change of costs is seen within
+			// a wait).
 			c.k = 0
 			if c.off++; c.off >= c.wait && c.affords() {
-				pk, _ := c.best(c.flatRates(0.5))
-				c.k, c.probe, c.explore, c.off = max(1, pk), true, true, 0
+				c.off = 0
+				if !c.hopeless() {
+					c.k, c.probe, c.explore = c.probeK(), true, true
+					c.probes++
+				}
 			}
 		}
 	}

@@ -75,6 +75,9 @@ type sim struct {
 	// engine before VerifiedCapturing), and captures while the target
 	// alone is not yet timed (MayDraftSoon then said yes).
 	capturedAlone bool
+	// text, when set, draws each drafted position's acceptance from the
+	// text's state (cost_text_test.go), moving it on a token at a time.
+	text *text
 }
 
 func newSim(seed uint64) *sim { return newSimWith(seed, CostOptions{}) }
@@ -122,7 +125,14 @@ func (s *sim) round(p pair, k int, a float64) int {
 	}
 	s.ks = append(s.ks, k)
 	m := 0
-	for m < k && s.rng.Float64() < p.at(m+1, a) {
+	if s.text != nil {
+		for m < k && s.rng.Float64() < s.text.rate(m+1) {
+			m++
+			s.text.step(s.rng)
+		}
+		s.text.step(s.rng) // the target's own token
+	}
+	for s.text == nil && m < k && s.rng.Float64() < p.at(m+1, a) {
 		m++
 	}
 	capturing := p.capture > 0 && (k > 0 || s.c.MayDraftSoon(2) && !s.c.Recalibrating() || s.capturedAlone && !s.c.verify.settled(1))

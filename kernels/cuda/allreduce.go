@@ -1,9 +1,13 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/tandem-run/tandem/kernels"
 )
@@ -14,9 +18,26 @@ const (
 	reduceBlocks  = 64  // AR_BLOCKS: the most blocks of one reduce
 	reduceThreads = 256 // the kernel's block
 	// reduceFlagBytes is each member's flags: arrive and done slots of
-	// every block and member, and every block's epoch.
-	reduceFlagBytes = 4 * (2*reduceBlocks*reduceMembers + reduceBlocks)
+	// every block and member, every block's epoch, and gave_up.
+	reduceFlagBytes = 4 * (2*reduceBlocks*reduceMembers + reduceBlocks + 1)
+	// reduceStuckWords are a member's words in page-locked host memory
+	// where its reduce says why it gave a round up: set, block, phase (0
+	// arriving, 1 done), epoch, the peer waited for, the peer's flag seen.
+	reduceStuckWords = 8
 )
+
+// reduceTimeout is how long a reduce waits for its peers before it gives
+// the round up (allreduce.cu). A peer's lag is the time its kernels before
+// the same reduce take, milliseconds for a long prefill pass, or a context
+// switch of the GPU to another process; ten seconds stays far above both
+// and still reports a member that never comes long before a user gives up.
+const reduceTimeout = 10 * time.Second
+
+// ErrReduceStuck is a round of a reduce group that a member gave up, its
+// peers not having come within reduceTimeout: the sums of that round and
+// of the group's work after it until the report are void. The group has
+// started anew by the time it is reported.
+var ErrReduceStuck = errors.New("cuda: an all-reduce gave up waiting for a member of its group")
 
 var _ kernels.Reducer = (*Backend)(nil)
 
@@ -57,6 +78,13 @@ type group struct {
 	// launched counts the reduce kernels launched per member, on w's
 	// thread only; the group's round is open while they differ.
 	launched []int
+	// stuck are each member's reduceStuckWords, page-locked host memory of
+	// its context, which its reduces write when they give a round up and
+	// the thread reads after each call it waits for (worker.do).
+	stuck []*[reduceStuckWords]uint32
+	// timeout is how long a reduce waits (reduceTimeout; tests shorten it
+	// before they compile).
+	timeout time.Duration
 }
 
 // Group joins members, CUDA backends on GPUs that reach one another's
@@ -66,7 +94,7 @@ func (be *Backend) Group(label kernels.Label, members []kernels.Backend) (kernel
 	if len(members) < 1 || len(members) > reduceMembers {
 		return nil, fmt.Errorf("cuda: group of %d backends (1 to %d): %w", len(members), reduceMembers, kernels.ErrUnsupported)
 	}
-	g := &group{bes: append([]kernels.Backend(nil), members...)}
+	g := &group{bes: append([]kernels.Backend(nil), members...), timeout: reduceTimeout}
 	self := false
 	for _, m := range members {
 		cb, ok := m.(*Backend)
@@ -125,6 +153,13 @@ func (be *Backend) Group(label kernels.Label, members []kernels.Backend) (kernel
 		}
 		g.flags = append(g.flags, buf)
 		g.ptrs = append(g.ptrs, buf.(*buffer).ptr)
+		var words unsafe.Pointer
+		if err := m.do(func() (err error) { words, err = m.drv.hostAlloc(4 * reduceStuckWords); return err }); err != nil {
+			return nil, fmt.Errorf("cuda: group: %w", errors.Join(err, g.Close()))
+		}
+		w := (*[reduceStuckWords]uint32)(words)
+		*w = [reduceStuckWords]uint32{}
+		g.stuck = append(g.stuck, w)
 	}
 	// Alloc zeroes on each member's stream; the flags must be zero
 	// before any member's first reduce reads them.
@@ -164,8 +199,148 @@ func (g *group) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	g.flags, g.ptrs = nil, nil
+	for i, w := range g.stuck {
+		m := g.members[i]
+		if err := m.do(func() error { return m.drv.hostFree(unsafe.Pointer(w)) }); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	g.flags, g.ptrs, g.stuck = nil, nil, nil
 	return errors.Join(errs...)
+}
+
+// gaveUp reports a round that a member of g gave up (ErrReduceStuck,
+// with what the member saw) and starts the group anew: once every
+// member's stream has drained (a member that gave up returns at once from
+// its later reduces, and its peers give up within the timeout), the
+// flags and the stuck words are zeroed on every member, so that the
+// epochs start again from zero together. nil when no member gave up.
+// Thread only, with no round open.
+func (g *group) gaveUp() error {
+	who := -1
+	for i, w := range g.stuck {
+		if atomic.LoadUint32(&w[0]) != 0 {
+			who = i
+			break
+		}
+	}
+	if who < 0 {
+		return nil
+	}
+	var seen [reduceStuckWords]uint32
+	for i := range seen {
+		seen[i] = atomic.LoadUint32(&g.stuck[who][i])
+	}
+	phase := "arrival"
+	if seen[2] != 0 {
+		phase = "end"
+	}
+	peer := fmt.Sprint(seen[4])
+	if int(seen[4]) < len(g.members) {
+		peer = g.members[seen[4]].name
+	}
+	err := fmt.Errorf("%w: %s's block %d waited %v at its reduce's %s (epoch %d) for %s, whose flag stood at %d; that round's sums are void and the group has started anew",
+		ErrReduceStuck, g.members[who].name, seen[1], g.timeout, phase, seen[3], peer, seen[5])
+	var errs []error
+	for _, m := range g.members {
+		if e := g.w.use(m.ctx); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		errs = append(errs, m.drv.streamSync(m.stream))
+	}
+	for i, m := range g.members {
+		if e := g.w.use(m.ctx); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		errs = append(errs, m.drv.memset32(g.ptrs[i], 0, reduceFlagBytes/4, m.stream), m.drv.streamSync(m.stream))
+	}
+	for _, w := range g.stuck {
+		for i := range w {
+			atomic.StoreUint32(&w[i], 0)
+		}
+	}
+	return errors.Join(append([]error{err}, errs...)...)
+}
+
+// Run runs one round: progs[i] on Members()[i] (nil where a member has
+// nothing to run), compiled on that member. A member's program waits on
+// the device, at each reduce, for the other members' programs, so no
+// member's launch may wait in turn on work already launched. A driver
+// call other than a launch could: a graph's instantiation, upload or
+// destruction, made for member 1 while member 0's reduce waits for
+// member 1, may wait for the device (the driver's documentation lets any
+// call block on internal resources). Run therefore makes every such call
+// of the round, for every member, before it launches anything, and then
+// launches the members' programs one after another in one job of the
+// group's thread, so that nothing else can come between them.
+func (g *group) Run(ctx context.Context, progs []kernels.Program) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := g.w
+	if w == nil {
+		return fmt.Errorf("cuda: group run: %w", ErrClosed)
+	}
+	if len(progs) != len(g.members) {
+		return fmt.Errorf("cuda: group run of %d programs for %d members: %w", len(progs), len(g.members), kernels.ErrShape)
+	}
+	type memberRun struct {
+		p      *program
+		stale  [][2]uintptr
+		record bool
+	}
+	var runs []memberRun
+	for i, kp := range progs {
+		if kp == nil {
+			continue
+		}
+		p, ok := kp.(*program)
+		if !ok || p.be != g.members[i] {
+			return fmt.Errorf("cuda: group run: program %d is not %s's: %w", i, g.members[i].name, kernels.ErrForeignBuffer)
+		}
+		if p.be.gone.Load() {
+			return ErrClosed
+		}
+		runs = append(runs, memberRun{p: p})
+	}
+	for i := range runs {
+		r := &runs[i]
+		if err := r.p.stage(); err != nil {
+			return err
+		}
+		r.stale, r.p.stale = r.p.stale, nil
+		r.record = r.p.captureDue()
+	}
+	return w.postLaunch(0, nil, func() error {
+		// Before the first launch: every other call of the round.
+		for i := range runs {
+			r := &runs[i]
+			if err := w.use(r.p.be.ctx); err != nil {
+				r.p.be.errs.keep(err)
+				continue
+			}
+			if err := r.p.destroyGraphs(r.stale); err != nil {
+				r.p.be.errs.keep(err)
+			}
+			if r.record {
+				r.p.record()
+			}
+		}
+		for _, r := range runs {
+			err := w.use(r.p.be.ctx)
+			if err == nil && r.p.exec != 0 {
+				err = r.p.launchGraph()
+			} else if err == nil {
+				err = r.p.eager(context.Background(), true)
+			}
+			if err != nil {
+				r.p.be.errs.keep(err)
+			}
+		}
+		return nil
+	})
 }
 
 // rank is be's place in g, or -1.
@@ -203,6 +378,17 @@ func blockLimit(members []DeviceInfo) int {
 		limit = min(limit, max(1, (m.Multiprocessors-1)/perGPU[m.Ordinal]))
 	}
 	return limit
+}
+
+// gaveUp reports a round that a member of a group on the thread gave up
+// (group.gaveUp), after a call the host waited for; thread only.
+func (w *worker) gaveUp() error {
+	for _, g := range w.groups {
+		if err := g.gaveUp(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // roundOpen fails with ErrReduceOpen while a group on the thread has
@@ -278,7 +464,8 @@ func (c *compiler) allReduce(o kernels.AllReduce) error {
 	if aligned {
 		vec = 1
 	}
-	args = append(args, argInt(rank), argInt(len(g.members)), argI64(int64(n)), argInt(vec))
+	args = append(args, argInt(rank), argInt(len(g.members)), argI64(int64(n)), argInt(vec),
+		argPtr(devicePtr(uintptr(unsafe.Pointer(g.stuck[rank])))), uint64(g.timeout.Nanoseconds()))
 	if err := c.add(o.Name(), "all_reduce_f32", [3]uint32{reduceGrid(n, g.blocks), 1, 1}, [3]uint32{reduceThreads, 1, 1}, 0, args...); err != nil {
 		return err
 	}

@@ -7,10 +7,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cpu"
+	"github.com/tandem-run/tandem/kernels/cuda/workspace"
 	"github.com/tandem-run/tandem/kernels/quant"
+	"github.com/tandem-run/tandem/kernels/synth"
 )
 
 // reduceRef is the all-reduce on the host: the valid shares added in member
@@ -421,5 +424,188 @@ func TestAllReduceOpenRound(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A group's rounds (group.Run) over programs of two row counts, run in
+// turns, with each member's workspace grown between some rounds, so that
+// rounds go eager, capture, replay, and then rebuild and capture again
+// with the old graphs destroyed inside a round: every member gets the
+// sum of the members' products, in member order, to the bit, each round.
+// The hang this guards against (engine/model's tensor split, greedy rounds
+// then sampled ones) left a graph's instantiation or destruction for one
+// member between two members' launches.
+func TestGroupRun(t *testing.T) {
+	bes := openVirtual(t, 2, false)
+	g := newGroup(t, bes)
+	const cols, out = 256, 512
+	rng := rand.New(rand.NewPCG(7, 8))
+	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
+	alloc := func(be *Backend, typ quant.Type, rows, cols int) kernels.Tensor {
+		t.Helper()
+		shape := kernels.Tensor{Type: typ, Rows: rows, Cols: cols}
+		buf, err := be.Alloc(lbl, shape.RowBytes()*int64(rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kernels.NewTensor(buf, typ, rows, cols, 0)
+	}
+	type member struct{ w, x, y, dst kernels.Tensor }
+	const most = 9
+	ms := make([]member, len(bes))
+	for i, be := range bes {
+		m := &ms[i]
+		m.w, m.x = alloc(be, quant.Q8_0, out, cols), alloc(be, quant.F32, most, cols)
+		m.y, m.dst = alloc(be, quant.F32, most, out), alloc(be, quant.F32, most, out)
+		w := make([]byte, m.w.Bytes())
+		if err := synth.Fill(rng, quant.Q8_0, w, 0.1); err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Write(m.w, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progs := map[int][]kernels.Program{}
+	for _, rows := range []int{1, most} {
+		var shares []kernels.Tensor
+		for i := range bes {
+			shares = append(shares, ms[i].y.RowSlice(0, rows))
+		}
+		for i, be := range bes {
+			m := ms[i]
+			p, err := be.Compile([]kernels.Op{
+				kernels.MatMul{Dst: m.y.RowSlice(0, rows), W: m.w, X: m.x.RowSlice(0, rows)},
+				kernels.AllReduce{Dst: m.dst.RowSlice(0, rows), Shares: shares, Group: g},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			progs[rows] = append(progs[rows], p)
+		}
+	}
+	grow := func() {
+		for _, be := range bes {
+			s := be.scratch.sizes
+			s[workspace.Q8] += 1 << 12
+			if err := be.Reserve(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for round, rows := range []int{1, 1, 1, most, most, most, 0, 1, most, 1, most, 0, most, 1, 1} {
+		if rows == 0 {
+			grow()
+			continue
+		}
+		for i, be := range bes {
+			x := make([]float32, rows*cols)
+			for j := range x {
+				x[j] = float32(rng.NormFloat64())
+			}
+			if err := be.Write(ms[i].x.RowSlice(0, rows), kernels.F32Bytes(x)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.Run(context.Background(), progs[rows]); err != nil {
+			t.Fatalf("round %d (%d rows): %v", round, rows, err)
+		}
+		shares := make([][]float32, len(bes))
+		for i, be := range bes {
+			shares[i] = make([]float32, rows*out)
+			if err := be.Read(kernels.F32Bytes(shares[i]), ms[i].y.RowSlice(0, rows)); err != nil {
+				t.Fatalf("round %d (%d rows): %v", round, rows, err)
+			}
+		}
+		want := reduceRef(nil, shares)
+		for i, be := range bes {
+			got := make([]float32, rows*out)
+			if err := be.Read(kernels.F32Bytes(got), ms[i].dst.RowSlice(0, rows)); err != nil {
+				t.Fatal(err)
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("round %d (%d rows), member %d: element %d is %g, want %g", round, rows, i, j, got[j], want[j])
+				}
+			}
+		}
+	}
+	if err := g.Run(context.Background(), progs[1][:1]); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("a round of one program for two members: %v, want ErrShape", err)
+	}
+	swapped := []kernels.Program{progs[1][1], progs[1][0]}
+	if err := g.Run(context.Background(), swapped); !errors.Is(err, kernels.ErrForeignBuffer) {
+		t.Errorf("a round with each member's program in the other's place: %v, want ErrForeignBuffer", err)
+	}
+}
+
+// A reduce whose peer never comes gives the round up after the group's
+// timeout instead of trapping: the next call the host waits for reports
+// ErrReduceStuck, the CUDA context lives on, and the group's next round
+// sums right, its flags started anew. The peer is made missing with
+// programs that disagree: member 0 reduces 1024 elements (one block),
+// member 1 4096 (four), so member 1's blocks 1-3 wait for blocks of
+// member 0 that never run.
+func TestAllReduceGivesUp(t *testing.T) {
+	bes := openVirtual(t, 2, false)
+	g := newGroup(t, bes)
+	g.(*group).timeout = 50 * time.Millisecond
+	const small, large = 1024, 4096
+	rng := rand.New(rand.NewPCG(9, 10))
+	lbl := kernels.Label{Owner: "test", Cat: kernels.Scratch}
+	var shares, dsts []kernels.Tensor
+	for _, be := range bes {
+		buf, err := be.Alloc(lbl, 2*4*large)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares = append(shares, kernels.NewTensor(buf, quant.F32, 1, large, 0))
+		dsts = append(dsts, kernels.NewTensor(buf, quant.F32, 1, large, 4*large))
+	}
+	compile := func(i, n int) kernels.Program {
+		t.Helper()
+		p, err := bes[i].Compile([]kernels.Op{kernels.AllReduce{Dst: dsts[i].ColSlice(0, n),
+			Shares: []kernels.Tensor{shares[0].ColSlice(0, n), shares[1].ColSlice(0, n)}, Group: g}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	if err := g.Run(context.Background(), []kernels.Program{compile(0, small), compile(1, large)}); err != nil {
+		t.Fatal(err)
+	}
+	err := bes[1].Sync()
+	if !errors.Is(err, ErrReduceStuck) {
+		t.Fatalf("Sync after a round member 0 left short: %v, want ErrReduceStuck", err)
+	}
+	t.Log(err)
+	host := make([][]float32, len(bes))
+	for i, be := range bes {
+		host[i] = make([]float32, large)
+		for j := range host[i] {
+			host[i][j] = float32(rng.NormFloat64())
+		}
+		if err := be.Write(shares[i], kernels.F32Bytes(host[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progs := []kernels.Program{compile(0, large), compile(1, large)}
+	want := reduceRef(nil, host)
+	for round := range 3 { // eager, capture, replay
+		if err := g.Run(context.Background(), progs); err != nil {
+			t.Fatal(err)
+		}
+		for i, be := range bes {
+			got := make([]float32, large)
+			if err := be.Read(kernels.F32Bytes(got), dsts[i]); err != nil {
+				t.Fatalf("round %d after the group started anew, member %d: %v", round, i, err)
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("round %d after the group started anew, member %d: element %d is %g, want %g", round, i, j, got[j], want[j])
+				}
+			}
+		}
 	}
 }

@@ -46,6 +46,10 @@ type driver struct {
 	// cuFuncLoad (CUDA 12.4) loads a function that lazy loading has not
 	// yet put on the device; 0 where the driver lacks it.
 	cuFuncLoad uintptr
+	// cuGraphUpload (CUDA 11.1) puts a graph's device resources in place
+	// before its first launch; 0 where the driver lacks it, and the first
+	// launch does it.
+	cuGraphUpload uintptr
 }
 
 // libraryNames are tried in order; the unversioned name exists only where
@@ -127,6 +131,7 @@ func openDriver() (*driver, error) {
 	}
 	d.cuLaunchKernelEx, _ = purego.Dlsym(d.lib, "cuLaunchKernelEx")
 	d.cuFuncLoad, _ = purego.Dlsym(d.lib, "cuFuncLoad")
+	d.cuGraphUpload, _ = purego.Dlsym(d.lib, "cuGraphUpload")
 	if err := check("cuInit", d.call(d.cuInit, 0)); err != nil {
 		purego.Dlclose(d.lib)
 		return nil, err
@@ -432,6 +437,15 @@ func (d *driver) graphInstantiate(g cuGraph) (cuGraphExec, error) {
 
 func (d *driver) graphLaunch(e cuGraphExec, s cuStream) error {
 	return check("cuGraphLaunch", d.call(d.cuGraphLaunch, uintptr(e), uintptr(s)))
+}
+
+// graphUpload puts e's device resources in place, ordered on s, so that
+// its first launch is a launch alone; a no-op where the driver lacks it.
+func (d *driver) graphUpload(e cuGraphExec, s cuStream) error {
+	if d.cuGraphUpload == 0 {
+		return nil
+	}
+	return check("cuGraphUpload", d.call(d.cuGraphUpload, uintptr(e), uintptr(s)))
 }
 
 func (d *driver) graphExecDestroy(e cuGraphExec) error {

@@ -426,10 +426,11 @@ type program struct {
 }
 
 // build compiles the steps against the workspace, growing it to p.need,
-// and leaves a graph of older steps to the next run to destroy: on the
-// thread, with the run's launches, so that a program with a reduce posts
+// and leaves a graph of older steps to the next run to destroy on the
+// thread, in the run's own job, so that a program with a reduce posts
 // nothing else while another member's reduce may wait for it
-// (worker.roundOpen).
+// (worker.roundOpen); a group's round destroys it before any member
+// launches (group.Run).
 func (p *program) build() error {
 	base, layout, gen, err := p.be.growScratch(p.need)
 	if err != nil {
@@ -461,18 +462,17 @@ func (p *program) destroyGraphs(graphs [][2]uintptr) error {
 	return errors.Join(errs...)
 }
 
-// Run enqueues the program; Read or Sync waits for it.
+// Run enqueues the program; Read or Sync waits for it. A program with a
+// reduce is best run through its group's Run, with the other members'
+// programs of the round (group.Run says why).
 func (p *program) Run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	be := p.be
-	if p.need != (workspace.Sizes{}) && be.scratchGen() != p.gen {
-		if err := p.build(); err != nil {
-			return err
-		}
+	if err := p.stage(); err != nil {
+		return err
 	}
-	p.runs++
 	if be.profiling() && !p.reduces {
 		// Not a launch job: the profiler waits for its events.
 		return be.post(func() error { return be.prof.runProfiled(be, p.steps) })
@@ -486,7 +486,7 @@ func (p *program) Run(ctx context.Context) error {
 	switch {
 	case p.exec != 0:
 		launch = func(context.Context, bool) error { return p.launchGraph() }
-	case p.runs >= 2 && !p.noGraph:
+	case p.captureDue():
 		launch = func(ctx context.Context, _ bool) error { return p.capture(ctx) }
 	}
 	stale := p.stale
@@ -498,6 +498,21 @@ func (p *program) Run(ctx context.Context) error {
 		return launch(ctx, true)
 	})
 }
+
+// stage readies a run on the host: the steps compiled anew against the
+// workspace if it has changed since, and the run counted.
+func (p *program) stage() error {
+	if p.need != (workspace.Sizes{}) && p.be.scratchGen() != p.gen {
+		if err := p.build(); err != nil {
+			return err
+		}
+	}
+	p.runs++
+	return nil
+}
+
+// captureDue reports whether the staged run is the one that captures.
+func (p *program) captureDue() bool { return p.exec == 0 && p.runs >= 2 && !p.noGraph }
 
 // eager launches the steps one by one; counted: they run now (not into a
 // capture), so the reduces among them count as launched.
@@ -533,10 +548,21 @@ func (p *program) launchGraph() error {
 // capture records the steps into a graph and launches it; if the driver
 // refuses, the program stays eager.
 func (p *program) capture(ctx context.Context) error {
+	if !p.record() {
+		return p.eager(ctx, true)
+	}
+	return p.launchGraph()
+}
+
+// record captures the steps into a graph without running them and puts
+// it on the device (p.exec), so that its launches are launches alone;
+// where the driver refuses, it reports false and the program stays eager
+// for good. Thread only.
+func (p *program) record() bool {
 	d, be := p.be.drv, p.be
 	if err := d.beginCapture(be.stream); err != nil {
 		p.noGraph = true
-		return p.eager(ctx, true)
+		return false
 	}
 	runErr := p.eager(context.Background(), false)
 	g, endErr := d.endCapture(be.stream)
@@ -545,16 +571,21 @@ func (p *program) capture(ctx context.Context) error {
 			d.graphDestroy(g)
 		}
 		p.noGraph = true
-		return p.eager(ctx, true)
+		return false
 	}
 	exec, err := d.graphInstantiate(g)
+	if err == nil {
+		if err = d.graphUpload(exec, be.stream); err != nil {
+			d.graphExecDestroy(exec)
+		}
+	}
 	if err != nil {
 		d.graphDestroy(g)
 		p.noGraph = true
-		return p.eager(ctx, true)
+		return false
 	}
 	p.graph, p.exec = g, exec
-	return p.launchGraph()
+	return true
 }
 
 // Close frees the graph, and any that build replaced and no run has

@@ -199,6 +199,9 @@ func (w *worker) do(ctx cuContext, errs *pending, f func() error) error {
 		if err == nil {
 			err = f()
 		}
+		if err == nil {
+			err = w.gaveUp()
+		}
 		reply <- err
 		return nil
 	}}); err != nil {
