@@ -161,10 +161,18 @@ func (m *Model) outputs(tokens []int32, out []int) []int {
 }
 
 // forward runs the body over tokens in chunks of the batch and, after each
-// chunk, hands the chunk's captured states over and calls head(done, k)
-// for the k rows of out that the chunk holds (at most the batch, so one
-// head pass), with their indices in the chunk staged in outIdx; done
-// counts the rows of out handled before.
+// chunk, calls head(done, k) for the k rows of out that the chunk holds (at
+// most the batch, so one head pass), with their indices in the chunk staged
+// in outIdx (done counts the rows of out handled before), then hands the
+// chunk's captured states over.
+//
+// The hand-over comes after the head because the head's read is what the
+// caller waits for: an EAGLE-3 draft's fuse (its fc over the captured
+// states, a program of its own) queued before the head would delay that
+// read by the fuse's time, where queued after it, it runs while the host
+// checks the drafts and prepares the next round, and the draft's next call
+// queues behind it on the stream. The head reads neither the capture
+// buffer nor anything the receiver writes.
 func (m *Model) forward(ctx context.Context, tokens []int32, pos int, out []int, head func(done, k int) error) error {
 	n := len(tokens)
 	if err := checkForward(tokens, pos, out, m.n, m.ctx, m.params.Vocab); err != nil {
@@ -178,9 +186,6 @@ func (m *Model) forward(ctx context.Context, tokens []int32, pos int, out []int,
 			return err
 		}
 		m.n = pos + c + b
-		if err := m.handOver(pos+c, b); err != nil {
-			return err
-		}
 		k := 0
 		for done+k < len(out) && out[done+k] < c+b {
 			m.outIdx[k] = int32(out[done+k] - c)
@@ -191,6 +196,9 @@ func (m *Model) forward(ctx context.Context, tokens []int32, pos int, out []int,
 				return err
 			}
 			done += k
+		}
+		if err := m.handOver(pos+c, b); err != nil {
+			return err
 		}
 	}
 	return nil

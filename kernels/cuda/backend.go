@@ -53,6 +53,11 @@ type Options struct {
 	// blocks a multiprocessor); 0: the default (mvxBlockRows). For
 	// measuring one against the other.
 	MVXBlockRows int
+	// Blocking makes the backend's own thread (not a Worker's) and its
+	// callers wait for work by blocking at once, as before spinning was
+	// added (see worker.next and worker.do). For measuring what the spin
+	// saves.
+	Blocking bool
 	// PrefillTile picks the tensor-core tile of products of more than 32
 	// rows, for measuring one against another: 0 the default (mmaShape),
 	// 64 or 128 the shared-memory tiles of 128 weight rows by that many
@@ -282,7 +287,7 @@ func Open(o Options) (*Backend, error) {
 	if o.Worker != nil {
 		be.w = o.Worker.w
 	} else {
-		be.w = newWorker(d)
+		be.w = newWorker(d, !o.Blocking)
 		be.w.auto = true
 	}
 	if !be.w.hold() {

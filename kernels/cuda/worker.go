@@ -31,6 +31,9 @@ type worker struct {
 	sendMu   sync.Mutex // guards closed, users and sends on jobs
 	closed   bool
 	stopOnce sync.Once
+	// spin: the thread polls for jobs, and callers for replies, before
+	// parking (next, wait); fixed at start.
+	spin bool
 	// users counts the backends on a thread that backends started for
 	// themselves (auto); the last one's Close stops it. A Worker's thread
 	// is stopped by Worker.Close alone.
@@ -73,8 +76,8 @@ func (p *pending) take() error {
 }
 
 // newWorker starts a thread; it has no context current until a job's.
-func newWorker(d *driver) *worker {
-	w := &worker{drv: d, jobs: make(chan job, 1024), done: make(chan struct{})}
+func newWorker(d *driver, spin bool) *worker {
+	w := &worker{drv: d, jobs: make(chan job, 1024), done: make(chan struct{}), spin: spin}
 	go w.loop()
 	return w
 }
@@ -84,7 +87,11 @@ func (w *worker) loop() {
 	// The thread stays locked until it exits: a thread with a context
 	// current is never handed back to the scheduler.
 	defer close(w.done)
-	for j := range w.jobs {
+	for {
+		j, ok := w.next()
+		if !ok {
+			return
+		}
 		var err error
 		if !j.launch {
 			err = w.roundOpen()
@@ -99,6 +106,44 @@ func (w *worker) loop() {
 			j.errs.keep(err)
 		}
 	}
+}
+
+// Waking a parked goroutine costs a GPU step at every synchronisation.
+// The thread waits for its next job parked on a channel; the job's post
+// then has the scheduler find it a processor and wake its locked OS
+// thread, and a caller parked in do is woken the same way by the reply:
+// two hand-offs between OS threads in the gap where the GPU waits for the
+// host (after a read, while the host decides and queues the next pass).
+// So the thread polls for a next job for a while before parking
+// (spinPolls), and do polls for its reply (replyPolls), as the driver's
+// own stream synchronisation spins rather than sleeps. Both fall back to
+// blocking, so an idle thread costs nothing after a few tens of
+// microseconds, and a long wait (a prefill) a bounded spin.
+const (
+	// spinPolls bounds the thread's polls for a next job: at some
+	// nanoseconds a poll of an empty channel (9 on a 2-core VM), some
+	// tens of microseconds, about the host's work between a read and
+	// the next pass of a speculative round.
+	spinPolls = 4096
+	// replyPolls bounds a caller's polls for its reply, each after
+	// yielding its processor (0.1-0.2 us): a few milliseconds, a decode
+	// step of an 8B model on an H200.
+	replyPolls = 1 << 15
+)
+
+// next is the thread's next job; false once the channel is closed.
+func (w *worker) next() (job, bool) {
+	if w.spin {
+		for range spinPolls {
+			select {
+			case j, ok := <-w.jobs:
+				return j, ok
+			default:
+			}
+		}
+	}
+	j, ok := <-w.jobs
+	return j, ok
 }
 
 // use makes ctx current on the thread (0: leaves it); thread only.
@@ -162,13 +207,28 @@ func (w *worker) do(ctx cuContext, errs *pending, f func() error) error {
 	}}); err != nil {
 		return err
 	}
-	err := <-reply
+	err := w.wait(reply)
 	if errs != nil {
 		if e := errs.take(); e != nil {
 			err = e
 		}
 	}
 	return err
+}
+
+// wait is do's wait for its reply: polled first where the thread spins.
+func (w *worker) wait(reply chan error) error {
+	if w.spin {
+		for range replyPolls {
+			select {
+			case err := <-reply:
+				return err
+			default:
+				runtime.Gosched()
+			}
+		}
+	}
+	return <-reply
 }
 
 // hold counts one more backend on the thread; false when it has stopped.
@@ -219,7 +279,7 @@ func NewWorker() (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{newWorker(d)}, nil
+	return &Worker{newWorker(d, true)}, nil
 }
 
 // Close ends the thread; the backends that used it must be closed first.

@@ -8,9 +8,15 @@ import (
 // Jobs run in the order posted; a failure of posted work is reported by
 // the next wait of the backend that posted it, once, and not by another
 // backend sharing the thread; a stopped thread refuses work. (Jobs with no
-// context need no driver, so this runs everywhere.)
+// context need no driver, so this runs everywhere.) The same for a thread
+// that polls for jobs and replies before parking and one that parks at once.
 func TestWorkerOrderAndErrors(t *testing.T) {
-	w := newWorker(nil)
+	for _, spin := range []bool{true, false} {
+		workerOrderAndErrors(t, newWorker(nil, spin))
+	}
+}
+
+func workerOrderAndErrors(t *testing.T, w *worker) {
 	var got []int
 	for i := range 1000 {
 		if err := w.post(0, nil, func() error { got = append(got, i); return nil }); err != nil {
@@ -54,7 +60,7 @@ func TestWorkerOrderAndErrors(t *testing.T) {
 // counts agree again, calls run. (No driver needed: the group's counts are
 // set by hand.)
 func TestWorkerRefusesCallsWhileRoundOpen(t *testing.T) {
-	w := newWorker(nil)
+	w := newWorker(nil, true)
 	defer w.stop()
 	g := &group{members: []*Backend{{name: "a"}, {name: "b"}}, launched: []int{0, 0}}
 	if err := w.do(0, nil, func() error { w.groups = append(w.groups, g); return nil }); err != nil {
@@ -95,7 +101,7 @@ func TestWorkerRefusesCallsWhileRoundOpen(t *testing.T) {
 // them leaves it (a backend moved onto a group's thread leaves its own);
 // a Worker's thread stays until Worker.Close.
 func TestWorkerUsers(t *testing.T) {
-	own := newWorker(nil)
+	own := newWorker(nil, true)
 	own.auto = true
 	if !own.hold() || !own.hold() {
 		t.Fatal("hold refused on a running thread")
@@ -112,7 +118,7 @@ func TestWorkerUsers(t *testing.T) {
 		t.Error("hold on a stopped thread")
 	}
 
-	shared := newWorker(nil)
+	shared := newWorker(nil, true)
 	defer shared.stop()
 	if !shared.hold() {
 		t.Fatal("hold refused")
