@@ -26,6 +26,11 @@
 # EAGLE_Q8=1 also inflates each target's EAGLE-3 draft at Q8_0 and adds
 # the row "EAGLE-3 (Q8_0) adaptive" (specbench -eagle-q8, mode eagle3q8;
 # not for the demo pair, whose EAGLE-3 draft is the F16 one as trained).
+# EAGLE_TYPE sets the inflated EAGLE-3 draft's weight type for the
+# EAGLE-3 k = 1 and adaptive rows (F16; Q4_K_M makes a k = 1 round ~0.1 ms
+# cheaper on the H200's 8B target at 2 points less acceptance: NOTES.md,
+# heag3's calls); a type other than F16 names the JSON spec-SHAPE-TYPE-
+# eagle3-EAGLE_TYPE.json, so that a second run beside the first keeps both.
 #
 # The GPU machine has no Go and carries at most 64 MiB beside the
 # repository, so this runs in halves (ROOT, when set, is the repository:
@@ -148,11 +153,15 @@ run)
 		fi
 		shape=${spec%%:*} typ=${spec##*:}
 		from=$(basename "$src" .gguf)
+		et=${EAGLE_TYPE:-F16} json="${OUT:-/tmp}/spec-$shape-$typ.json"
 		t="$models/$shape-$typ-$from.gguf" e="$models/$shape-$typ-$from-eagle3.gguf"
+		if [ "$et" != F16 ]; then
+			e="$models/$shape-$typ-$from-eagle3-$et.gguf" json="${OUT:-/tmp}/spec-$shape-$typ-eagle3-$et.json"
+		fi
 		d="$models/$shape-$typ-$from-dflash.gguf"
 		start=$(date +%s)
 		[ -f "$t" ] || "$dir/synthmodel" -inflate "$src" -shape "$shape" -type "$typ" -o "$t"
-		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type F16 -o "$e"
+		[ -f "$e" ] || "$dir/synthmodel" -inflate "$dir/factory-eagle3-F16.gguf" -target "$t" -shape "$shape" -type "$et" -o "$e"
 		[ -f "$d" ] || "$dir/synthmodel" -inflate "$dir/factory-dflash-Q8_0.gguf" -target "$t" -shape "$shape" -type F16 -o "$d"
 		modes=${MODES:-alone,fixed4,adaptive,lookup,eagle3k1,eagle3,dflash} q8=
 		if [ "${EAGLE_Q8:-0}" = 1 ]; then
@@ -163,7 +172,7 @@ run)
 		echo "inflated $shape $typ in $(($(date +%s) - start)) s" >&2
 		"$dir/specbench" -backend "${BACKEND:-cuda}" -label "${LABEL:-H200}" $header -n "$n" -target "$t" \
 			-draft "$draft" -eagle "$e" -dflash "$d" $q8 -modes "$modes" \
-			-json "${OUT:-/tmp}/spec-$shape-$typ.json" $common ${SPECBENCH_FLAGS:-}
+			-json "$json" $common ${SPECBENCH_FLAGS:-}
 		header=
 	done
 	;;
