@@ -148,9 +148,9 @@ package spec
 //     within 32 rounds of the target alone, so that a probe at every
 //     request's start costs about a percent. The demo pair on one CPU
 //     thread fails both: full acceptance would pay there (sixteen rows
-//     cost 4.7 one-row passes), so it is not hopeless, but at the
-//     acceptance its text gives no length does, and a probe loses 0.8 of
-//     a round alone (40 rounds' budget). A launch-bound pair on a GPU
+//     cost 4.7 one-row passes), but at the acceptance its text gives no
+//     length does, and a probe loses 0.8 of a round alone (40 rounds'
+//     budget). A launch-bound pair on a GPU
 //     (0.2 ms a pass) fails the second. Both keep the doubling waits.
 //   - A probe drafts one token (a block drafter's, whose pass costs
 //     about the same whatever its length, the best length at an even
@@ -168,17 +168,14 @@ package spec
 // What remains of the gap to a fixed length is the time off while the
 // text is unknown, which a fixed length spends drafting at a small loss.
 //
-// Why a hopeless pair is not probed. Where no length could beat the
-// target alone by Margin even were every drafted token accepted, at the
-// costs measured (hopeless: a target whose every row costs 1.4 one-row
-// passes more, as two rows do on one CPU thread, with a model draft or
-// with lookup, whose draft costs nothing), a probe cannot turn drafting
-// on, and each lost its round: such pairs drafted in 1% of their rounds,
-// all at a loss (TestChooserHopelessNeverProbes).
-// Hopeless is judged at the hoped costs (curve.hoped), so that a size's
-// first runs, which on a GPU compile and capture, do not condemn it, and
-// is judged afresh at every decision: when the target alone's running
-// cost moves (a busy machine), the pair is weighed again and probed.
+// Why a pair that could not pay even at full acceptance is still
+// probed. Skipping its probes was tried (hprobe, judged at the hoped
+// costs, re-judged when the target alone's cost moved) and taken out: a
+// warm-up timed on a busy machine can price the verification of several
+// rows high, and since nothing re-measures those sizes while drafting
+// is off, the pair stayed off for the whole load; and the engine's tests
+// of the draft paths on one CPU thread drafted nothing on some runs.
+// Probes there cost about 1% of the rounds (doubling waits).
 // The first rounds' measurements (the first round, each length's first
 // runs) are not counted: they are bounded by count, happen once in a
 // Chooser's life, and on a GPU include compiling and capturing each pass
@@ -465,7 +462,7 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 // permitting) and the wait between probes starts over.
 func (c *Chooser) Begin() {
 	c.ended = time.Time{}
-	if _, cheap := c.cheapProbes(); c.on || c.k > 0 || !cheap || !c.verify.settled(1) || c.hopeless() {
+	if _, cheap := c.cheapProbes(); c.on || c.k > 0 || !cheap || !c.verify.settled(1) {
 		return
 	}
 	c.wait = c.o.ProbeAfter
@@ -523,21 +520,6 @@ func (c *Chooser) cheapProbes() (w int, ok bool) {
 		return 0, false
 	}
 	return int(r), true
-}
-
-// hopeless reports whether no length could beat the target alone by
-// Margin even were every drafted token accepted, at the costs hoped for
-// (curve.hoped: a size's first runs, which may compile, do not condemn
-// it). Such a pair is not probed: nothing a probe could see would turn
-// drafting on. It is asked afresh at each decision, so a change of the
-// measured costs (the target alone slowed by a busy machine) brings
-// probes back.
-func (c *Chooser) hopeless() bool {
-	if !c.verify.settled(1) {
-		return false
-	}
-	_, r := c.bestBy(c.flatRates(1), c.hopedCost)
-	return r <= (1+c.o.Margin)/c.alone()
 }
 
 // Accepted ends a round in which drafted tokens were proposed and accepted
@@ -823,13 +805,8 @@ func (c *Chooser) decide() {
 			// GPU compiles and captures each new pass size): draft k
 			// again to measure it before believing them. A round may
 			// draft fewer than k (a cut, the end of a grammar), so each k
-			// gets settle such rounds in the Chooser's life at most; none
-			// on a hopeless pair, whose hoped costs already say no.
+			// gets settle such rounds in the Chooser's life at most.
 			c.k = k
-			if !c.on && c.hopeless() {
-				c.remeasured[k], c.k = settle, 0
-				break
-			}
 			c.remeasured[k]++
 			c.probe, c.explore = probed, probed
 		case c.on || probed:
@@ -844,18 +821,11 @@ func (c *Chooser) decide() {
 			c.on, c.k, c.off = false, 0, 0
 		default:
 			// A probe is due after wait rounds off, and taken when the
-			// budget affords it and it could turn drafting on; until
-			// then the count goes on. Hopeless is asked only when a
-			// probe is due, and the count starts over when it is (a
-			// round off stays cheap; a change of costs is seen within
-			// a wait).
+			// budget affords it; until then the count goes on.
 			c.k = 0
 			if c.off++; c.off >= c.wait && c.affords() {
-				c.off = 0
-				if !c.hopeless() {
-					c.k, c.probe, c.explore = c.probeK(), true, true
-					c.probes++
-				}
+				c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
+				c.probes++
 			}
 		}
 	}

@@ -240,38 +240,3 @@ func TestChooserFollowsText(t *testing.T) {
 		t.Errorf("%s: adaptive %.3fx against k = 1's %.3fx", tps[1].name, mean, fixed)
 	}
 }
-
-// A pair that could not beat the target alone were every drafted token
-// accepted (a target whose every row costs 1.4 one-row passes more, as
-// two rows do on one CPU thread: with a model draft, or with lookup,
-// whose draft costs nothing) is never probed: on main such pairs spent
-// 1% of their rounds on probes that could not turn drafting on. When the
-// target alone's cost moves (a busy machine slows it threefold), the
-// pair is weighed again and probed.
-func TestChooserHopelessNeverProbes(t *testing.T) {
-	linear := func(r int) time.Duration { return 1260*time.Microsecond + time.Duration(r-1)*1800*time.Microsecond }
-	for _, tp := range textPairs()[2:] {
-		tp.seeded = true
-		tp.p.verify = linear
-		s := newTextSim(1, tp)
-		s.texts(tp.p, 30, 64)
-		if n := countDrafting(s.ks); n > 0 {
-			t.Errorf("%s: %d of %d rounds drafted", tp.name, n, len(s.ks))
-		}
-		if d := s.c.Decision(); d.Drafting || d.Reason != ReasonCosts {
-			t.Errorf("%s: decision %+v", tp.name, d)
-		}
-		busy := tp.p
-		busy.verify = func(r int) time.Duration {
-			if r == 1 {
-				return 3 * linear(1)
-			}
-			return linear(r)
-		}
-		n := len(s.ks)
-		s.texts(busy, 10, 64)
-		if countDrafting(s.ks[n:]) == 0 {
-			t.Errorf("%s: no probe in %d rounds after the target alone slowed threefold", tp.name, len(s.ks)-n)
-		}
-	}
-}
