@@ -281,33 +281,9 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	capturing := g.pauseCapture()
-	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
-	var out []int32
-	if onDevice(g.req) {
-		ids, err := g.r.target.runArgmax(ctx, batch, len(drafted)+1)
-		if err != nil {
-			return false, err
-		}
-		n := spec.GreedyAccepted(drafted, ids)
-		out = append(drafted[:n:n], ids[n])
-	} else if g.probsOnHead() {
-		probs, err := g.r.target.runProbs(ctx, batch, len(drafted)+1, g.sampler.Params().Temperature, g.rows)
-		if err != nil {
-			return false, err
-		}
-		g.rows = probs
-		if out, err = g.verifyProbs(probs, drafted, dists); err != nil {
-			return false, err
-		}
-	} else {
-		logits, err := g.r.target.run(ctx, batch, len(drafted)+1)
-		if err != nil {
-			return false, err
-		}
-		maskRows(logits, masks)
-		if out, err = g.verify(logits, drafted, dists); err != nil {
-			return false, err
-		}
+	out, err := g.verifyPass(ctx, drafted, dists, masks)
+	if err != nil {
+		return false, err
 	}
 	g.verified(start, len(drafted)+1, capturing)
 	g.stats.Steps++
@@ -326,6 +302,38 @@ func (g *generation) step(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return g.accept(out), nil
+}
+
+// verifyPass runs the target on the history and the drafted tokens in one
+// pass and returns the accepted drafts followed by the target's own next
+// token: greedy on the device (argmax rows), sampling at a temperature on
+// the head's softmax rows, or on the host's logits, masked by a grammar's
+// masks where it has them.
+func (g *generation) verifyPass(ctx context.Context, drafted []int32, dists [][]float32, masks []grammar.Mask) ([]int32, error) {
+	batch := append(g.history[:len(g.history):len(g.history)], drafted...)
+	rows := len(drafted) + 1
+	switch {
+	case onDevice(g.req):
+		ids, err := g.r.target.runArgmax(ctx, batch, rows)
+		if err != nil {
+			return nil, err
+		}
+		n := spec.GreedyAccepted(drafted, ids)
+		return append(drafted[:n:n], ids[n]), nil
+	case g.probsOnHead():
+		probs, err := g.r.target.runProbs(ctx, batch, rows, g.sampler.Params().Temperature, g.rows)
+		if err != nil {
+			return nil, err
+		}
+		g.rows = probs
+		return g.verifyProbs(probs, drafted, dists)
+	}
+	logits, err := g.r.target.run(ctx, batch, rows)
+	if err != nil {
+		return nil, err
+	}
+	maskRows(logits, masks)
+	return g.verify(logits, drafted, dists)
 }
 
 // captureLead is how many rounds before a probe falls due a paused

@@ -215,34 +215,10 @@ func (w *warmer) round(ctx context.Context, greedy bool, k int) error {
 	if r.sharesHead() {
 		r.target.m.PauseCapture(!capturing)
 	}
-	batch := append(w.hist[:len(w.hist):len(w.hist)], drafted...)
 	rows := len(drafted) + 1
-	var out []int32
-	switch {
-	case greedy:
-		ids, err := r.target.runArgmax(ctx, batch, rows)
-		if err != nil {
-			return err
-		}
-		n := spec.GreedyAccepted(drafted, ids)
-		out = append(drafted[:n:n], ids[n])
-	case g.probsOnHead():
-		probs, err := r.target.runProbs(ctx, batch, rows, g.sampler.Params().Temperature, g.rows)
-		if err != nil {
-			return err
-		}
-		g.rows = probs
-		if out, err = g.verifyProbs(probs, drafted, dists); err != nil {
-			return err
-		}
-	default:
-		logits, err := r.target.run(ctx, batch, rows)
-		if err != nil {
-			return err
-		}
-		if out, err = g.verify(logits, drafted, dists); err != nil {
-			return err
-		}
+	out, err := g.verifyPass(ctx, drafted, dists, nil)
+	if err != nil {
+		return err
 	}
 	took := r.now().Sub(start)
 	// A one-row pass that captured is not the target alone's cost
