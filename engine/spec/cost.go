@@ -462,15 +462,24 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 // permitting) and the wait between probes starts over.
 func (c *Chooser) Begin() {
 	c.ended = time.Time{}
-	if _, cheap := c.cheapProbes(); c.on || c.k > 0 || !cheap || !c.verify.settled(1) {
+	if c.on || c.k > 0 || !c.verify.settled(1) {
+		return
+	}
+	if _, cheap := c.cheapProbes(); !cheap {
 		return
 	}
 	c.wait = c.o.ProbeAfter
 	if c.affords() {
-		c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
-		c.probes++
+		c.startProbe()
 		c.decision.K, c.decision.Drafting, c.decision.Probe = c.k, true, true
 	}
+}
+
+// startProbe makes the next round a probe (probeK tokens) and restarts
+// the count of rounds off.
+func (c *Chooser) startProbe() {
+	c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
+	c.probes++
 }
 
 // probeK is the length a probe drafts: one token (the package comment
@@ -824,8 +833,7 @@ func (c *Chooser) decide() {
 			// budget affords it; until then the count goes on.
 			c.k = 0
 			if c.off++; c.off >= c.wait && c.affords() {
-				c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
-				c.probes++
+				c.startProbe()
 			}
 		}
 	}
