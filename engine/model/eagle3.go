@@ -431,7 +431,7 @@ func (m *Eagle3) ForwardProbsRows(ctx context.Context, tokens []int32, pos int, 
 	if err := m.checkForward(tokens, pos); err != nil {
 		return nil, err
 	}
-	body := func(b int) []kernels.Op { return append(m.bodyOps(b), m.softmaxOps(inv)...) }
+	body := func(b int) []kernels.Op { return append(m.bodyOps(b), softmaxAt(m.s.logits, inv)...) }
 	if err := m.run(ctx, tokens, pos, progKey{kind: progDraft, block: blockProbs, inv: inv}, body); err != nil {
 		return nil, err
 	}
@@ -447,7 +447,7 @@ func (m *Eagle3) StepProbsRows(ctx context.Context, token int32, pos int, temp f
 	if pos != m.next || pos > m.n || pos >= m.context {
 		return nil, fmt.Errorf("model: EAGLE-3 step at %d after a call that ended at %d, %d cached: %w", pos, m.next, m.n, ErrPosition)
 	}
-	step := func(b int) []kernels.Op { return append(m.stepOps(b), m.softmaxOps(inv)...) }
+	step := func(b int) []kernels.Op { return append(m.stepOps(b), softmaxAt(m.s.logits, inv)...) }
 	if err := m.run(ctx, []int32{token}, pos, progKey{kind: progStep, block: blockProbs, inv: inv}, step); err != nil {
 		return nil, err
 	}
@@ -472,21 +472,14 @@ func (m *Eagle3) probsKey(temp float64) (float32, error) {
 	if _, ok := m.ProbsOnDevice(); !ok {
 		return 0, fmt.Errorf("model: the EAGLE-3 draft's probabilities need its own reduced head on its device: %w", ErrBadParam)
 	}
-	inv := float32(1 / temp)
-	if !(temp > 0) || math.IsInf(float64(inv), 0) {
-		return 0, fmt.Errorf("model: probabilities at temperature %v: %w", temp, ErrBadParam)
+	inv, err := invTemp(temp)
+	if err != nil {
+		return 0, err
 	}
 	m.progs.drop(func(k progKey) bool {
 		return (k.kind == progDraft || k.kind == progStep) && k.block == blockProbs && k.inv != inv
 	})
 	return inv, nil
-}
-
-// softmaxOps turn the head's logits into their softmax at inverse
-// temperature inv, in place.
-func (m *Eagle3) softmaxOps(inv float32) []kernels.Op {
-	l := m.s.logits
-	return []kernels.Op{kernels.Scale{Dst: l, X: l, C: inv}, kernels.Softmax{Dst: l, X: l}}
 }
 
 // Rows is the map from the draft's head rows to target ids (nil when the

@@ -93,9 +93,9 @@ func (m *Model) ForwardProbs(ctx context.Context, tokens []int32, pos int, out [
 	if _, ok := m.ProbsDevice(); !ok {
 		return nil, fmt.Errorf("model: probabilities on a head split over %d devices: %w", len(m.head), ErrBadParam)
 	}
-	inv := float32(1 / temp)
-	if !(temp > 0) || math.IsInf(float64(inv), 0) {
-		return nil, fmt.Errorf("model: probabilities at temperature %v: %w", temp, ErrBadParam)
+	inv, err := invTemp(temp)
+	if err != nil {
+		return nil, err
 	}
 	out = m.outputs(tokens, out)
 	vocab := m.params.Vocab
@@ -103,7 +103,7 @@ func (m *Model) ForwardProbs(ctx context.Context, tokens []int32, pos int, out [
 		dst = make([]float32, need)
 	}
 	dst = dst[:len(out)*vocab]
-	err := m.forward(ctx, tokens, pos, out, func(done, k int) error {
+	err = m.forward(ctx, tokens, pos, out, func(done, k int) error {
 		if err := m.runHead(ctx, k, headProbs, 0, inv); err != nil {
 			return err
 		}
@@ -113,6 +113,22 @@ func (m *Model) ForwardProbs(ctx context.Context, tokens []int32, pos int, out [
 		return nil, err
 	}
 	return dst, nil
+}
+
+// invTemp is the inverse of a temperature a softmax is taken at, or
+// ErrBadParam where temp is not positive or its inverse overflows.
+func invTemp(temp float64) (float32, error) {
+	inv := float32(1 / temp)
+	if !(temp > 0) || math.IsInf(float64(inv), 0) {
+		return 0, fmt.Errorf("model: probabilities at temperature %v: %w", temp, ErrBadParam)
+	}
+	return inv, nil
+}
+
+// softmaxAt turns logits into their softmax at inverse temperature inv,
+// in place.
+func softmaxAt(logits kernels.Tensor, inv float32) []kernels.Op {
+	return []kernels.Op{kernels.Scale{Dst: logits, X: logits, C: inv}, kernels.Softmax{Dst: logits, X: logits}}
 }
 
 // ProbsDevice is the device ForwardProbs computes on, and whether it can:
@@ -577,7 +593,7 @@ func (m *Model) runHead(ctx context.Context, k int, kind headKind, n int, inv fl
 			case kind == headPick || kind == headPickP:
 				ops = append(ops, pickOps(logits, pt.s.topIDs, pt.s.topLogits, 0, kind == headPickP)...)
 			case kind == headProbs:
-				ops = append(ops, kernels.Scale{Dst: logits, X: logits, C: inv}, kernels.Softmax{Dst: logits, X: logits})
+				ops = append(ops, softmaxAt(logits, inv)...)
 			}
 			return ops
 		})
