@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -91,28 +90,14 @@ func eagleRound(ctx context.Context, c config, be kernels.Backend, gpu *cuda.Bac
 		}
 		return verify()
 	}
-	timed := func(name string, fn func() error) (float64, error) {
-		const runs, warm = 20, 3
-		var ts []float64
-		for i := range runs + warm {
-			t0 := time.Now()
-			if err := fn(); err != nil {
-				return 0, fmt.Errorf("%s: %w", name, err)
-			}
-			if i >= warm {
-				ts = append(ts, time.Since(t0).Seconds())
-			}
-		}
-		return median(ts), nil
-	}
 	var ms [5]float64
 	for i, s := range []struct {
 		name string
 		fn   func() error
 	}{{"bare pass", bare}, {"capturing pass", verify}, {"draft 1", draftCall(1)}, {"draft 2", draftCall(2)}, {"round", round}} {
-		sec, err := timed(s.name, s.fn)
+		sec, err := medianCall(20, 3, s.fn)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		ms[i] = sec * 1e3
 	}

@@ -264,7 +264,6 @@ func bench(ctx context.Context, c config) error {
 // after 3 (compile, capture, first replay). It prints one line per model:
 // milliseconds per pass and the ratio to one row.
 func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt []int32, c config) error {
-	const runs = 20
 	line := fmt.Sprintf("| %s rows |", filepath.Base(c.path))
 	var one float64
 	for _, r := range c.rows {
@@ -272,17 +271,13 @@ func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt [
 		for i := range out {
 			out[i] = i
 		}
-		var ts []float64
-		for i := 0; i < runs+3; i++ {
-			t0 := time.Now()
-			if _, err := m.ForwardArgmax(ctx, prompt[:r], c.pp, out); err != nil {
-				return err
-			}
-			if i >= 3 {
-				ts = append(ts, time.Since(t0).Seconds())
-			}
+		t, err := medianCall(20, 3, func() error {
+			_, err := m.ForwardArgmax(ctx, prompt[:r], c.pp, out)
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		t := median(ts)
 		if one == 0 {
 			one = t
 		}
@@ -393,6 +388,23 @@ func weightBytesPerToken(f *gguf.File) int64 {
 		}
 	}
 	return n
+}
+
+// medianCall is the median wall time of runs calls of fn, in seconds,
+// after warm untimed ones (compile, capture, first replay); the host's
+// read of the result ends each call, as the engine sees it.
+func medianCall(runs, warm int, fn func() error) (float64, error) {
+	ts := make([]float64, 0, runs)
+	for i := range runs + warm {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		if i >= warm {
+			ts = append(ts, time.Since(t0).Seconds())
+		}
+	}
+	return median(ts), nil
 }
 
 func median(v []float64) float64 {
