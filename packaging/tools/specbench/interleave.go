@@ -175,16 +175,12 @@ type loss struct {
 
 // losses sums loss over pairs.
 func losses(pairs []pair) loss {
-	var a setRun
-	for _, p := range pairs {
-		a.tokens += p.alone.tokens
-		a.secs += p.alone.secs
-	}
 	var l loss
-	if a.tokens == 0 {
+	rate := summarize(pairs).aloneTokS
+	if rate == 0 {
 		return l
 	}
-	perToken := a.secs / float64(a.tokens)
+	perToken := 1 / rate
 	for _, p := range pairs {
 		for i, g := range p.mode.gens {
 			rest := p.mode.genSecs[i]
