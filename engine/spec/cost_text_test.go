@@ -306,3 +306,41 @@ func TestChooserFollowsText(t *testing.T) {
 		t.Errorf("%s: adaptive %.3fx against k = 1's %.3fx", tps[2].name, mean, fixed)
 	}
 }
+
+// EAGLE-3 on the H200's 8B target (eagle3G), in text it knows (the
+// first position accepted 0.6, the next 0.5), after three requests: a
+// dip of 8 to 12 rounds that accept nothing (the text the draft does not
+// know, as the H200's runs show them), then 30 rounds of the known text.
+// Without the step down (hold), drafting turned off in the dips and
+// waited ProbeAfter rounds for a probe in text the draft knew again: 399
+// rounds without a draft after 250 dips, 1.258x the target alone; with
+// it, 198, 1.266x.
+func TestChooserStepsDownThroughDips(t *testing.T) {
+	p := eagle3G()
+	known := func() *text { return &text{rates: [2][]float64{{0.6, 0.5}, {0}}, start: 1} }
+	offs, runs, speed := 0, 0, 0.0
+	for dip := 8; dip <= 12; dip++ {
+		for seed := uint64(1); seed <= 50; seed++ {
+			s := newTextSim(seed, textPair{"dip", p, known, true})
+			s.texts(p, 3, 64)
+			n, start, tokens := len(s.ks), s.clk.t, 0
+			s.text.state = 1
+			for range dip {
+				tokens += s.round(p, s.c.Next(16), 0)
+			}
+			s.text.state = 0
+			for range 30 {
+				tokens += s.round(p, s.c.Next(16), 0)
+			}
+			r := s.ks[n:]
+			offs += len(r) - countDrafting(r)
+			runs++
+			speed += float64(tokens) / float64(s.clk.t.Sub(start)) * float64(p.verify(1)+p.outside[0])
+		}
+	}
+	speed /= float64(runs)
+	t.Logf("%d rounds without a draft after %d dips; %.3fx the target alone", offs, runs, speed)
+	if offs > runs*6/5 {
+		t.Errorf("%d rounds without a draft after %d dips", offs, runs)
+	}
+}
