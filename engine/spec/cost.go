@@ -95,8 +95,14 @@ package spec
 // draft calls by length, the text simulation gives 1.225x adaptive
 // against k = 1's 1.228x. Lengths 2 and 4-7 cost 5.4-7.5 ms a round
 // there against 4.7 for 3: the warm-up's seed prices them, and the
-// Chooser drafts them in about 2% of the rounds, after runs of full
-// acceptance on thin evidence.
+// Chooser drafted them in about 2% of the rounds, after runs of full
+// acceptance on thin evidence. Seeded, they were priced at the warm-up's
+// timing and corrected 6% a round at most; the Chooser's own settle
+// measurements of a seeded size now replace its seed (Seed). Simulated
+// with seeds of 0.16 ms a step against those costs, 1.200x before and
+// 1.205x after (1.230x seeded right); taking the first measurement
+// alone made 1.218x, but the model draft at T = 0.7, whose passes cost
+// more with each token sampled, fell from 2.109x to 2.061x.
 //
 // Why a spell that paid steps down before it stops (hold). Text the
 // draft does not know is a dip of a few tokens more often than a
@@ -430,12 +436,19 @@ type Costs struct {
 // StartK blind: its first round drafts the best length for the prior
 // acceptance where that pays, and leaves drafting off where it does not.
 // Sizes not seeded are estimated from the seeded ones as from measured
-// ones; sizes out of range and zeros are ignored.
+// ones; sizes out of range and zeros are ignored. A seed stands until
+// settle of the Chooser's own measurements of its size, whose fastest
+// then replaces it: the warm-up times each call apart, and a round's may
+// cost otherwise (on the H200's 8B pair, EAGLE-3 drafts of two steps and
+// of four to seven cost 1.6-2.9 ms in the rounds, where three steps cost
+// 0.49. The Chooser still drafted them now and then, two where two
+// cannot beat three at those costs, so it priced them lower: a
+// measurement of a settled size moves it 6% at most).
 func (c *Chooser) Seed(s Costs) {
 	seed := func(cv *curve, ds []time.Duration) {
 		for size, d := range ds {
 			if size > 0 && size < len(cv.avg) && d > 0 {
-				cv.avg[size], cv.n[size] = float64(d), max(cv.n[size], settle)
+				cv.seed(size, d)
 			}
 		}
 	}
@@ -923,6 +936,10 @@ type curve struct {
 	avg   []float64
 	n     []int
 	alpha float64
+	// own counts a seeded size's measurements (-1: not seeded, or its
+	// seed already replaced), first their fastest (replaceSeed).
+	own   []int
+	first []float64
 }
 
 // settle is how many first measurements of a size keep their minimum.
@@ -933,10 +950,34 @@ const rise = 1.25
 
 func (c *curve) init(sizes int, alpha float64) {
 	c.avg, c.n, c.alpha = make([]float64, sizes), make([]int, sizes), alpha
+	c.own, c.first = make([]int, sizes), make([]float64, sizes)
+	for i := range c.own {
+		c.own[i] = -1
+	}
+}
+
+// seed takes d as size's settled cost (Chooser.Seed) until settle of the
+// Chooser's own measurements of it replace it (replaceSeed).
+func (c *curve) seed(size int, d time.Duration) {
+	c.avg[size], c.n[size] = float64(d), max(c.n[size], settle)
+	c.own[size] = 0
 }
 
 func (c *curve) add(size int, d time.Duration) {
 	v := float64(d)
+	if c.own[size] >= 0 {
+		// A seeded size: the seed stands until settle measurements of
+		// its own, whose fastest then replaces it, dearer or cheaper
+		// (replaceSeed: the warm-up's timing is not the rounds').
+		if c.own[size] == 0 || v < c.first[size] {
+			c.first[size] = v
+		}
+		if c.own[size]++; c.own[size] == settle {
+			c.avg[size], c.own[size] = c.first[size], -1
+		}
+		c.n[size]++
+		return
+	}
 	switch n := c.n[size]; {
 	case n == 0:
 		c.avg[size] = v

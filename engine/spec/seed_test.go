@@ -92,3 +92,42 @@ func TestChooserSeededPricesAloneApart(t *testing.T) {
 		t.Errorf("the target alone priced at %v, want its one-row pass's %v", d.Alone, p.verify(1))
 	}
 }
+
+// A seeded size whose rounds cost what its seed did not (the H200's
+// EAGLE-3 draft of two steps: 5.4-6.2 ms rounds where three steps take
+// 4.7) takes its own cost after settle measurements of it: the fastest of
+// them, dearer or cheaper than the seed. Counted as later measurements of
+// a settled size, each moved it 6% at most (curve.add), and a length
+// timed cheap at the warm-up was drafted at a loss for the whole load.
+func TestChooserRemeasuresSeeds(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	c := NewChooser(CostOptions{Now: clk.now})
+	c.Seed(Costs{Draft: []time.Duration{0, 100 * time.Microsecond, 300 * time.Microsecond, 450 * time.Microsecond},
+		Verify: []time.Duration{0, 3 * time.Millisecond, 3400 * time.Microsecond}})
+	draft := func(steps int, d time.Duration) {
+		t0 := c.Now()
+		clk.t = clk.t.Add(d)
+		c.Drafted(t0, steps)
+	}
+	for i, d := range []time.Duration{1700 * time.Microsecond, 1600 * time.Microsecond, 1900 * time.Microsecond} {
+		if got := time.Duration(c.draft.at(2)); got != 300*time.Microsecond {
+			t.Fatalf("after %d measurements of 2 steps, %v, want the seed's 300µs", i, got)
+		}
+		draft(2, d)
+	}
+	if got := time.Duration(c.draft.at(2)); got != 1600*time.Microsecond {
+		t.Errorf("after settle measurements of 2 steps, %v, want their fastest 1.6ms", got)
+	}
+	// Cheaper than the seed: taken as well.
+	for range settle {
+		draft(3, 400*time.Microsecond)
+	}
+	if got := time.Duration(c.draft.at(3)); got != 400*time.Microsecond {
+		t.Errorf("three steps %v, want 400µs", got)
+	}
+	// Past that, as any settled size: a rise counts at most a quarter.
+	draft(2, 10*time.Millisecond)
+	if got, want := c.draft.at(2), 1600e3*(1+0.25*(rise-1)); math.Abs(got-want) > 1 {
+		t.Errorf("after a stall, %v ns, want %v", got, want)
+	}
+}
