@@ -53,6 +53,12 @@ type Options struct {
 	// blocks a multiprocessor); 0: the default (mvxBlockRows). For
 	// measuring one against the other.
 	MVXBlockRows int
+	// MVXPairRows is the most rows the Q4_K verification products run on
+	// mvxp_q4_k (an mma's columns four decode lanes' groups times two
+	// batch rows, no idle columns), 2 or 4; above, and with -1, they run
+	// on mvx_q4_k. 0: the default (defaultMVXPairRows). For measuring one
+	// against the other.
+	MVXPairRows int
 	// Blocking makes the backend's own thread (not a Worker's) and its
 	// callers wait for work by blocking at once, as before spinning was
 	// added (see worker.next and worker.do). For measuring what the spin
@@ -188,9 +194,11 @@ type Backend struct {
 	// mvxRows is the weight rows a block of mvx_q4_k takes, 16 or 32
 	// (benchmarks); 0: mvxBlockRows
 	mvxRows int
-	prof    *profiler // device thread only; nil unless profiling
-	scratch sharedScratch
-	peers   peerLinks // copies from other backends
+	// mvxpRows is Options.MVXPairRows (0: defaultMVXPairRows, -1: none)
+	mvxpRows int
+	prof     *profiler // device thread only; nil unless profiling
+	scratch  sharedScratch
+	peers    peerLinks // copies from other backends
 
 	mu     sync.Mutex // guards the fields below
 	usage  kernels.Usage
@@ -243,6 +251,9 @@ func Open(o Options) (*Backend, error) {
 	if r := o.MVXBlockRows; r != 0 && r != 16 && r != 32 {
 		return nil, fmt.Errorf("%w: MVXBlockRows %d (0, 16 or 32)", ErrBadOption, r)
 	}
+	if r := o.MVXPairRows; r != 0 && r != -1 && r != 2 && r != 4 {
+		return nil, fmt.Errorf("%w: MVXPairRows %d (0, -1, 2 or 4)", ErrBadOption, r)
+	}
 	d, err := openDriver()
 	if err != nil {
 		return nil, err
@@ -261,7 +272,7 @@ func Open(o Options) (*Backend, error) {
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
 		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth, pRing: o.PrefillRing,
-		pWG: o.PrefillWGMMA, mvxRows: o.MVXBlockRows,
+		pWG: o.PrefillWGMMA, mvxRows: o.MVXBlockRows, mvxpRows: o.MVXPairRows,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

@@ -567,10 +567,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		case pathMMQ:
 			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
 		case pathMVX:
-			kernel = fmt.Sprintf("mvx_%s_%d", name, 8*ceilDiv(nb, 8))
-			if mvxRows == 32 {
-				kernel = "mvx2_" + name + "_8"
-			}
+			kernel = c.be.mvxKernel(o.W.Type, name, nb)
 		}
 		args = append(args, argPtr(xq), argPtr(xd))
 	} else {
@@ -631,6 +628,34 @@ func (be *Backend) mvxBlockRows(t quant.Type, nb int) int {
 	}
 	return 16
 }
+
+// mvxKernel is the kernel of a pathMVX product of nb rows of weights t
+// (name: the type's kernel suffix).
+func (be *Backend) mvxKernel(t quant.Type, name string, nb int) string {
+	switch {
+	case be.mvxBlockRows(t, nb) == 32:
+		return "mvx2_" + name + "_8"
+	case t == quant.Q4_K && nb <= be.mvxPairRows():
+		return fmt.Sprintf("mvxp_%s_%d", name, 2*ceilDiv(nb, 2))
+	}
+	return fmt.Sprintf("mvx_%s_%d", name, 8*ceilDiv(nb, 8))
+}
+
+// mvxPairRows is the most rows a Q4_K product runs on mvxp_q4_k
+// (Options.MVXPairRows; 0 when none).
+func (be *Backend) mvxPairRows() int {
+	switch be.mvxpRows {
+	case 0:
+		return defaultMVXPairRows
+	case -1:
+		return 0
+	}
+	return be.mvxpRows
+}
+
+// defaultMVXPairRows: mvxp_q4_k takes Q4_K verification products of 2 to 4
+// rows (kernels/cuda/NOTES.md, hrow2's call).
+const defaultMVXPairRows = 4
 
 // mvWarps is MV_WARPS of matvec.cu: rows per block; mvxWarps MVX_WARPS.
 const (
