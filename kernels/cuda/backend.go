@@ -53,11 +53,13 @@ type Options struct {
 	// blocks a multiprocessor); 0: the default (mvxBlockRows). For
 	// measuring one against the other.
 	MVXBlockRows int
-	// MVXPairRows is the most rows the Q4_K verification products run on
-	// mvxp_q4_k (an mma's columns four decode lanes' groups times two
-	// batch rows, no idle columns), 2 or 4; above, and with -1, they run
-	// on mvx_q4_k. 0: the default (defaultMVXPairRows). For measuring one
-	// against the other.
+	// MVXPairRows is the most rows the Q4_K and Q6_K verification products
+	// run on mvxp_<type> (an mma's columns two batch rows times four decode
+	// lanes' groups or quarters, no idle columns), 2, 4 or 8 (Q4_K's
+	// kernels go to 4; Q6_K's start at 3 rows, its 2 rows staying on the
+	// matrix-vector kernels); above, and with -1, they run on mvx_<type>.
+	// 0: the default (defaultMVXPairRows: Q4_K up to 4, Q6_K none). For
+	// measuring one against the other.
 	MVXPairRows int
 	// Blocking makes the backend's own thread (not a Worker's) and its
 	// callers wait for work by blocking at once, as before spinning was
@@ -196,6 +198,8 @@ type Backend struct {
 	mvxRows int
 	// mvxpRows is Options.MVXPairRows (0: defaultMVXPairRows, -1: none)
 	mvxpRows int
+	// mvxpOcc4 puts Q4_K products of 2 rows on mvxp4_q4_k_2 (benchmarks)
+	mvxpOcc4 bool
 	prof     *profiler // device thread only; nil unless profiling
 	scratch  sharedScratch
 	peers    peerLinks // copies from other backends
@@ -251,8 +255,8 @@ func Open(o Options) (*Backend, error) {
 	if r := o.MVXBlockRows; r != 0 && r != 16 && r != 32 {
 		return nil, fmt.Errorf("%w: MVXBlockRows %d (0, 16 or 32)", ErrBadOption, r)
 	}
-	if r := o.MVXPairRows; r != 0 && r != -1 && r != 2 && r != 4 {
-		return nil, fmt.Errorf("%w: MVXPairRows %d (0, -1, 2 or 4)", ErrBadOption, r)
+	if r := o.MVXPairRows; r != 0 && r != -1 && r != 2 && r != 4 && r != 8 {
+		return nil, fmt.Errorf("%w: MVXPairRows %d (0, -1, 2, 4 or 8)", ErrBadOption, r)
 	}
 	d, err := openDriver()
 	if err != nil {

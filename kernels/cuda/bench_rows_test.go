@@ -56,8 +56,9 @@ func BenchmarkMatVecRows(b *testing.B) {
 // The integer products of a verification pass at Qwen3-8B widths on the
 // default paths, which keep decode's rounding (mvx_<type>, or the
 // matrix-vector kernels up to defaultVecRows; Q4_K's mvxp_q4_k up to
-// defaultMVXPairRows; mvx: Q4_K's mvx_q4_k there instead; mvx32: Q4_K's 32
-// weight rows a block), against the tensor-core kernels that do not keep it
+// defaultMVXPairRows; mvx: Q4_K's mvx_q4_k there instead; mvxp: Q6_K's
+// 3-8 rows on mvxp_q6_k; mvxp4: Q4_K's 2 rows on mvxp4_q4_k_2, four
+// blocks a multiprocessor; mvx32: Q4_K's 32 weight rows a block), against the tensor-core kernels that do not keep it
 // (mma) and the matrix-vector kernels (mv2, which do, up to 8 rows), and
 // decode's one row (r1).
 func BenchmarkVerifyRows(b *testing.B) {
@@ -72,16 +73,18 @@ func BenchmarkVerifyRows(b *testing.B) {
 					for _, v := range []struct {
 						name           string
 						vec, mvx, mvxp int
-					}{{"default", 0, 0, 0}, {"mvx", 0, 0, -1}, {"mvx32", 0, 32, 0}, {"mma", 1, 0, 0}, {"mv2", 8, 0, 0}} {
-						q4k := v.mvx == 32 || v.mvxp == -1
-						if (batch == 1 && v.name != "default") || (batch > 8 && v.vec == 8) || (typ != quant.Q4_K && q4k) ||
-							(v.mvxp == -1 && batch > defaultMVXPairRows) {
+						occ4           bool
+					}{{"default", 0, 0, 0, false}, {"mvx", 0, 0, -1, false}, {"mvxp", 0, 0, 8, false}, {"mvxp4", 0, 0, 0, true},
+						{"mvx32", 0, 32, 0, false}, {"mma", 1, 0, 0, false}, {"mv2", 8, 0, 0, false}} {
+						if (batch == 1 && v.name != "default") || (batch > 8 && v.vec == 8) || (typ != quant.Q4_K && (v.mvx == 32 || v.occ4)) ||
+							(v.mvxp == -1 && (typ != quant.Q4_K || batch > defaultMVXPairRows(typ))) || (v.occ4 && batch != 2) ||
+							(v.mvxp == 8 && (typ != quant.Q6_K || batch < 3 || batch > 8)) {
 							continue
 						}
 						b.Run(fmt.Sprintf("r%d/%s", batch, v.name), func(b *testing.B) {
-							vec, mvx, mvxp := gpu.vecRows, gpu.mvxRows, gpu.mvxpRows
-							gpu.vecRows, gpu.mvxRows, gpu.mvxpRows = v.vec, v.mvx, v.mvxp
-							defer func() { gpu.vecRows, gpu.mvxRows, gpu.mvxpRows = vec, mvx, mvxp }()
+							vec, mvx, mvxp, occ4 := gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4
+							gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4 = v.vec, v.mvx, v.mvxp, v.occ4
+							defer func() { gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4 = vec, mvx, mvxp, occ4 }()
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 							perRun := b.Elapsed().Seconds() / float64(b.N)
 							b.ReportMetric(float64(mat)*float64(len(ws))/perRun/copyRoofline, "roof")

@@ -92,13 +92,14 @@ func TestRowsAsDecode(t *testing.T) {
 		name    string
 		opts    Options
 		mvx     int // weight rows a block of mvx_q4_k (0: the default)
-		mvxp    int // Options.MVXPairRows (0: the default, mvxp_q4_k up to 4 rows)
+		mvxp    int // Options.MVXPairRows (0: the default, defaultMVXPairRows)
 		exactly bool
 	}{
 		{"default", testOptions(), 0, 0, true},
 		{"mvx32", testOptions(), 32, 0, true},
 		{"mvx-unpaired", testOptions(), 0, -1, true},
 		{"mvxp2", testOptions(), 0, 2, true},
+		{"mvxp8", testOptions(), 0, 8, true},
 		{"tensor-cores", Options{Kernels: testOptions().Kernels, MatVecRows: 1}, 0, 0, false},
 	} {
 		t.Run(o.name, func(t *testing.T) {
