@@ -342,8 +342,20 @@ type Chooser struct {
 	// paid says drafting has stayed on settle rounds in a row in this
 	// Chooser's life: the pair can pay, on some text. Only such a pair
 	// probes at a request's start and waits no longer than the budget
-	// pays for (longestWait).
-	paid bool
+	// pays for (longestWait). gained says such a spell also made its
+	// tokens faster than the target alone would have, as measured
+	// (spell: what the spell under way lost, net): only then do probes
+	// have the whole Budget (allowance).
+	paid, gained bool
+	spell        time.Duration
+	// trial says drafting is on since a probe of a pair that has not
+	// paid: its rounds are the probe's cost (the first runs of the
+	// lengths it drafts included) until it pays or goes off.
+	trial bool
+	// charge says the round under way counts in lost though it is no
+	// probe: its pass captured states for a draft while drafting is off
+	// (the rounds before a probe).
+	charge bool
 	// remeasured counts the rounds drafting k only to measure k's
 	// unsettled costs (decide).
 	remeasured []int
@@ -445,6 +457,9 @@ func (c *Chooser) verified(start time.Time, rows int, apart bool) time.Duration 
 	c.passEnd = c.o.Now()
 	d := c.passEnd.Sub(start)
 	c.took += d
+	if apart && !c.on {
+		c.charge = true // a capture before a probe: the probe's cost
+	}
 	if rows > 0 && rows < len(c.verify.avg) {
 		if !apart {
 			c.verify.add(rows, d)
@@ -479,6 +494,7 @@ func (c *Chooser) Begin() {
 // the count of rounds off.
 func (c *Chooser) startProbe() {
 	c.k, c.probe, c.explore, c.off = c.probeK(), true, true, 0
+	c.trial = !c.paid
 	c.probes++
 }
 
@@ -559,14 +575,21 @@ func (c *Chooser) Accepted(drafted, accepted int) {
 	if drafted > 0 {
 		c.learn(drafted, accepted)
 	}
-	if c.explore && c.verify.has(1) {
-		// A probe that made its tokens faster than the target alone
-		// would have pays for one that did not.
-		alone := time.Duration(float64(accepted+1) * c.verify.at(1))
-		c.lost += c.took - alone
+	if c.verify.has(1) {
+		// What the round lost against the target alone making its
+		// tokens, on its wall time (the host's work outside the calls
+		// included): a probe that made its tokens faster than the
+		// target alone would have pays for one that did not.
+		loss := c.last - time.Duration(float64(accepted+1)*c.alone())
+		if c.on && drafted > 0 {
+			c.spell += loss
+		}
+		if c.explore || c.charge || drafted > 0 && c.trial {
+			c.lost += loss
+		}
 	}
-	c.spent += c.took
-	c.took = 0
+	c.spent += c.last
+	c.took, c.charge = 0, false
 	c.round++
 	c.decide()
 }
@@ -598,7 +621,7 @@ func (c *Chooser) MayDraftSoon(lead int) bool {
 		return true
 	}
 	ahead := float64(max(0, lead) + 1)
-	return c.off+int(ahead) >= c.wait && float64(c.lost) <= c.o.Budget*(float64(c.spent)+ahead*c.verify.at(1))
+	return c.off+int(ahead) >= c.wait && c.affordsBy(ahead*c.alone())
 }
 
 // Recalibrating reports that the next round times the target alone
@@ -700,11 +723,40 @@ func (c *Chooser) draftCost(k int) float64 {
 }
 
 // affords reports whether a probe fits the budget: what probes lost so
-// far is within Budget of all the time measured. A pair where measuring is dear (a launch-bound
-// target whose draft must first catch up, or compile a new pass size)
-// then probes less often, however the rounds count.
-func (c *Chooser) affords() bool {
-	return float64(c.lost) <= c.o.Budget*float64(c.spent)
+// far is within the allowance of all the time measured. A pair where
+// measuring is dear (a launch-bound target whose draft must first catch
+// up, or compile a new pass size) then probes less often, however the
+// rounds count.
+func (c *Chooser) affords() bool { return c.affordsBy(0) }
+
+// affordsBy is affords once ahead more nanoseconds are spent. The first
+// probe is always afforded: nothing is known of the pair's acceptance
+// before it, and a warm-up or a capture before it may already have lost.
+func (c *Chooser) affordsBy(ahead float64) bool {
+	return c.probes == 0 || float64(c.lost) <= c.allowance()*(float64(c.spent)+ahead)
+}
+
+// allowance is the share of the measured time probes may lose: Budget
+// for a pair that has paid, a quarter of it for one that has not (whose
+// probes are bought only by the chance that the text turns to what the
+// draft knows).
+func (c *Chooser) allowance() float64 {
+	if c.gained {
+		return c.o.Budget
+	}
+	return c.o.Budget / 4
+}
+
+// DraftPrefilled charges a draft's reading of a request's prompt, begun
+// at start, to the probe budget when the request's first round is a
+// probe (Begin) or drafts in a spell a probe began (trial): the target
+// alone would not have spent it. Its time counts as measured either way.
+func (c *Chooser) DraftPrefilled(start time.Time) {
+	d := c.o.Now().Sub(start)
+	if c.explore || c.trial {
+		c.lost += d
+	}
+	c.spent += d
 }
 
 // hopedCost is draftCost(k) plus the verification of k+1 rows, each at
@@ -804,10 +856,12 @@ func (c *Chooser) decide() {
 			c.probe, c.explore = probed, probed
 		case pays:
 			if !c.on {
-				c.on, c.streak = true, 0
+				c.on, c.streak, c.spell = true, 0, 0
 			}
 			c.streak++
 			c.paid = c.paid || c.streak >= settle
+			c.gained = c.gained || c.streak >= settle && c.spell < 0
+			c.trial = c.trial && !c.paid
 			c.k = k
 		case k > 0 && !(c.draft.settled(k) && c.verify.settled(k+1)) && c.remeasured[k] < settle:
 			// The costs that say no include first runs of their sizes (a
@@ -827,7 +881,7 @@ func (c *Chooser) decide() {
 			} else {
 				c.wait = min(2*c.wait, c.longestWait())
 			}
-			c.on, c.k, c.off = false, 0, 0
+			c.on, c.k, c.off, c.trial = false, 0, 0, false
 		default:
 			// A probe is due after wait rounds off, and taken when the
 			// budget affords it; until then the count goes on.
