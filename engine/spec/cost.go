@@ -181,6 +181,47 @@ package spec
 // Chooser's life, and on a GPU include compiling and capturing each pass
 // size, which would hold probes back for thousands of rounds after.
 //
+// What a probe costs, all of it. On the H200's demo pair (0.18 ms a token
+// alone) EAGLE-3 and DFlash lost 2-4% while drafting in 1% of the rounds
+// (probes), against a Budget of 2%: the budget counted a probe round's
+// calls, not what else the probe caused. Read from the bench's rounds
+// (spec-demo.json; a row is about 2,300 rounds, 450 ms): the probes
+// themselves 5-6 ms (0.3-0.5 ms each beyond the target alone: the draft's
+// catch-up and a two-row pass), the rounds drafting after a probe that
+// accepted 4-9 ms (each length's first run in the load, 1.9-2.4 ms where
+// 0.36 is the rule, in a spell of a few rounds that lost), the captures
+// before probes 0.1-0.2 ms; the rest is the noise of the rounds without a
+// draft (as wide in a second load of the target alone). So:
+//   - A probe's loss is its round's wall time (the host's work outside the
+//     calls included) less its tokens at the target alone's time a token,
+//     and spent is wall time.
+//   - A one-row pass that captures while drafting is off (the rounds
+//     before a probe: VerifiedCapturing) charges its round's loss.
+//   - A probe of a pair that has not paid begins a trial: the drafting it
+//     turns on is charged round by round until the spell has lasted
+//     settle rounds (paid) or goes off, so the first runs of the lengths
+//     a lucky probe drafts are the probe's cost. First runs at the
+//     Chooser's start, or once the pair has paid, are still not charged
+//     (above; TestChooserDearFirstRunsLeaveProbes).
+//   - The draft's reading of a prompt whose first round is a probe, or a
+//     trial's, is charged (DraftPrefilled).
+//   - A pair that has not gained, that is never drafted settle rounds in
+//     a row making its tokens faster than the target alone as measured
+//     (spell), probes on a quarter of Budget (allowance): its probes buy
+//     only the chance that the text turns to what the draft knows. Not
+//     paid, which counts estimates: on the demo pair a lucky probe in
+//     text the draft knows kept EAGLE-3 on for 5-12 rounds at a loss. The
+//     first probe is always afforded: nothing is known of the acceptance
+//     before it, captures may already have lost, and the engine's tests
+//     of the draft paths on one CPU thread need it (TestRunCPUMoE).
+// Simulated with the demo pair's H200 costs (TestChooserNeverPaying-
+// ProbesCostAPercent: first runs 1.7 ms, 40 fresh loads of nine requests
+// of 256 tokens): 0.983x the target alone before (lowest load 0.978x),
+// 0.994x after (0.987x). Every cost charged but on the whole Budget it
+// is 0.980x (the budget then spent to the last), without the captures'
+// charge 0.992x. The text simulations do not move (model draft at
+// T = 0.7 2.102x, lowest repetition 1.16x; EAGLE-3 1.150x).
+//
 // A block drafter (DFlash) proposes k tokens in one pass whose cost grows
 // little with k: with Block its calls are measured by k and sizes not yet
 // measured are estimated between measured ones (as verification is), not
