@@ -234,8 +234,12 @@ func (g *generation) run(ctx context.Context) error {
 		g.chooser.Begin()
 	}
 	if g.chooser != nil && (g.drafting.Fixed() || g.chooser.Decision().Reason == "" || g.chooser.Decision().Drafting) {
+		t := g.now()
 		if err := g.r.draft.prefill(ctx, g.history); err != nil {
 			return err
+		}
+		if !g.drafting.Fixed() {
+			g.chooser.DraftPrefilled(t) // a probe's cost, where the first round is one
 		}
 	}
 	g.stats.PrefillSeconds = now().Sub(start).Seconds()

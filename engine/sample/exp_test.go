@@ -35,7 +35,7 @@ func TestExpNeg(t *testing.T) {
 			check(-half + d)
 		}
 	}
-	for _, y := range []float64{0, -0.0, -1e-300, -707.9, -708, -708.1, -745, -1e300, math.Inf(-1)} {
+	for _, y := range []float64{0, math.Copysign(0, -1), -1e-300, -707.9, -708, -708.1, -745, -1e300, math.Inf(-1)} {
 		check(y)
 	}
 	if got := expNeg(math.NaN()); got != 0 {

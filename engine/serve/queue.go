@@ -72,13 +72,6 @@ func (q *fifo) release() {
 	close(next)
 }
 
-// running is the number of requests holding a slot.
-func (q *fifo) running() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.busy
-}
-
 // waiting is the number of requests in the queue, for the log.
 func (q *fifo) waiting() int {
 	q.mu.Lock()

@@ -30,6 +30,8 @@ type pair struct {
 	// not draft: it first runs the tokens it missed (and the engine
 	// reports no steps for it).
 	catchUp time.Duration
+	// catchUpAt, when set, is each catch-up's cost in place of catchUp.
+	catchUpAt func() time.Duration
 	// onePass reports every draft call as one step (a DFlash block as the
 	// engine used to report it).
 	onePass bool
@@ -117,8 +119,12 @@ func (s *sim) round(p pair, k int, a float64) int {
 		if p.onePass {
 			steps = 1
 		}
-		if len(s.ks) > 0 && s.ks[len(s.ks)-1] == 0 && p.catchUp > 0 {
-			d, steps = d+p.catchUp, 0
+		if len(s.ks) > 0 && s.ks[len(s.ks)-1] == 0 && (p.catchUp > 0 || p.catchUpAt != nil) {
+			up := p.catchUp
+			if p.catchUpAt != nil {
+				up = p.catchUpAt()
+			}
+			d, steps = d+up, 0
 		}
 		s.clk.t = s.clk.t.Add(d)
 		s.c.Drafted(t0, steps)

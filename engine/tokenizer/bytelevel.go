@@ -28,14 +28,6 @@ func newByteLevel() *byteLevel {
 	return bl
 }
 
-// encode appends the byte-level spelling of s to dst.
-func (bl *byteLevel) encode(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		dst = utf8.AppendRune(dst, bl.toRune[s[i]])
-	}
-	return dst
-}
-
 // decode appends the bytes a byte-level token text stands for. Runes outside
 // the table (only in malformed vocabularies) are kept as their UTF-8.
 func (bl *byteLevel) decode(dst []byte, token string) []byte {

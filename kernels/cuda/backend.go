@@ -53,6 +53,14 @@ type Options struct {
 	// blocks a multiprocessor); 0: the default (mvxBlockRows). For
 	// measuring one against the other.
 	MVXBlockRows int
+	// MVXPairRows is the most rows the Q4_K and Q6_K verification products
+	// run on mvxp_<type> (an mma's columns two batch rows times four decode
+	// lanes' groups or quarters, no idle columns), 2, 4 or 8 (Q4_K's
+	// kernels go to 4; Q6_K's start at 3 rows, its 2 rows staying on the
+	// matrix-vector kernels); above, and with -1, they run on mvx_<type>.
+	// 0: the default (defaultMVXPairRows: Q4_K up to 4, Q6_K none). For
+	// measuring one against the other.
+	MVXPairRows int
 	// Blocking makes the backend's own thread (not a Worker's) and its
 	// callers wait for work by blocking at once, as before spinning was
 	// added (see worker.next and worker.do). For measuring what the spin
@@ -188,9 +196,13 @@ type Backend struct {
 	// mvxRows is the weight rows a block of mvx_q4_k takes, 16 or 32
 	// (benchmarks); 0: mvxBlockRows
 	mvxRows int
-	prof    *profiler // device thread only; nil unless profiling
-	scratch sharedScratch
-	peers   peerLinks // copies from other backends
+	// mvxpRows is Options.MVXPairRows (0: defaultMVXPairRows, -1: none)
+	mvxpRows int
+	// mvxpOcc4 puts Q4_K products of 2 rows on mvxp4_q4_k_2 (benchmarks)
+	mvxpOcc4 bool
+	prof     *profiler // device thread only; nil unless profiling
+	scratch  sharedScratch
+	peers    peerLinks // copies from other backends
 
 	mu     sync.Mutex // guards the fields below
 	usage  kernels.Usage
@@ -243,6 +255,9 @@ func Open(o Options) (*Backend, error) {
 	if r := o.MVXBlockRows; r != 0 && r != 16 && r != 32 {
 		return nil, fmt.Errorf("%w: MVXBlockRows %d (0, 16 or 32)", ErrBadOption, r)
 	}
+	if r := o.MVXPairRows; r != 0 && r != -1 && r != 2 && r != 4 && r != 8 {
+		return nil, fmt.Errorf("%w: MVXPairRows %d (0, -1, 2, 4 or 8)", ErrBadOption, r)
+	}
 	d, err := openDriver()
 	if err != nil {
 		return nil, err
@@ -261,7 +276,7 @@ func Open(o Options) (*Backend, error) {
 	be := &Backend{
 		name: o.Name, info: info, limit: o.MemoryLimit, drv: d, vecRows: o.MatVecRows, wRows: o.MatVecWeightRows,
 		pTile: o.PrefillTile, pF32: o.PrefillF32, pDepth: o.PrefillDepth, pRing: o.PrefillRing,
-		pWG: o.PrefillWGMMA, mvxRows: o.MVXBlockRows,
+		pWG: o.PrefillWGMMA, mvxRows: o.MVXBlockRows, mvxpRows: o.MVXPairRows,
 		usage: kernels.Usage{}, live: map[*buffer]struct{}{},
 		args: new(launchArgs),
 	}

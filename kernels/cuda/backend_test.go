@@ -144,7 +144,8 @@ func checkKernels(t *testing.T, dir string) {
 	}
 	want = append(want, "attention_fa_f16_64", "attention_fa_f16_128")
 	want = append(want, "set_rows_kv", "attn_prep_kv", "mvx_q4_k_8", "mvx_q4_k_16", "mvx2_q4_k_8", "mvx_q6_k_8", "mvx_q6_k_16",
-		"mvx_q8_0_8", "mvx_q8_0_16")
+		"mvx_q8_0_8", "mvx_q8_0_16", "mvxp_q4_k_2", "mvxp_q4_k_4", "mvxp4_q4_k_2",
+		"mvxp_q6_k_4", "mvxp_q6_k_8")
 	for kt, k := range kvCaches {
 		for vt, v := range kvCaches {
 			if !floatPair(kt, vt) {

@@ -55,8 +55,10 @@ func BenchmarkMatVecRows(b *testing.B) {
 
 // The integer products of a verification pass at Qwen3-8B widths on the
 // default paths, which keep decode's rounding (mvx_<type>, or the
-// matrix-vector kernels up to defaultVecRows; mvx32: Q4_K's 32 weight
-// rows a block), against the tensor-core kernels that do not keep it
+// matrix-vector kernels up to defaultVecRows; Q4_K's mvxp_q4_k up to
+// defaultMVXPairRows; mvx: Q4_K's mvx_q4_k there instead; mvxp: Q6_K's
+// 3-8 rows on mvxp_q6_k; mvxp4: Q4_K's 2 rows on mvxp4_q4_k_2, four
+// blocks a multiprocessor; mvx32: Q4_K's 32 weight rows a block), against the tensor-core kernels that do not keep it
 // (mma) and the matrix-vector kernels (mv2, which do, up to 8 rows), and
 // decode's one row (r1).
 func BenchmarkVerifyRows(b *testing.B) {
@@ -67,18 +69,22 @@ func BenchmarkVerifyRows(b *testing.B) {
 		for _, s := range []struct{ rows, n int }{{4096, 4096}, {12288, 4096}, {4096, 12288}} {
 			b.Run(fmt.Sprintf("%v/%dx%d", typ, s.rows, s.n), func(b *testing.B) {
 				ws, mat := uploadStack(b, gpu, rng, lbl, typ, s.rows, s.n, 0)
-				for _, batch := range []int{1, 2, 4, 8, 16} {
+				for _, batch := range []int{1, 2, 3, 4, 8, 16} {
 					for _, v := range []struct {
-						name     string
-						vec, mvx int
-					}{{"default", 0, 0}, {"mvx32", 0, 32}, {"mma", 1, 0}, {"mv2", 8, 0}} {
-						if (batch == 1 && v.name != "default") || (batch > 8 && v.vec == 8) || (typ != quant.Q4_K && v.mvx == 32) {
+						name           string
+						vec, mvx, mvxp int
+						occ4           bool
+					}{{"default", 0, 0, 0, false}, {"mvx", 0, 0, -1, false}, {"mvxp", 0, 0, 8, false}, {"mvxp4", 0, 0, 0, true},
+						{"mvx32", 0, 32, 0, false}, {"mma", 1, 0, 0, false}, {"mv2", 8, 0, 0, false}} {
+						if (batch == 1 && v.name != "default") || (batch > 8 && v.vec == 8) || (typ != quant.Q4_K && (v.mvx == 32 || v.occ4)) ||
+							(v.mvxp == -1 && (typ != quant.Q4_K || batch > defaultMVXPairRows(typ))) || (v.occ4 && batch != 2) ||
+							(v.mvxp == 8 && (typ != quant.Q6_K || batch < 3 || batch > 8)) {
 							continue
 						}
 						b.Run(fmt.Sprintf("r%d/%s", batch, v.name), func(b *testing.B) {
-							vec, mvx := gpu.vecRows, gpu.mvxRows
-							gpu.vecRows, gpu.mvxRows = v.vec, v.mvx
-							defer func() { gpu.vecRows, gpu.mvxRows = vec, mvx }()
+							vec, mvx, mvxp, occ4 := gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4
+							gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4 = v.vec, v.mvx, v.mvxp, v.occ4
+							defer func() { gpu.vecRows, gpu.mvxRows, gpu.mvxpRows, gpu.mvxpOcc4 = vec, mvx, mvxp, occ4 }()
 							benchRows(b, gpu, rng, lbl, ws, mat, batch)
 							perRun := b.Elapsed().Seconds() / float64(b.N)
 							b.ReportMetric(float64(mat)*float64(len(ws))/perRun/copyRoofline, "roof")

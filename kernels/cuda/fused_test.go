@@ -100,7 +100,7 @@ func testGLU(t *testing.T, h *harness) {
 					want := fmt.Sprintf("[quantize_q8 mvq_glu_%s_%d %s]", weightKernels[typ], batchVariant(batch), down)
 					switch {
 					case pathOf(kernels.MatMul{Dst: g.g, W: wg.g, X: x.g}, h.gpu.vecRows) == pathMVX:
-						want = fmt.Sprintf("[quantize_q8 mvx_%s_8 swiglu_q8 %s]", weightKernels[typ], down)
+						want = fmt.Sprintf("[quantize_q8 %s swiglu_q8 %s]", h.gpu.mvxKernel(typ, weightKernels[typ], batch), down)
 					case batch > cmp.Or(h.gpu.vecRows, defaultVecRows(typ)):
 						want = fmt.Sprintf("[quantize_q8 mmq_%s_1x1 swiglu_q8 %s]", weightKernels[typ], down)
 					}

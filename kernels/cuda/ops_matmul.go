@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/tandem-run/tandem/kernels"
 	"github.com/tandem-run/tandem/kernels/cuda/workspace"
@@ -97,7 +98,10 @@ func pathOf(o kernels.MatMul, vecRows int) mvPath {
 // to 8 rows, so each type takes the faster (BenchmarkVerifyRows on the
 // H200, us a 12288x4096 product, hspec2's call): Q6_K 2 rows mv2 25
 // against mvx 36, 4 rows 47 against 36; Q8_0 2 rows 24 against 46, 4
-// rows 46 against 46, 8 rows 94 against 46; Q4_K takes mvx_q4_k from 2.
+// rows 46 against 46, 8 rows 94 against 46; Q4_K takes mvxp_q4_k or
+// mvx_q4_k from 2. Q6_K's 2 rows again in hrow2's call 2: mv2 10.2 / 24.5 /
+// 25.9 us at 4096x4096 / 12288x4096 / 4096x12288 against mvxp_q6_k_2's
+// 11.6 / 27.1 / 29.7.
 func defaultVecRows(t quant.Type) int {
 	switch t {
 	case quant.Q6_K:
@@ -567,10 +571,7 @@ func (c *compiler) matMul(group []kernels.MatMul, path mvPath, accumulate int) e
 		case pathMMQ:
 			kernel = fmt.Sprintf("mmq_%s_%s", name, shape)
 		case pathMVX:
-			kernel = fmt.Sprintf("mvx_%s_%d", name, 8*ceilDiv(nb, 8))
-			if mvxRows == 32 {
-				kernel = "mvx2_" + name + "_8"
-			}
+			kernel = c.be.mvxKernel(o.W.Type, name, nb)
 		}
 		args = append(args, argPtr(xq), argPtr(xd))
 	} else {
@@ -630,6 +631,51 @@ func (be *Backend) mvxBlockRows(t quant.Type, nb int) int {
 		return 32
 	}
 	return 16
+}
+
+// mvxKernel is the kernel of a pathMVX product of nb rows of weights t
+// (name: the type's kernel suffix).
+func (be *Backend) mvxKernel(t quant.Type, name string, nb int) string {
+	switch {
+	case be.mvxBlockRows(t, nb) == 32:
+		return "mvx2_" + name + "_8"
+	case nb <= 2 && t == quant.Q4_K && be.mvxpOcc4 && be.mvxPairRows(t) > 0:
+		return "mvxp4_q4_k_2"
+	case nb <= be.mvxPairRows(t):
+		r := 1 << bits.Len(uint(nb-1))
+		if t == quant.Q6_K {
+			r = max(r, 4) // no 2-row kernel: 2 rows run on mvq2_q6_k_2
+		}
+		return fmt.Sprintf("mvxp_%s_%d", name, r)
+	}
+	return fmt.Sprintf("mvx_%s_%d", name, 8*ceilDiv(nb, 8))
+}
+
+// mvxPairRows is the most rows a product of weights t runs on mvxp_<type>
+// (Options.MVXPairRows, at most the type's largest kernel; 0 when none).
+func (be *Backend) mvxPairRows(t quant.Type) int {
+	switch {
+	case be.mvxpRows == -1 || t != quant.Q4_K && t != quant.Q6_K:
+		return 0
+	case be.mvxpRows == 0:
+		return defaultMVXPairRows(t)
+	case t == quant.Q4_K:
+		return min(be.mvxpRows, 4)
+	}
+	return be.mvxpRows
+}
+
+// defaultMVXPairRows is the most rows a verification product of weights t
+// runs on mvxp_<type> by default (kernels/cuda/NOTES.md, hrow2's calls):
+// Q4_K 2 to 4 rows (mvxp_q4_k_2 5.5-11.9 us against mvx_q4_k_8's 6.8-16.0
+// at the 8B widths, faster than decode's own 5.6-13.6). Q6_K none:
+// mvxp_q6_k (Options.MVXPairRows) lost to the matrix-vector kernels at 2
+// rows and to mvx_q6_k on the 8B's 4096x12288 at 4 and 8.
+func defaultMVXPairRows(t quant.Type) int {
+	if t == quant.Q4_K {
+		return 4
+	}
+	return 0
 }
 
 // mvWarps is MV_WARPS of matvec.cu: rows per block; mvxWarps MVX_WARPS.

@@ -141,8 +141,8 @@ func TestMatMulMatVecRows(t *testing.T) {
 	}
 }
 
-// An out-of-range MatVecRows, MatVecWeightRows, PrefillWGMMA or
-// MVXBlockRows is refused before the driver is asked.
+// An out-of-range MatVecRows, MatVecWeightRows, PrefillWGMMA,
+// MVXBlockRows or MVXPairRows is refused before the driver is asked.
 func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 9} {
 		if _, err := Open(Options{MatVecRows: n}); !errors.Is(err, ErrBadOption) {
@@ -162,6 +162,11 @@ func TestMatVecRowsRange(t *testing.T) {
 	for _, n := range []int{-1, 8, 64} {
 		if _, err := Open(Options{MVXBlockRows: n}); !errors.Is(err, ErrBadOption) {
 			t.Errorf("MVXBlockRows %d: %v, want ErrBadOption", n, err)
+		}
+	}
+	for _, n := range []int{-2, 3, 16} {
+		if _, err := Open(Options{MVXPairRows: n}); !errors.Is(err, ErrBadOption) {
+			t.Errorf("MVXPairRows %d: %v, want ErrBadOption", n, err)
 		}
 	}
 }

@@ -92,15 +92,19 @@ func TestRowsAsDecode(t *testing.T) {
 		name    string
 		opts    Options
 		mvx     int // weight rows a block of mvx_q4_k (0: the default)
+		mvxp    int // Options.MVXPairRows (0: the default, defaultMVXPairRows)
 		exactly bool
 	}{
-		{"default", testOptions(), 0, true},
-		{"mvx32", testOptions(), 32, true},
-		{"tensor-cores", Options{Kernels: testOptions().Kernels, MatVecRows: 1}, 0, false},
+		{"default", testOptions(), 0, 0, true},
+		{"mvx32", testOptions(), 32, 0, true},
+		{"mvx-unpaired", testOptions(), 0, -1, true},
+		{"mvxp2", testOptions(), 0, 2, true},
+		{"mvxp8", testOptions(), 0, 8, true},
+		{"tensor-cores", Options{Kernels: testOptions().Kernels, MatVecRows: 1}, 0, 0, false},
 	} {
 		t.Run(o.name, func(t *testing.T) {
 			h := newHarnessWith(t, o.opts)
-			h.gpu.mvxRows = o.mvx
+			h.gpu.mvxRows, h.gpu.mvxpRows = o.mvx, o.mvxp
 			for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.Q5_0, quant.F16} {
 				for _, s := range []struct{ rows, n int }{{96, 1024}, {100, 2560}, {64, 4096}} {
 					for _, batch := range []int{2, 3, 4, 5, 8, 9, 16} {

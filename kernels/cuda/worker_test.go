@@ -103,7 +103,7 @@ func TestWorkerRefusesCallsWhileRoundOpen(t *testing.T) {
 func TestWorkerUsers(t *testing.T) {
 	own := newWorker(nil, true)
 	own.auto = true
-	if !own.hold() || !own.hold() {
+	if first, second := own.hold(), own.hold(); !first || !second {
 		t.Fatal("hold refused on a running thread")
 	}
 	own.release()

@@ -533,6 +533,102 @@ __device__ void mvx_q4_k(const u8* __restrict__ w, long long wstride, float* __r
     b.finish(y, ystride, rows, nb, accumulate);
 }
 
+// mvxp_q4_k: Q4_K products of 2 to 2*NT rows in decode's order, as
+// mvx_q4_k computes them, without its idle columns. mvx_q4_k gives an mma's
+// eight columns to eight batch rows, so at two rows three quarters of its
+// outputs, and of the float steps each output costs, are thrown away. Here
+// an mma's 16 rows are four weight rows times the four decode lanes p of
+// one warp (fragment row g: weight row g>>1, p = g&1; row g+8: p = 2 +
+// (g&1)), each row holding the weights of p's group, and its eight columns
+// four p times two batch rows (column c: p = c&3, batch row c>>2), each
+// holding the activations of p's group: an output is a sum of one group
+// wherever its row's and column's p agree, and of mismatched groups
+// elsewhere (never used). The fragment puts exactly one agreeing output in
+// each lane: lane (g, t) keeps element e = 2*(t&1) + (g&1), decode lane
+// p = e's sum for weight row g>>1 and batch row t>>1, so every lane does
+// one output's float steps (q4k_term, in decode's order) per mma pair
+// where mvx_q4_k's lanes do four. 16 weight rows a block (four mma row
+// tiles), MVX_WARPS warps taking blocks as mvx_q4_k's do; rows 16-byte
+// aligned; grid (ceil(rows/16), jobs).
+template <int NT>
+__device__ void mvxp_q4_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
+                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
+                          int accumulate) {
+    constexpr int NC = 2 * NT, NO = 16 * NC;
+    __shared__ float part[32][NO + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row0 = blockIdx.x * 16;
+    if (row0 >= rows) return;
+    const int P = q8_pitch(nb), odd = g & 1, hi = t & 1, p = 2 * hi + odd;
+    const u8* wr[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) wr[q] = w + (size_t)min(row0 + 4 * q + (g >> 1), rows - 1) * wstride;
+    int bn[NT], bl[NT]; // batch rows of the B column g and of the lane's output
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        bn[j] = min(2 * j + (g >> 2), nb - 1);
+        bl[j] = min(2 * j + (t >> 1), nb - 1);
+    }
+    // the lane's two scale indices j0 = 2p, j1 = 2p+1 sit at bytes 2*odd and
+    // 2*odd+1 of the header's y, z and w words (k4_scale_hdr)
+    const unsigned jj = 2 * odd;
+    const unsigned selYZ = jj | (jj + 1) << 4 | (jj + 4) << 8 | (jj + 5) << 12;
+    const unsigned selW = jj | (jj + 1) << 4 | jj << 8 | (jj + 1) << 12;
+    float acc[4][NT];
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[q][j] = 0.f;
+    const int nblk = n >> 8;
+    for (int k = warp; k < nblk; k += MVX_WARPS) {
+        uint4 hdr[4];
+        uint2 qa[4], qb[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const u8* blkp = wr[q] + 144 * (size_t)k;
+            hdr[q] = __ldg((const uint4*)blkp);
+            qa[q] = __ldg((const uint2*)(blkp + 16 + 32 * odd + 8 * t));
+            qb[q] = __ldg((const uint2*)(blkp + 80 + 32 * odd + 8 * t));
+        }
+        uint2 xl[NT], xh[NT];
+        float2 dlo[NT], dhi[NT];
+        const int gb = 8 * k + 2 * (g & 3), gp = 8 * k + 2 * p;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            xl[j] = __ldg((const uint2*)(xq + q8_off(gb, bn[j], P) + 8 * t));
+            xh[j] = __ldg((const uint2*)(xq + q8_off(gb + 1, bn[j], P) + 8 * t));
+            dlo[j] = __ldg(xd + q8_sc(gp, bl[j], P));
+            dhi[j] = __ldg(xd + q8_sc(gp + 1, bl[j], P));
+        }
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float d = h2f(hdr[q].x & 0xFFFF), dmin = h2f(hdr[q].x >> 16);
+            unsigned yz = __byte_perm(hdr[q].y, hdr[q].z, selYZ), ww = __byte_perm(hdr[q].w, 0, selW);
+            unsigned s = hi ? ((ww & 0x00000F0Fu) | ((ww >> 4) & 0x0F0F0000u) | ((yz >> 2) & 0x30303030u))
+                            : yz & 0x3F3F3F3Fu; // bytes: sc(j0), sc(j1), m(j0), m(j1)
+            float sc0 = s & 0xFF, sc1 = (s >> 8) & 0xFF, m0 = (s >> 16) & 0xFF, m1 = s >> 24;
+            unsigned lo0 = qa[q].x & 0x0F0F0F0F, lo1 = qb[q].x & 0x0F0F0F0F;
+            unsigned lo2 = qa[q].y & 0x0F0F0F0F, lo3 = qb[q].y & 0x0F0F0F0F;
+            unsigned hi0 = (qa[q].x >> 4) & 0x0F0F0F0F, hi1 = (qb[q].x >> 4) & 0x0F0F0F0F;
+            unsigned hi2 = (qa[q].y >> 4) & 0x0F0F0F0F, hi3 = (qb[q].y >> 4) & 0x0F0F0F0F;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                int cl[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+                mma_s8(cl, lo0, lo1, lo2, lo3, xl[j].x, xl[j].y);
+                mma_s8(ch, hi0, hi1, hi2, hi3, xh[j].x, xh[j].y);
+                int slo = hi ? (odd ? cl[3] : cl[2]) : (odd ? cl[1] : cl[0]);
+                int shi = hi ? (odd ? ch[3] : ch[2]) : (odd ? ch[1] : ch[0]);
+                acc[q][j] = __fadd_rn(acc[q][j], q4k_term(d, dmin, sc0, m0, sc1, m1, dlo[j], dhi[j], slo, shi));
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) part[4 * warp + p][(4 * q + (g >> 1)) * NC + 2 * j + (t >> 1)] = acc[q][j];
+    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
+}
+
 // mvx_q6_k: Q6_K products of 2 to 8*NT rows in decode's order (dot_q6_k).
 // Decode's lane L = 8*k0 + 4*h + c takes, of blocks k0, k0+4, ..., half h
 // and in each of that half's four groups the quarter c (values 8c..8c+7),
@@ -616,6 +712,102 @@ __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __r
                 for (int e = 0; e < 4; e++) b.acc[0][c][j][e] = __fadd_rn(b.acc[0][c][j][e], a[j][c][e]);
     }
     b.finish(y, ystride, rows, nb, accumulate);
+}
+
+// mvxp_q6_k: Q6_K products of 2 to 2*NT rows in decode's order, as
+// mvx_q6_k computes them, with one mma a group where mvx_q6_k has four.
+// Decode's four lanes c of a half split each group into quarters (values
+// 8c..8c+7), and a lane t of an mma fragment holds exactly values 8t..8t+7
+// of every row and column (the k order of mvx_q4_k): so the weight rows
+// go in whole, and column c' of each two-row batch tile (columns 4b + c')
+// holds batch row b's activations of quarter c' alone, zeros elsewhere.
+// Output (row, 4b + c') is then quarter c''s integer sum, decode lane
+// 4*warp + c''s for that row and batch row: all 16 x 8 outputs are used,
+// where mvx_q6_k's quarter mmas use a quarter each. The float steps stay
+// dot_q6_k's, per output: fma(s4 * xs, sum, a) over the half's four
+// groups, then acc + a. 16 weight rows a block, warps as in mvx_q6_k
+// (w = 2*k0 + h); rows 2-byte aligned; grid (ceil(rows/16), jobs).
+template <int NT>
+__device__ void mvxp_q6_k(const u8* __restrict__ w, long long wstride, float* __restrict__ y, long long ystride,
+                          int rows, const signed char* __restrict__ xq, const float2* __restrict__ xd, int n, int nb,
+                          int accumulate) {
+    constexpr int NC = 2 * NT, NO = 16 * NC;
+    __shared__ float part[32][NO + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row0 = blockIdx.x * 16;
+    if (row0 >= rows) return;
+    const int P = q8_pitch(nb), k0 = warp >> 1, h = warp & 1, odd = t & 1;
+    const bool mine = t == (g & 3); // this lane's slot of B column g is the column's quarter
+    const u8* wr[2] = {w + (size_t)min(row0 + g, rows - 1) * wstride, w + (size_t)min(row0 + g + 8, rows - 1) * wstride};
+    int bn[NT], bl[NT]; // batch rows of the B column g and of the lane's outputs
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        bn[j] = min(2 * j + (g >> 2), nb - 1);
+        bl[j] = min(2 * j + (t >> 1), nb - 1);
+    }
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
+    const int nblk = n >> 8;
+    for (int k = k0; k < nblk; k += 4) {
+        int q[2][4][2]; // [row g, g+8][group of the half][values 8t..+3, 8t+4..+7]
+        float s4[2][4]; // d times the 16-value scale of quarters 2*odd, 2*odd+1 in each group
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const u8* blkp = wr[r] + 210 * (size_t)k;
+            const u8* ql = blkp + 64 * h + 8 * t;
+            const u8* qh = blkp + 128 + 32 * h + 8 * t;
+            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
+            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
+            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+            unsigned sw[2] = {ld32(blkp + 192 + 8 * h), ld32(blkp + 196 + 8 * h)};
+            float d = ldh(blkp + 208);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
+                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
+                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
+                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
+            }
+            // scale 2i + odd of the half: byte 2*(i&1) + odd of word i>>1
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s4[r][i] = __fmul_rn(d, (float)(signed char)(sw[i >> 1] >> (16 * (i & 1) + 8 * odd)));
+        }
+        float a[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) a[j][e] = 0.f;
+        const int g0 = 8 * k + 4 * h;
+#pragma unroll
+        for (int i = 0; i < 4; i++) { // group g0 + i
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                uint2 xv = make_uint2(0, 0);
+                if (mine) xv = __ldg((const uint2*)(xq + q8_off(g0 + i, bn[j], P) + 8 * t));
+                float xs = __ldg(xd + q8_sc(g0 + i, bl[j], P)).x;
+                int sum[4] = {0, 0, 0, 0};
+                mma_s8(sum, q[0][i][0], q[1][i][0], q[0][i][1], q[1][i][1], xv.x, xv.y);
+                float f[2] = {__fmul_rn(s4[0][i], xs), __fmul_rn(s4[1][i], xs)};
+#pragma unroll
+                for (int e = 0; e < 4; e++) a[j][e] = __fmaf_rn(f[e >> 1], (float)sum[e], a[j][e]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[j][e] = __fadd_rn(acc[j][e], a[j][e]);
+    }
+    // element e: row g + 8*(e>>1), column 2t + (e&1): quarter 2*odd + (e&1), batch row t>>1 of the tile
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            part[4 * warp + 2 * odd + (e & 1)][(g + 8 * (e >> 1)) * NC + 2 * j + (t >> 1)] = acc[j][e];
+    mvx_sum<NO>(part, row0, rows, NC, nb, y, ystride, accumulate);
 }
 
 // mvx_q8_0: Q8_0 products of 2 to 8*NT rows in decode's order (dot_q8_0,
@@ -731,6 +923,28 @@ MV_F16VEC(1) MV_F16VEC(2) MV_F16VEC(4) MV_F16VEC(8)
         mvx_q4_k<MT, NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                          \
     }
 MVX(mvx, 1, 1, 8, 2) MVX(mvx, 1, 2, 16, 1) MVX(mvx2, 2, 1, 8, 1)
+// mvxp_q4_k_<R>: mvxp_q4_k for up to R rows (2 or 4). Three blocks a
+// multiprocessor at 2 rows (80 registers) keep a block's 16 loads in one
+// round trip; mvxp4_q4_k_2 (benchmarks) takes four, at 64 registers, and
+// ptxas splits the loads into three round trips.
+#define MVXP(name, NT, R, MINB)                                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
+        name##_q4_k_##R(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) { \
+        grid_dep_begin();                                                                                    \
+        PICK_JOB                                                                                             \
+        mvxp_q4_k<NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                             \
+    }
+MVXP(mvxp, 1, 2, 3) MVXP(mvxp, 2, 4, 2) MVXP(mvxp4, 1, 2, 4)
+// mvxp_q6_k_<R>: mvxp_q6_k for up to R rows (4 or 8; the 2-row kernel lost
+// to the matrix-vector kernels: NOTES.md, hrow2's calls).
+#define MVXP6(NT, R, MINB)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \
+        mvxp_q6_k_##R(JOBS_PARAMS, const signed char* xq, const float2* xd, int n, int nb, int accumulate) {  \
+        grid_dep_begin();                                                                                    \
+        PICK_JOB                                                                                             \
+        mvxp_q6_k<NT>(w, wstride, y, ystride, rows, xq, xd, n, nb, accumulate);                             \
+    }
+MVXP6(2, 4, 4) MVXP6(4, 8, 2)
 // mvx_q6_k_<R>, mvx_q8_0_<R>: mvx_q6_k and mvx_q8_0 for up to R rows.
 #define MVX_NT(type, NT, R, MINB)                                                                            \
     extern "C" __global__ void __launch_bounds__(32 * MVX_WARPS, MINB)                                       \

@@ -76,6 +76,7 @@ type config struct {
 	profRows  int
 	eagle     string
 	mvxRows   int
+	mvxpRows  int
 	blocking  bool
 }
 
@@ -96,6 +97,7 @@ func run(args []string) error {
 	fs.IntVar(&c.profRows, "profile-rows", 1, "with -profile: the rows of the profiled pass (1: a decode step; 512: a prefill chunk)")
 	fs.BoolVar(&c.serial, "serial-launch", false, "launch kernels without programmatic dependent launch (cuda, sm_90+)")
 	fs.IntVar(&c.mvxRows, "mvx-rows", 0, "weight rows a block of the Q4_K verification kernel takes for 2-8 rows, 16 or 32 (cuda; 0: the backend's default)")
+	fs.IntVar(&c.mvxpRows, "mvxp-rows", 0, "most rows the Q4_K verification products run on mvxp_q4_k, 2 or 4, -1 none (cuda; 0: the backend's default)")
 	fs.BoolVar(&c.blocking, "blocking", false, "the device thread and its callers park at once instead of polling first (cuda; for measuring what the polling saves)")
 	fs.StringVar(&c.eagle, "eagle", "", "an EAGLE-3 draft of -model: time a k=1 speculative round's parts (with -profile, their kernels) instead of the row")
 	kv := fs.String("kv", "F16", "KV cache type: F16, F32, Q8_0 or Q4_0")
@@ -153,7 +155,7 @@ func bench(ctx context.Context, c config) error {
 	var gpu *cuda.Backend
 	switch c.backend {
 	case "cuda":
-		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing, PrefillWGMMA: c.pWG, MVXBlockRows: c.mvxRows, Blocking: c.blocking}
+		o := cuda.Options{Ordinal: c.gpu, SerialLaunch: c.serial, MatVecRows: c.vecRows, MatVecWeightRows: c.wRows, PrefillTile: c.pTile, PrefillF32: c.pF32, PrefillDepth: c.pDepth, PrefillRing: c.pRing, PrefillWGMMA: c.pWG, MVXBlockRows: c.mvxRows, MVXPairRows: c.mvxpRows, Blocking: c.blocking}
 		if c.kernels != "" {
 			o.Kernels = os.DirFS(c.kernels)
 		}
