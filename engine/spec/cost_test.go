@@ -64,13 +64,12 @@ func linear(base, perRow time.Duration) func(int) time.Duration {
 
 // sim drives a Chooser as the engine will (cost.go's design note).
 type sim struct {
-	c      *Chooser
-	clk    *fakeClock
-	rng    *rand.Rand
-	tokens int
-	start  time.Time
-	ks     []int
-	fixed  int // draft this many every round, whatever the chooser says
+	c     *Chooser
+	clk   *fakeClock
+	rng   *rand.Rand
+	start time.Time
+	ks    []int
+	fixed int // draft this many every round, whatever the chooser says
 	// roundAccept, when set, draws each round's acceptance (requests).
 	roundAccept func() float64
 	// capturedAlone times a one-row pass that captured as any other (the

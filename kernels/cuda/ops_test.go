@@ -588,8 +588,7 @@ func TestArgmaxTopK(t *testing.T) {
 		vocab, ties := c.vocab, c.ties
 		t.Run(fmt.Sprintf("n=%d,ties=%v", vocab, ties), func(t *testing.T) {
 			h.t = t
-			var x *pair
-			x = h.tensor(quant.F32, 2, vocab, func() []byte {
+			x := h.tensor(quant.F32, 2, vocab, func() []byte {
 				v := make([]float32, 2*vocab)
 				for i := range v {
 					v[i] = float32(h.rng.NormFloat64())
