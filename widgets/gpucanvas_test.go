@@ -118,14 +118,14 @@ func TestChipKeys(t *testing.T) {
 		t.Fatalf("after T, T, D: %+v", p)
 	}
 	c.Focus(g.chipIn(ZoneTarget, 0))
-	c.Focused().(fyne.Focusable).TypedKey(&fyne.KeyEvent{Name: fyne.KeyLeft})
+	c.Focused().TypedKey(&fyne.KeyEvent{Name: fyne.KeyLeft})
 	if p = last(t, got, 4); !slices.Equal(p.Target, []int{0, 2}) {
 		t.Fatalf("after Left: %+v", p)
 	}
 	if c.Focused() != g.chipIn(ZoneTarget, 0) {
 		t.Error("the moved chip lost the focus")
 	}
-	c.Focused().(fyne.Focusable).TypedKey(&fyne.KeyEvent{Name: fyne.KeyDelete})
+	c.Focused().TypedKey(&fyne.KeyEvent{Name: fyne.KeyDelete})
 	if p = last(t, got, 5); !slices.Equal(p.Target, []int{2}) {
 		t.Fatalf("after Delete: %+v", p)
 	}
