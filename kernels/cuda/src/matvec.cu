@@ -226,6 +226,23 @@ __device__ __forceinline__ void dot_q4_k(const u8* const (&wr)[R], const signed 
     }
 }
 
+// q6k_quants unpacks eight values (off..off+7) of each of the four groups
+// of a Q6_K block's half: ql and qh point at the half's low and high bits
+// at off (ql = block + 64*half + off, qh = block + 128 + 32*half + off).
+// q[i] gets group i's values less 32, four signed bytes a word.
+__device__ __forceinline__ void q6k_quants(const u8* ql, const u8* qh, int (&q)[4][2]) {
+    int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
+    int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
+    int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        q[0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
+        q[1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
+        q[2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
+        q[3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
+    }
+}
+
 // Q6_K x q8: eight lanes per 256-weight block; lane part t covers l-values
 // 8*(t&3)..+8 of half t>>2 in all four quarter rows (32 weights).
 template <int NB, int R>
@@ -243,16 +260,7 @@ __device__ __forceinline__ void dot_q6_k(const u8* const (&wr)[R], const signed 
             const u8* qh = blkp + 128 + 32 * h + l0;
             const signed char* sc = (const signed char*)(blkp + 192) + 8 * h + (l0 >> 4);
             float d = ldh(blkp + 208);
-            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
-            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
-            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
-                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
-                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
-                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
-            }
+            q6k_quants(ql, qh, q[r]);
 #pragma unroll
             for (int j = 0; j < 4; j++) s4[r][j] = __fmul_rn(d, (float)sc[2 * j]);
         }
@@ -655,18 +663,9 @@ __device__ void mvx_q6_k(const u8* __restrict__ w, long long wstride, float* __r
             const u8* blkp = b.wr[0][r] + 210 * (size_t)k;
             const u8* ql = blkp + 64 * h + 8 * t;
             const u8* qh = blkp + 128 + 32 * h + 8 * t;
-            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
-            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
-            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+            q6k_quants(ql, qh, q[r]);
             unsigned sw[2] = {ld32(blkp + 192 + 8 * h), ld32(blkp + 196 + 8 * h)};
             float d = ldh(blkp + 208);
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
-                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
-                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
-                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
-            }
 #pragma unroll
             for (int m = 0; m < 8; m++) s4[r][m] = __fmul_rn(d, (float)(signed char)(sw[m >> 2] >> (8 * (m & 3))));
         }
@@ -759,18 +758,9 @@ __device__ void mvxp_q6_k(const u8* __restrict__ w, long long wstride, float* __
             const u8* blkp = wr[r] + 210 * (size_t)k;
             const u8* ql = blkp + 64 * h + 8 * t;
             const u8* qh = blkp + 128 + 32 * h + 8 * t;
-            int la[2] = {(int)ld32(ql), (int)ld32(ql + 4)};
-            int lb[2] = {(int)ld32(ql + 32), (int)ld32(ql + 36)};
-            int hh[2] = {(int)ld32(qh), (int)ld32(qh + 4)};
+            q6k_quants(ql, qh, q[r]);
             unsigned sw[2] = {ld32(blkp + 192 + 8 * h), ld32(blkp + 196 + 8 * h)};
             float d = ldh(blkp + 208);
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                q[r][0][i] = __vsubss4((la[i] & 0x0F0F0F0F) | ((hh[i] << 4) & 0x30303030), 0x20202020);
-                q[r][1][i] = __vsubss4((lb[i] & 0x0F0F0F0F) | ((hh[i] << 2) & 0x30303030), 0x20202020);
-                q[r][2][i] = __vsubss4(((la[i] >> 4) & 0x0F0F0F0F) | (hh[i] & 0x30303030), 0x20202020);
-                q[r][3][i] = __vsubss4(((lb[i] >> 4) & 0x0F0F0F0F) | ((hh[i] >> 2) & 0x30303030), 0x20202020);
-            }
             // scale 2i + odd of the half: byte 2*(i&1) + odd of word i>>1
 #pragma unroll
             for (int i = 0; i < 4; i++)
