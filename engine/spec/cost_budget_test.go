@@ -60,13 +60,9 @@ func demoRows(p func() pair, seeds uint64) (mean, low float64) {
 	for seed := uint64(1); seed <= seeds; seed++ {
 		pp := p()
 		s := newTextSim(seed, textPair{p: pair{step: pp.step, verify: pp.verify}, x: demoText, seeded: true})
-		speeds := s.texts(pp, 9, 256)
-		inv := 0.0
-		for _, v := range speeds {
-			inv += 1 / v
-		}
-		mean += 9 / inv / float64(seeds)
-		low = min(low, 9/inv)
+		v := together(s.texts(pp, 9, 256))
+		mean += v / float64(seeds)
+		low = min(low, v)
 	}
 	return mean, low
 }

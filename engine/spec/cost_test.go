@@ -838,7 +838,13 @@ func TestChooserTimesTheTargetAloneWithoutCapture(t *testing.T) {
 // curve, greedy): 3.333, 3.764, 4.194, 4.367, 7.120 ms at 1, 2, 4, 8, 16
 // rows, interpolated between.
 func h200Rows(r int) time.Duration {
-	ms := []float64{3.333, 3.764, 4.194, 4.367, 7.120}
+	return powersOfTwo(r, []float64{3.333, 3.764, 4.194, 4.367, 7.120})
+}
+
+// powersOfTwo interpolates a pass's cost at r rows from ms, its cost in
+// milliseconds at 1, 2, 4, ... rows: linear between the two nearest, the
+// last past the largest.
+func powersOfTwo(r int, ms []float64) time.Duration {
 	lo := 0
 	for lo+1 < len(ms) && 1<<(lo+1) <= r {
 		lo++

@@ -67,17 +67,7 @@ func eagle3TextG() *text {
 // 3.674, 4.102, 4.243, 7.109 ms at 1, 2, 4, 8, 16 rows, interpolated
 // between).
 func h200RowsG(r int) time.Duration {
-	ms := []float64{3.238, 3.674, 4.102, 4.243, 7.109}
-	lo := 0
-	for lo+1 < len(ms) && 1<<(lo+1) <= r {
-		lo++
-	}
-	if lo+1 == len(ms) {
-		return time.Duration(ms[lo] * 1e6)
-	}
-	w := 1 << lo
-	f := float64(r-w) / float64(w)
-	return time.Duration((ms[lo] + f*(ms[lo+1]-ms[lo])) * 1e6)
+	return powersOfTwo(r, []float64{3.238, 3.674, 4.102, 4.243, 7.109})
 }
 
 // eagle3DraftG is an EAGLE-3 draft call of k steps on that run: its
@@ -204,18 +194,24 @@ func benchRows(tp textPair, fixed int, seeds uint64) (mean, low, drafting float6
 		for r := 0; r < 9; r += 3 {
 			// A repetition's speed: its three requests' tokens over
 			// their time.
-			inv := 1/speeds[r] + 1/speeds[r+1] + 1/speeds[r+2]
-			low = min(low, 3/inv)
+			low = min(low, together(speeds[r:r+3]))
 		}
-		inv := 0.0
-		for _, v := range speeds {
-			inv += 1 / v
-		}
-		mean += 9 / inv / float64(seeds)
+		mean += together(speeds) / float64(seeds)
 		rounds += len(s.ks)
 		drafting += float64(countDrafting(s.ks))
 	}
 	return mean, low, drafting / float64(rounds)
+}
+
+// together is the speed of requests of equal tokens run one after
+// another, from each one's speed: their tokens over the sum of their
+// times.
+func together(speeds []float64) float64 {
+	inv := 0.0
+	for _, v := range speeds {
+		inv += 1 / v
+	}
+	return float64(len(speeds)) / inv
 }
 
 // The Chooser on acceptance that follows the text, in the requests the
