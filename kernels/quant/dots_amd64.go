@@ -22,6 +22,18 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 	case Q6_K:
 		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) }}, true
 	case Q4_K:
+		if hasVNNI512 {
+			// Half the AVX2 kernel's instructions a row: two rows
+			// already cost less than two single-row passes.
+			return multiKernel{least: 2, four: func(row []byte, vs []Vec, out []float32) {
+				var ys [dotsWidth]*byte
+				var sums [dotsWidth]float32
+				if nb := rows(ys[:], row, vs, q4_KBytes); nb > 0 {
+					dotQ4_Kx4VNNI(row, &ys, nb, &sums)
+				}
+				copy(out[:len(vs)], sums[:])
+			}}, true
+		}
 		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) {
 			var ys [dotsWidth]*byte
 			var sums [dotsWidth]float32
@@ -120,6 +132,9 @@ func dotQ6_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]fl
 
 //go:noescape
 func dotQ4_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
+
+//go:noescape
+func dotQ4_Kx4VNNI(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
 
 //go:noescape
 func dotF16x2AVX2(x []byte, y0, y1 []float32, n int, acc *[2][4][8]float32)
