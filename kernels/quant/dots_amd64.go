@@ -20,6 +20,9 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 			four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) },
 			five: func(row []byte, vs []Vec, out []float32) { lanes5(w, row, vs, out) }}, true
 	case Q6_K:
+		if hasVNNI512 {
+			return multiKernel{least: 2, four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) }}, true
+		}
 		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) }}, true
 	case Q4_K:
 		if hasVNNI512 {
@@ -59,7 +62,11 @@ func lanes4(w Type, row []byte, vs []Vec, out []float32) {
 		case Q5_0:
 			dotQ5_0x4AVX2(row, &ys, nb, &acc)
 		case Q6_K:
-			dotQ6_Kx4AVX2(row, &ys, nb, &acc)
+			if hasVNNI512 {
+				dotQ6_Kx4VNNI(row, &ys, nb, &acc)
+			} else {
+				dotQ6_Kx4AVX2(row, &ys, nb, &acc)
+			}
 		}
 	}
 	laneSums(out[:len(vs)], acc[:])
@@ -132,6 +139,9 @@ func dotQ6_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]fl
 
 //go:noescape
 func dotQ4_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
+
+//go:noescape
+func dotQ6_Kx4VNNI(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]float32)
 
 //go:noescape
 func dotQ4_Kx4VNNI(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)

@@ -101,18 +101,19 @@ var (
 
 // q4KMinRows and q6KMinRows are the shortest Q4_K and Q6_K batches the
 // tiles take; shorter ones (speculative verification) go through
-// DotsFunc's four-row kernels, which decode the weights in registers as
-// they stream in. The tiles' packing (weights widened to int16 in a
-// panel) does not overlap the weights' reads: on a model whose weights
-// stream from memory (a 1.7B Q4_K_M target, 64 MB matrices on one core,
-// BenchmarkMatMulVerify) a Q4_K product of 2-4 rows cost 2.7-2.8x one
-// row through the tiles and 1.6x through dotQ4_Kx4VNNI; the tiles won
-// again from about 12 rows (16: 24-29 ms against 33). For Q6_K (AVX2's
-// four-row kernel) the turn came between 5 and 8 rows. Within the caches
-// (the demo models) the tiles were faster from 2 rows.
+// DotsFunc's four-row kernels (dotQ4_Kx4VNNI, dotQ6_Kx4VNNI), which
+// decode the weights in registers as they stream in. The tiles' packing
+// (weights widened to int16 in a panel) does not overlap the weights'
+// reads: on a model whose weights stream from memory (64 MB matrices of
+// 2048 columns, one core, BenchmarkMatMulVerify, process CPU time) a
+// product of 2-4 rows cost 2.7-2.8x (Q4_K) and 2.1x (Q6_K) one row
+// through the tiles, 1.6x and 1.05x through the four-row kernels; the
+// tiles won again from about 12 rows (16 rows: Q4_K 24-29 ms against
+// 33, Q6_K 20 against 29). Within the caches (the demo models) the tiles
+// were faster from 2 rows.
 const (
 	q4KMinRows = 12
-	q6KMinRows = 6
+	q6KMinRows = 12
 )
 
 // q8KTileBytes is one block of four Q8_K activation rows as packQ8KAct
