@@ -26,13 +26,21 @@ func fastMultiKernel(w Type) (multiKernel, bool) {
 		return multiKernel{least: 3, four: func(row []byte, vs []Vec, out []float32) { lanes4(w, row, vs, out) }}, true
 	case Q4_K:
 		if hasVNNI512 {
-			// Half the AVX2 kernel's instructions a row: two rows
+			// Half the AVX2 kernel's instructions a row, and two or
+			// three rows do only their own rows' products: two rows
 			// already cost less than two single-row passes.
 			return multiKernel{least: 2, four: func(row []byte, vs []Vec, out []float32) {
 				var ys [dotsWidth]*byte
 				var sums [dotsWidth]float32
 				if nb := rows(ys[:], row, vs, q4_KBytes); nb > 0 {
-					dotQ4_Kx4VNNI(row, &ys, nb, &sums)
+					switch len(vs) {
+					case 2:
+						dotQ4_Kx2VNNI(row, &ys, nb, &sums)
+					case 3:
+						dotQ4_Kx3VNNI(row, &ys, nb, &sums)
+					default:
+						dotQ4_Kx4VNNI(row, &ys, nb, &sums)
+					}
 				}
 				copy(out[:len(vs)], sums[:])
 			}}, true
@@ -145,6 +153,12 @@ func dotQ6_Kx4VNNI(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]fl
 
 //go:noescape
 func dotQ4_Kx4VNNI(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
+
+//go:noescape
+func dotQ4_Kx3VNNI(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
+
+//go:noescape
+func dotQ4_Kx2VNNI(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
 
 //go:noescape
 func dotF16x2AVX2(x []byte, y0, y1 []float32, n int, acc *[2][4][8]float32)
