@@ -370,3 +370,66 @@ block2v:
 	DECQ CX
 	JNZ  block2v
 	Q4KVRET
+
+// func dotQ4_Kx5VNNI(x []byte, ys *[5]*byte, nb int, out *[5]float32)
+//
+// dotQ4_Kx4VNNI with a fifth row, whose pointer lives in the frame
+// (Q4KUNPACK takes R9-R13): its int32 lanes in Z20, then the single-row
+// kernel's scalar float steps (KSUMSCALAR, Q4KMINSUM, KMINS) on X6 (sums)
+// and X7 (mins). A verification of a four-token draft reads and decodes
+// each weight block once.
+TEXT ·dotQ4_Kx5VNNI(SB), NOSPLIT, $8-48
+	Q4KVINIT
+	MOVQ   32(R9), R10
+	MOVQ   R10, row4-8(SP)
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+
+block5v:
+	Q4KVSTART
+	VPXORD Z20, Z20, Z20
+	MOVQ   row4-8(SP), R10
+	Q4KDEC(16(SI), 0)
+	Q4KROWZ(AX, 4, Z8)
+	Q4KROWZ(BX, 4, Z9)
+	Q4KROWZ(DX, 4, Z10)
+	Q4KROWZ(DI, 4, Z11)
+	Q4KROWZ(R10, 4, Z20)
+	Q4KDEC(80(SI), 128)
+	Q4KROWZ(AX, 132, Z8)
+	Q4KROWZ(BX, 132, Z9)
+	Q4KROWZ(DX, 132, Z10)
+	Q4KROWZ(DI, 132, Z11)
+	Q4KROWZ(R10, 132, Z20)
+
+	// The fifth row, as dotQ4_KAVX2 rounds it.
+	VEXTRACTI64X4 $1, Z20, Y3
+	VPADDD        Y20, Y3, Y3
+	VEXTRACTI128  $1, Y3, X4
+	VPADDD        X4, X3, X3
+	VPHADDD       X3, X3, X3
+	VPHADDD       X3, X3, X3
+	VCVTDQ2PS     X3, X3
+	VPBROADCASTW  (SI), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (R10), X5, X5
+	VFMADD231SS   X3, X5, X6
+	Q4KMIN(R10, X4)
+	VPHADDD       X4, X4, X4
+	VPHADDD       X4, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  2(SI), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (R10), X5, X5
+	VFMADD231SS   X4, X5, X7
+	ADDQ          $292, R10
+	MOVQ          R10, row4-8(SP)
+
+	Q4KVEND
+	DECQ CX
+	JNZ  block5v
+
+	VSUBSS X7, X6, X6
+	MOVQ   out+40(FP), R9
+	VMOVSS X6, 16(R9)
+	Q4KVRET

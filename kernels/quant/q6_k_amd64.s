@@ -258,10 +258,10 @@ GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
 	VPSUBW     Z25, Z24, Z24; \
 	VPDPWSSD   Z17, Z24, ACC
 
-// Q6KHALFZ is Q6KHALF4 on 512-bit registers: the half block's quants
-// (the 64 low-bit bytes at ql, the 32 top-bit bytes at qh) decoded two
-// steps a register, then the four rows.
-#define Q6KHALFZ(ql, qh, a, mask) \
+// Q6KDECZ decodes a half block for Q6KROWZ on 512-bit registers: the
+// quants (the 64 low-bit bytes at ql, the 32 top-bit bytes at qh) two
+// steps a register (Z18, Z19), their scale words (Z16, Z17).
+#define Q6KDECZ(ql, qh, mask) \
 	VMOVDQU64       ql, Z16; \
 	VBROADCASTI64X4 qh, Z17; \
 	VPANDD          Z15, Z16, Z18; \
@@ -277,16 +277,41 @@ GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
 	VPSHUFB         mask(R8), Y12, Y16; \
 	VPMOVSXBW       Y16, Z16; \
 	VPSHUFB         mask+32(R8), Y12, Y17; \
-	VPMOVSXBW       Y17, Z17; \
+	VPMOVSXBW       Y17, Z17
+
+// Q6KHALFZ is Q6KHALF4 on 512-bit registers: a half block decoded, then
+// the four rows.
+#define Q6KHALFZ(ql, qh, a, mask) \
+	Q6KDECZ(ql, qh, mask); \
 	Q6KROWZ(AX, a, Z4); \
 	Q6KROWZ(BX, a, Z5); \
 	Q6KROWZ(DX, a, Z6); \
 	Q6KROWZ(DI, a, Z7)
 
+// Q6KHALFZ5 is Q6KHALFZ with a fifth row at R10 (int32 lanes Z9).
+#define Q6KHALFZ5(ql, qh, a, mask) \
+	Q6KHALFZ(ql, qh, a, mask); \
+	Q6KROWZ(R10, a, Z9)
+
 // FOLDZ adds the upper 256 bits of Z into its lower half Y (exactly).
 #define FOLDZ(Z, Y) \
 	VEXTRACTI64X4 $1, Z, Y16; \
 	VPADDD        Y16, Y, Y
+
+// Q6KZINIT loads the constants of the 512-bit kernels below.
+#define Q6KZINIT \
+	MOVQ         x_base+0(FP), SI; \
+	MOVQ         nb+32(FP), CX; \
+	MOVL         $0x0F0F0F0F, AX; \
+	VPBROADCASTD AX, Z15; \
+	MOVL         $0x30303030, AX; \
+	VPBROADCASTD AX, Z14; \
+	MOVL         $0x20202020, AX; \
+	VPBROADCASTD AX, Z13; \
+	LEAQ         q6kShift<>(SB), R8; \
+	VMOVDQU64    (R8), Z20; \
+	VMOVDQU64    64(R8), Z21; \
+	LEAQ         q6kPair<>(SB), R8
 
 // func dotQ6_Kx4VNNI(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
 //
@@ -294,18 +319,7 @@ GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
 // fewer instructions (no VPSIGNB there: the single-row kernel's
 // subtraction instead), then the same float steps (Q6KSUM).
 TEXT ·dotQ6_Kx4VNNI(SB), NOSPLIT, $0-48
-	MOVQ         x_base+0(FP), SI
-	MOVQ         nb+32(FP), CX
-	MOVL         $0x0F0F0F0F, AX
-	VPBROADCASTD AX, Z15
-	MOVL         $0x30303030, AX
-	VPBROADCASTD AX, Z14
-	MOVL         $0x20202020, AX
-	VPBROADCASTD AX, Z13
-	LEAQ         q6kShift<>(SB), R8
-	VMOVDQU64    (R8), Z20
-	VMOVDQU64    64(R8), Z21
-	LEAQ         q6kPair<>(SB), R8
+	Q6KZINIT
 	ROWS4
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
@@ -333,5 +347,48 @@ block4z:
 	JNZ  block4z
 
 	STORE4(Y0, Y1, Y2, Y3)
+	VZEROUPPER
+	RET
+
+// func dotQ6_Kx5VNNI(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
+//
+// dotQ6_Kx4VNNI with a fifth row (R10; its int32 lanes in Z9, its float
+// lanes in Y8): a verification of a four-token draft reads and decodes
+// each weight block once.
+TEXT ·dotQ6_Kx5VNNI(SB), NOSPLIT, $0-48
+	Q6KZINIT
+	ROWS5
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y8, Y8, Y8
+
+block5z:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z9, Z9, Z9
+	Q6KHALFZ5((SI), 128(SI), 4, 0)
+	Q6KHALFZ5(64(SI), 160(SI), 132, 64)
+	FOLDZ(Z4, Y4)
+	FOLDZ(Z5, Y5)
+	FOLDZ(Z6, Y6)
+	FOLDZ(Z7, Y7)
+	FOLDZ(Z9, Y9)
+	Q6KSUM(AX, Y4, Y0)
+	Q6KSUM(BX, Y5, Y1)
+	Q6KSUM(DX, Y6, Y2)
+	Q6KSUM(DI, Y7, Y3)
+	Q6KSUM(R10, Y9, Y8)
+	ADDQ $210, SI
+	NEXT4($292)
+	ADDQ $292, R10
+	DECQ CX
+	JNZ  block5z
+
+	STORE4(Y0, Y1, Y2, Y3)
+	VMOVUPS Y8, 128(R9)
 	VZEROUPPER
 	RET
