@@ -161,6 +161,9 @@ func dotQ6_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]fl
 func dotQ4_Kx4AVX2(x []byte, ys *[dotsWidth]*byte, nb int, out *[dotsWidth]float32)
 
 //go:noescape
+func dotQ6_Kx1VNNI(x []byte, ys *[dotsWidth]*byte, nb int, acc *[dotsWidth][8]float32)
+
+//go:noescape
 func dotQ6_Kx5VNNI(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
 
 //go:noescape
