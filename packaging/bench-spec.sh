@@ -65,6 +65,22 @@
 #                                         wall clock on all cores)
 #                                         (pinned to core 1 with taskset where
 #                                         there is one: PIN='' leaves it free)
+#   INFLATE=SHAPE:TYPE packaging/bench-spec.sh cpu
+#                                         here: the same on a memory-bound
+#                                         target, the F16 demo target
+#                                         inflated to SHAPE at TYPE (e.g.
+#                                         qwen3-1.7b:Q4_K_M, 1.3 GB) with its
+#                                         EAGLE-3 draft inflated against it
+#                                         (F16), built once into CACHE
+#                                         (~/.cache/tandem/bench-spec; about a
+#                                         minute each); the Q8_0 demo draft as
+#                                         it is; modes without dflash (the
+#                                         demo DFlash draft does not fit an
+#                                         inflated target), N=32; the JSON is
+#                                         spec-cpu-SHAPE-TYPE.json. On one
+#                                         thread a 1.7B Q4_K_M pass takes
+#                                         ~0.1-0.2 s: REPEAT=2 FRESH=mode runs
+#                                         the whole table in ~20-30 minutes
 # N sets the tokens a prompt (64); MODES the rows (all); REPEAT, FRESH
 # and EAGLE_Q8 as above; SPECBENCH_FLAGS adds specbench flags (-sets,
 # -temps: see packaging/tools/specbench).
@@ -178,16 +194,37 @@ run)
 	;;
 cpu)
 	cd "$root"
-	bin=$(mktemp -d)/specbench
+	tmp=$(mktemp -d)
+	bin=$tmp/specbench
 	go build -o "$bin" ./packaging/tools/specbench
 	pin=
 	command -v taskset >/dev/null && pin=${PIN-taskset -c 1}
+	target=$shared/models/factory-target-F16.gguf eagle=$shared/models/factory-eagle3-F16.gguf
+	dflash=$root/engine/testdata/factory-dflash-F16.gguf
+	modes=${MODES:-alone,fixed4,adaptive,lookup,eagle3,dflash} json=${OUT:-/tmp}/spec-cpu.json
+	if [ -n "${INFLATE:-}" ]; then
+		# A memory-bound target: the F16 demo target inflated to SHAPE
+		# at TYPE and its EAGLE-3 draft inflated against it, built once
+		# into CACHE.
+		shape=${INFLATE%%:*} typ=${INFLATE##*:}
+		cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/bench-spec}
+		mkdir -p "$cache"
+		target=$cache/$shape-$typ.gguf eagle=$cache/$shape-$typ-eagle3.gguf
+		if [ ! -f "$target" ] || [ ! -f "$eagle" ]; then
+			go build -o "$tmp/synthmodel" ./packaging/tools/synthmodel
+			[ -f "$target" ] || "$tmp/synthmodel" -inflate "$shared/models/factory-target-F16.gguf" -shape "$shape" -type "$typ" -o "$target.part"
+			[ -f "$target" ] || mv "$target.part" "$target"
+			"$tmp/synthmodel" -inflate "$shared/models/factory-eagle3-F16.gguf" -target "$target" -shape "$shape" -type F16 -o "$eagle.part"
+			mv "$eagle.part" "$eagle"
+		fi
+		modes=${MODES:-alone,fixed4,adaptive,lookup,eagle3} json=${OUT:-/tmp}/spec-cpu-$shape-$typ.json
+		n=${N:-32}
+	fi
 	$pin "$bin" -backend cpu -label CPU -header -n "$n" -clock "${CLOCK:-cpu}" -threads "${THREADS:-1}" \
 		-repeat "${REPEAT:-5}" -fresh "${FRESH:-row}" \
-		-target "$shared/models/factory-target-F16.gguf" \
-		-draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$shared/models/factory-eagle3-F16.gguf" \
-		-dflash "$root/engine/testdata/factory-dflash-F16.gguf" -modes "${MODES:-alone,fixed4,adaptive,lookup,eagle3,dflash}" \
-		-json "${OUT:-/tmp}/spec-cpu.json" ${SPECBENCH_FLAGS:-}
+		-target "$target" -draft "$shared/models/factory-draft-Q8_0.gguf" -eagle "$eagle" \
+		-dflash "$dflash" -modes "$modes" -json "$json" ${SPECBENCH_FLAGS:-}
+	rm -rf "$tmp"
 	;;
 build-check)
 	dir=${2:-.carry/speccheck}

@@ -166,3 +166,54 @@ func matMul(t *testing.T, be *cpu.Backend, w kernels.Tensor, x []float32, batch 
 	}
 	return out
 }
+
+// BenchmarkMatMulVerify times a product with weights too big for any
+// cache (about 64 MB, rows of 2048, as a 1.7B model's blocks) at the
+// batch sizes of a speculative verification, on one and two threads.
+// Decode (B=1) streams the weights from memory once; a verification of r
+// rows should cost little more, its weights read once for all rows.
+// Bytes/s counts the weights once per product: at B=1 against memory
+// bandwidth, above it how far the batch shares each weight read.
+// cpu-ns/op is the process's CPU time a product (on one thread what a
+// loaded machine can compare, where wall time swings 2-5x).
+func BenchmarkMatMulVerify(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n, size = 2048, 64 << 20
+	for _, threads := range []int{1, 2} {
+		be := newBackend(b, cpu.Options{Threads: threads})
+		for _, wt := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0} {
+			rb, err := wt.RowBytes(n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows := int(size / rb)
+			data := randomWeights(b, rng, wt, rows*n)
+			w := upload(b, be, wt, rows, n, data)
+			for _, batch := range []int{1, 2, 3, 4, 5, 8, 16} {
+				b.Run(fmt.Sprintf("T%d/%v/B=%d", threads, wt, batch), func(b *testing.B) {
+					x := make([]float32, batch*n)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					X := upload(b, be, quant.F32, batch, n, kernels.F32Bytes(x))
+					Dst := upload(b, be, quant.F32, batch, rows, nil)
+					p, err := be.Compile([]kernels.Op{kernels.MatMul{Dst: Dst, W: w, X: X}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer p.Close()
+					b.SetBytes(int64(len(data)))
+					cpu0 := processCPU()
+					for b.Loop() {
+						if err := p.Run(context.Background()); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if cpu0 >= 0 {
+						b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+					}
+				})
+			}
+		}
+	}
+}

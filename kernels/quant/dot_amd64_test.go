@@ -96,7 +96,8 @@ func TestFastQuantizers(t *testing.T) {
 }
 
 // TestFastMultiKernelCoverage pins which types get multi-row AVX2 kernels
-// (the weight types of the demo models' Q4_K_M and Q8_0 files, and F16).
+// (the weight types of the demo models' Q4_K_M and Q8_0 files, and F16),
+// and which five-row ones (Q4_K and Q6_K only with AVX-512 VNNI).
 func TestFastMultiKernelCoverage(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("CPU lacks AVX2, FMA or F16C")
@@ -106,7 +107,8 @@ func TestFastMultiKernelCoverage(t *testing.T) {
 		if !ok {
 			t.Errorf("%v: no multi-row kernel", typ)
 		}
-		if five := typ == Q8_0 || typ == Q5_0; (m.five != nil) != five {
+		five := typ == Q8_0 || typ == Q5_0 || hasVNNI512 && (typ == Q4_K || typ == Q6_K)
+		if (m.five != nil) != five {
 			t.Errorf("%v: five-row kernel %v, want %v", typ, m.five != nil, five)
 		}
 	}

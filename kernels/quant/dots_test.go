@@ -110,7 +110,7 @@ func BenchmarkDots(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, batch := range []int{1, 2, 5, 16} {
+		for _, batch := range []int{1, 2, 3, 4, 5, 16} {
 			vs := make([]Vec, batch)
 			for i := range vs {
 				if err := vs[i].Prepare(typ, randomFloats(rng, n)); err != nil {

@@ -71,11 +71,11 @@ const (
 
 // kBlocked is a K-quant's tile with Q8_K activations, both sides as int16
 // (see mul_k_amd64.s): 4 weight rows x 4 activation rows.
-func kBlocked(panelBytes int, pack func(ptrs *[4]*byte, nb int, panel *byte),
+func kBlocked(minRows, panelBytes int, pack func(ptrs *[4]*byte, nb int, panel *byte),
 	tile func(panel *byte, np int, act *byte, nb int, out *float32, ld int)) blocked {
 	return blocked{
 		layout: layoutQ8K16,
-		rows:   4, acts: 4, minRows: 2,
+		rows:   4, acts: 4, minRows: minRows,
 		panelBytes: func(nb int) int { return nb * panelBytes },
 		pack: func(ptrs []*byte, nb int, panel []byte) {
 			_ = panel[nb*panelBytes-1]
@@ -93,10 +93,27 @@ func kBlocked(panelBytes int, pack func(ptrs *[4]*byte, nb int, panel *byte),
 var (
 	// Q6_K: each row's 256 weights (q-32)·scale as int16, then the four
 	// rows' d as float32.
-	q6_KBlocked = kBlocked(4*512+4*4, packQ6_Kx4, mulQ6_Kx4x4)
+	q6_KBlocked = kBlocked(q6KMinRows, 4*512+4*4, packQ6_Kx4, mulQ6_Kx4x4)
 	// Q4_K: each row's 256 weights q·scale as int16, the mins for
 	// VPDPWSSD in the tile's lane order (four vectors), d and dmin by lane.
-	q4_KBlocked = kBlocked(4*512+4*64+2*64, packQ4_Kx4, mulQ4_Kx4x4)
+	q4_KBlocked = kBlocked(q4KMinRows, 4*512+4*64+2*64, packQ4_Kx4, mulQ4_Kx4x4)
+)
+
+// q4KMinRows and q6KMinRows are the shortest Q4_K and Q6_K batches the
+// tiles take; shorter ones (speculative verification) go through
+// DotsFunc's four-row kernels (dotQ4_Kx4VNNI, dotQ6_Kx4VNNI), which
+// decode the weights in registers as they stream in. The tiles' packing
+// (weights widened to int16 in a panel) does not overlap the weights'
+// reads: on a model whose weights stream from memory (64 MB matrices of
+// 2048 columns, one core, BenchmarkMatMulVerify, process CPU time) a
+// product of 2-4 rows cost 2.7-2.8x (Q4_K) and 2.1x (Q6_K) one row
+// through the tiles, 1.6x and 1.05x through the four-row kernels; the
+// tiles won again from about 12 rows (16 rows: Q4_K 24-29 ms against
+// 33, Q6_K 20 against 29). Within the caches (the demo models) the tiles
+// were faster from 2 rows.
+const (
+	q4KMinRows = 12
+	q6KMinRows = 12
 )
 
 // q8KTileBytes is one block of four Q8_K activation rows as packQ8KAct

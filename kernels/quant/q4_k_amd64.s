@@ -209,3 +209,227 @@ block4:
 	VMOVUPS X12, (R9)
 	VZEROUPPER
 	RET
+
+// Q4KDEC decodes half a block (four sub-blocks, 128 weights: the 64 quant
+// bytes at qs) for the rows on 512-bit registers: Z18 holds the nibbles of
+// sub-blocks 4h and 4h+1, Z19 those of 4h+2 and 4h+3, so that each row's
+// 64 activations for either come in one load (Q4KROWZ); Z16 and Z17 are
+// the matching scale words (q4kWord's masks for the four sub-blocks lie
+// in that order at mask).
+#define Q4KDEC(qs, mask) \
+	VMOVDQU64  qs, Z4; \
+	VPSRLW     $4, Z4, Z5; \
+	VPANDD     Z15, Z4, Z4; \
+	VPANDD     Z15, Z5, Z5; \
+	VSHUFI64X2 $0x44, Z5, Z4, Z18; \
+	VSHUFI64X2 $0xEE, Z5, Z4, Z19; \
+	VPSHUFB    mask(R8), Z2, Z16; \
+	VPSHUFB    mask+64(R8), Z2, Z17
+
+// Q4KROWZ adds the half block's products for the row at P (activations
+// at lo(P) and lo+64(P)) to the int32 lanes of ACC: VPDPWSSD adds the
+// scaled pairs straight in, the same exact integer sums as Q4KSTEP4's in
+// fewer instructions.
+#define Q4KROWZ(P, lo, ACC) \
+	VPMADDUBSW lo(P), Z18, Z0; \
+	VPMADDUBSW lo+64(P), Z19, Z1; \
+	VPDPWSSD   Z16, Z0, ACC; \
+	VPDPWSSD   Z17, Z1, ACC
+
+// FOLD512 adds the upper 256 bits of Z into its lower half Y (exactly).
+#define FOLD512(Z, Y) \
+	VEXTRACTI64X4 $1, Z, Y0; \
+	VPADDD        Y0, Y, Y
+
+// Q4KVSTART starts a block: scales and mins (Q4KUNPACK), the rows' int32
+// lanes Z8-Z11 cleared.
+#define Q4KVSTART \
+	Q4KUNPACK; \
+	VEXTRACTI128 $1, Y2, X14; \
+	VSHUFI64X2   $0, Z2, Z2, Z2; \
+	VPXORD       Z8, Z8, Z8; \
+	VPXORD       Z9, Z9, Z9; \
+	VPXORD       Z10, Z10, Z10; \
+	VPXORD       Z11, Z11, Z11
+
+// Q4KVEND ends a block from the rows' int32 lanes in Z8-Z11 on with the
+// very instructions of dotQ4_Kx4AVX2, so each row's float32 operations
+// are the single-row kernel's (lane r of X12, X13 is row r's).
+#define Q4KVEND \
+	FOLD512(Z8, Y8); \
+	FOLD512(Z9, Y9); \
+	FOLD512(Z10, Y10); \
+	FOLD512(Z11, Y11); \
+	VPHADDD      Y9, Y8, Y8; \
+	VPHADDD      Y11, Y10, Y10; \
+	VPHADDD      Y10, Y8, Y8; \
+	VEXTRACTI128 $1, Y8, X9; \
+	VPADDD       X9, X8, X8; \
+	VCVTDQ2PS    X8, X8; \
+	VMOVSS       (AX), X0; \
+	VPINSRD      $1, (BX), X0, X0; \
+	VPINSRD      $2, (DX), X0, X0; \
+	VPINSRD      $3, (DI), X0, X0; \
+	VPBROADCASTW (SI), X1; \
+	VCVTPH2PS    X1, X1; \
+	VMULPS       X0, X1, X1; \
+	VFMADD231PS  X8, X1, X12; \
+	Q4KMIN(AX, X8); \
+	Q4KMIN(BX, X9); \
+	Q4KMIN(DX, X10); \
+	Q4KMIN(DI, X11); \
+	SUM4(X8, X9, X10, X11, X8); \
+	VPBROADCASTW 2(SI), X1; \
+	VCVTPH2PS    X1, X1; \
+	VMULPS       X0, X1, X1; \
+	VFMADD231PS  X8, X1, X13; \
+	ADDQ         $144, SI; \
+	NEXT4($292)
+
+// Q4KVINIT and Q4KVRET open and close the kernels below.
+#define Q4KVINIT \
+	MOVQ         x_base+0(FP), SI; \
+	MOVQ         nb+32(FP), CX; \
+	MOVL         $0x0F0F0F0F, AX; \
+	VPBROADCASTD AX, Z15; \
+	LEAQ         ·q4kWord(SB), R8; \
+	ROWS4; \
+	VXORPS       X12, X12, X12; \
+	VXORPS       X13, X13, X13
+
+#define Q4KVRET \
+	VSUBPS  X13, X12, X12; \
+	MOVQ    out+40(FP), R9; \
+	VMOVUPS X12, (R9); \
+	VZEROUPPER; \
+	RET
+
+// func dotQ4_Kx4VNNI(x []byte, ys *[4]*byte, nb int, out *[4]float32)
+//
+// dotQ4_Kx4AVX2 on AVX-512 VNNI: the integer sums of a block on 512-bit
+// registers, then, from the block's int32 sums on, the very instructions
+// of dotQ4_Kx4AVX2. A speculative verification of a few rows on a model
+// whose weights stream from memory spends most of its time here.
+TEXT ·dotQ4_Kx4VNNI(SB), NOSPLIT, $0-48
+	Q4KVINIT
+
+block4v:
+	Q4KVSTART
+	Q4KDEC(16(SI), 0)
+	Q4KROWZ(AX, 4, Z8)
+	Q4KROWZ(BX, 4, Z9)
+	Q4KROWZ(DX, 4, Z10)
+	Q4KROWZ(DI, 4, Z11)
+	Q4KDEC(80(SI), 128)
+	Q4KROWZ(AX, 132, Z8)
+	Q4KROWZ(BX, 132, Z9)
+	Q4KROWZ(DX, 132, Z10)
+	Q4KROWZ(DI, 132, Z11)
+	Q4KVEND
+	DECQ CX
+	JNZ  block4v
+	Q4KVRET
+
+// func dotQ4_Kx3VNNI(x []byte, ys *[4]*byte, nb int, out *[4]float32)
+//
+// dotQ4_Kx4VNNI for three rows (ys[3] a copy of ys[2]): row 3's integer
+// products are left out, its lane (zero sums) thrown away.
+TEXT ·dotQ4_Kx3VNNI(SB), NOSPLIT, $0-48
+	Q4KVINIT
+
+block3v:
+	Q4KVSTART
+	Q4KDEC(16(SI), 0)
+	Q4KROWZ(AX, 4, Z8)
+	Q4KROWZ(BX, 4, Z9)
+	Q4KROWZ(DX, 4, Z10)
+	Q4KDEC(80(SI), 128)
+	Q4KROWZ(AX, 132, Z8)
+	Q4KROWZ(BX, 132, Z9)
+	Q4KROWZ(DX, 132, Z10)
+	Q4KVEND
+	DECQ CX
+	JNZ  block3v
+	Q4KVRET
+
+// func dotQ4_Kx2VNNI(x []byte, ys *[4]*byte, nb int, out *[4]float32)
+//
+// dotQ4_Kx4VNNI for two rows (ys[2], ys[3] copies of ys[1]).
+TEXT ·dotQ4_Kx2VNNI(SB), NOSPLIT, $0-48
+	Q4KVINIT
+
+block2v:
+	Q4KVSTART
+	Q4KDEC(16(SI), 0)
+	Q4KROWZ(AX, 4, Z8)
+	Q4KROWZ(BX, 4, Z9)
+	Q4KDEC(80(SI), 128)
+	Q4KROWZ(AX, 132, Z8)
+	Q4KROWZ(BX, 132, Z9)
+	Q4KVEND
+	DECQ CX
+	JNZ  block2v
+	Q4KVRET
+
+// func dotQ4_Kx5VNNI(x []byte, ys *[5]*byte, nb int, out *[5]float32)
+//
+// dotQ4_Kx4VNNI with a fifth row, whose pointer lives in the frame
+// (Q4KUNPACK takes R9-R13): its int32 lanes in Z20, then the single-row
+// kernel's scalar float steps (KSUMSCALAR, Q4KMINSUM, KMINS) on X6 (sums)
+// and X7 (mins). A verification of a four-token draft reads and decodes
+// each weight block once.
+TEXT ·dotQ4_Kx5VNNI(SB), NOSPLIT, $8-48
+	Q4KVINIT
+	MOVQ   32(R9), R10
+	MOVQ   R10, row4-8(SP)
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+
+block5v:
+	Q4KVSTART
+	VPXORD Z20, Z20, Z20
+	MOVQ   row4-8(SP), R10
+	Q4KDEC(16(SI), 0)
+	Q4KROWZ(AX, 4, Z8)
+	Q4KROWZ(BX, 4, Z9)
+	Q4KROWZ(DX, 4, Z10)
+	Q4KROWZ(DI, 4, Z11)
+	Q4KROWZ(R10, 4, Z20)
+	Q4KDEC(80(SI), 128)
+	Q4KROWZ(AX, 132, Z8)
+	Q4KROWZ(BX, 132, Z9)
+	Q4KROWZ(DX, 132, Z10)
+	Q4KROWZ(DI, 132, Z11)
+	Q4KROWZ(R10, 132, Z20)
+
+	// The fifth row, as dotQ4_KAVX2 rounds it.
+	VEXTRACTI64X4 $1, Z20, Y3
+	VPADDD        Y20, Y3, Y3
+	VEXTRACTI128  $1, Y3, X4
+	VPADDD        X4, X3, X3
+	VPHADDD       X3, X3, X3
+	VPHADDD       X3, X3, X3
+	VCVTDQ2PS     X3, X3
+	VPBROADCASTW  (SI), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (R10), X5, X5
+	VFMADD231SS   X3, X5, X6
+	Q4KMIN(R10, X4)
+	VPHADDD       X4, X4, X4
+	VPHADDD       X4, X4, X4
+	VCVTDQ2PS     X4, X4
+	VPBROADCASTW  2(SI), X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (R10), X5, X5
+	VFMADD231SS   X4, X5, X7
+	ADDQ          $292, R10
+	MOVQ          R10, row4-8(SP)
+
+	Q4KVEND
+	DECQ CX
+	JNZ  block5v
+
+	VSUBSS X7, X6, X6
+	MOVQ   out+40(FP), R9
+	VMOVSS X6, 16(R9)
+	Q4KVRET

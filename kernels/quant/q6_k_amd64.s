@@ -219,3 +219,206 @@ block4:
 	STORE4(Y0, Y1, Y2, Y3)
 	VZEROUPPER
 	RET
+
+// q6kShift is the word shift counts of the top bits on 512-bit registers:
+// left 4 and 2 for a half's two low-nibble steps (Z20), right 0 and 2 for
+// its two high-nibble steps (Z21), one step a 256-bit half.
+DATA q6kShift<>+0(SB)/8, $0x0004000400040004
+DATA q6kShift<>+8(SB)/8, $0x0004000400040004
+DATA q6kShift<>+16(SB)/8, $0x0004000400040004
+DATA q6kShift<>+24(SB)/8, $0x0004000400040004
+DATA q6kShift<>+32(SB)/8, $0x0002000200020002
+DATA q6kShift<>+40(SB)/8, $0x0002000200020002
+DATA q6kShift<>+48(SB)/8, $0x0002000200020002
+DATA q6kShift<>+56(SB)/8, $0x0002000200020002
+DATA q6kShift<>+64(SB)/8, $0
+DATA q6kShift<>+72(SB)/8, $0
+DATA q6kShift<>+80(SB)/8, $0
+DATA q6kShift<>+88(SB)/8, $0
+DATA q6kShift<>+96(SB)/8, $0x0002000200020002
+DATA q6kShift<>+104(SB)/8, $0x0002000200020002
+DATA q6kShift<>+112(SB)/8, $0x0002000200020002
+DATA q6kShift<>+120(SB)/8, $0x0002000200020002
+GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
+
+// Q6KROWZ adds one row's int32 lanes for two steps (Z18: the quants q+32
+// of the first two, activations at a(P); Z19 the next two at a+64(P);
+// Z16, Z17 their scale words) to ACC: Q6KSTEP's int16 pair sums
+// Σ (q+32)·q8 - 32·Σ q8, exact, then VPDPWSSD by the scales. Each 256-bit
+// half is one step as the single-row kernel lays it out, so once the
+// halves are added (FOLDZ) each int32 lane holds the products it holds
+// there.
+#define Q6KROWZ(P, a, ACC) \
+	VPMADDUBSW a(P), Z18, Z22; \
+	VPMADDUBSW a(P), Z13, Z23; \
+	VPSUBW     Z23, Z22, Z22; \
+	VPDPWSSD   Z16, Z22, ACC; \
+	VPMADDUBSW a+64(P), Z19, Z24; \
+	VPMADDUBSW a+64(P), Z13, Z25; \
+	VPSUBW     Z25, Z24, Z24; \
+	VPDPWSSD   Z17, Z24, ACC
+
+// Q6KDECZ decodes a half block for Q6KROWZ on 512-bit registers: the
+// quants (the 64 low-bit bytes at ql, the 32 top-bit bytes at qh) two
+// steps a register (Z18, Z19), their scale words (Z16, Z17).
+#define Q6KDECZ(ql, qh, mask) \
+	VMOVDQU64       ql, Z16; \
+	VBROADCASTI64X4 qh, Z17; \
+	VPANDD          Z15, Z16, Z18; \
+	VPSLLVW         Z20, Z17, Z19; \
+	VPANDD          Z14, Z19, Z19; \
+	VPORD           Z19, Z18, Z18; \
+	VPSRLW          $4, Z16, Z16; \
+	VPANDD          Z15, Z16, Z16; \
+	VPSRLVW         Z21, Z17, Z19; \
+	VPANDD          Z14, Z19, Z19; \
+	VPORD           Z16, Z19, Z19; \
+	VBROADCASTI128  192(SI), Y12; \
+	VPSHUFB         mask(R8), Y12, Y16; \
+	VPMOVSXBW       Y16, Z16; \
+	VPSHUFB         mask+32(R8), Y12, Y17; \
+	VPMOVSXBW       Y17, Z17
+
+// Q6KHALFZ is Q6KHALF4 on 512-bit registers: a half block decoded, then
+// the four rows.
+#define Q6KHALFZ(ql, qh, a, mask) \
+	Q6KDECZ(ql, qh, mask); \
+	Q6KROWZ(AX, a, Z4); \
+	Q6KROWZ(BX, a, Z5); \
+	Q6KROWZ(DX, a, Z6); \
+	Q6KROWZ(DI, a, Z7)
+
+// Q6KHALFZ5 is Q6KHALFZ with a fifth row at R10 (int32 lanes Z9).
+#define Q6KHALFZ5(ql, qh, a, mask) \
+	Q6KHALFZ(ql, qh, a, mask); \
+	Q6KROWZ(R10, a, Z9)
+
+// FOLDZ adds the upper 256 bits of Z into its lower half Y (exactly).
+#define FOLDZ(Z, Y) \
+	VEXTRACTI64X4 $1, Z, Y16; \
+	VPADDD        Y16, Y, Y
+
+// Q6KZINIT loads the constants of the 512-bit kernels below.
+#define Q6KZINIT \
+	MOVQ         x_base+0(FP), SI; \
+	MOVQ         nb+32(FP), CX; \
+	MOVL         $0x0F0F0F0F, AX; \
+	VPBROADCASTD AX, Z15; \
+	MOVL         $0x30303030, AX; \
+	VPBROADCASTD AX, Z14; \
+	MOVL         $0x20202020, AX; \
+	VPBROADCASTD AX, Z13; \
+	LEAQ         q6kShift<>(SB), R8; \
+	VMOVDQU64    (R8), Z20; \
+	VMOVDQU64    64(R8), Z21; \
+	LEAQ         q6kPair<>(SB), R8
+
+// func dotQ6_Kx4VNNI(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
+//
+// dotQ6_Kx4AVX2 on AVX-512 (BW, VNNI): the same int32 lanes a block from
+// fewer instructions (no VPSIGNB there: the single-row kernel's
+// subtraction instead), then the same float steps (Q6KSUM).
+TEXT ·dotQ6_Kx4VNNI(SB), NOSPLIT, $0-48
+	Q6KZINIT
+	ROWS4
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+block4z:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	Q6KHALFZ((SI), 128(SI), 4, 0)
+	Q6KHALFZ(64(SI), 160(SI), 132, 64)
+	FOLDZ(Z4, Y4)
+	FOLDZ(Z5, Y5)
+	FOLDZ(Z6, Y6)
+	FOLDZ(Z7, Y7)
+	Q6KSUM(AX, Y4, Y0)
+	Q6KSUM(BX, Y5, Y1)
+	Q6KSUM(DX, Y6, Y2)
+	Q6KSUM(DI, Y7, Y3)
+	ADDQ $210, SI
+	NEXT4($292)
+	DECQ CX
+	JNZ  block4z
+
+	STORE4(Y0, Y1, Y2, Y3)
+	VZEROUPPER
+	RET
+
+// func dotQ6_Kx5VNNI(x []byte, ys *[5]*byte, nb int, acc *[5][8]float32)
+//
+// dotQ6_Kx4VNNI with a fifth row (R10; its int32 lanes in Z9, its float
+// lanes in Y8): a verification of a four-token draft reads and decodes
+// each weight block once.
+TEXT ·dotQ6_Kx5VNNI(SB), NOSPLIT, $0-48
+	Q6KZINIT
+	ROWS5
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y8, Y8, Y8
+
+block5z:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z9, Z9, Z9
+	Q6KHALFZ5((SI), 128(SI), 4, 0)
+	Q6KHALFZ5(64(SI), 160(SI), 132, 64)
+	FOLDZ(Z4, Y4)
+	FOLDZ(Z5, Y5)
+	FOLDZ(Z6, Y6)
+	FOLDZ(Z7, Y7)
+	FOLDZ(Z9, Y9)
+	Q6KSUM(AX, Y4, Y0)
+	Q6KSUM(BX, Y5, Y1)
+	Q6KSUM(DX, Y6, Y2)
+	Q6KSUM(DI, Y7, Y3)
+	Q6KSUM(R10, Y9, Y8)
+	ADDQ $210, SI
+	NEXT4($292)
+	ADDQ $292, R10
+	DECQ CX
+	JNZ  block5z
+
+	STORE4(Y0, Y1, Y2, Y3)
+	VMOVUPS Y8, 128(R9)
+	VZEROUPPER
+	RET
+
+// func dotQ6_Kx1VNNI(x []byte, ys *[4]*byte, nb int, acc *[4][8]float32)
+//
+// dotQ6_Kx4VNNI for one row (acc[0]; the other three are left as they
+// are): a decode step's Q6_K product (the head of a Q4_K_M model) with
+// the single-row kernel's lanes. On a 1.7B Q4_K_M target on one core,
+// rowsQ6_Kx4 took 29% of a decode step's time where the four-row kernel
+// took 18% of a two-row pass'.
+TEXT ·dotQ6_Kx1VNNI(SB), NOSPLIT, $0-48
+	Q6KZINIT
+	ROWS4
+	VXORPS Y0, Y0, Y0
+
+block1z:
+	VPXORD Z4, Z4, Z4
+	Q6KDECZ((SI), 128(SI), 0)
+	Q6KROWZ(AX, 4, Z4)
+	Q6KDECZ(64(SI), 160(SI), 64)
+	Q6KROWZ(AX, 132, Z4)
+	FOLDZ(Z4, Y4)
+	Q6KSUM(AX, Y4, Y0)
+	ADDQ $210, SI
+	ADDQ $292, AX
+	DECQ CX
+	JNZ  block1z
+
+	MOVQ    acc+40(FP), R9
+	VMOVUPS Y0, (R9)
+	VZEROUPPER
+	RET

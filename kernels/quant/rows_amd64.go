@@ -2,7 +2,8 @@
 
 package quant
 
-// The decode kernels (rows_*_amd64.s) take four weight rows at once. For
+// The decode kernels (rows_*_amd64.s) take four weight rows at once
+// (Q6_K's one, through dotQ6_Kx1VNNI: see fastRowsKernel). For
 // Q8_0 and Q5_0, two rows share a 512-bit register: each row's eight lanes
 // do the single-row kernel's float32 operations in its order, its integer
 // sums come from one VPDPBUSD with the weights as unsigned bytes (Q5_0's
@@ -23,12 +24,23 @@ func fastRowsKernel(w Type) (rowsKernel, bool) {
 				}
 			}}, true
 	case w == Q6_K && hasVNNI512:
-		return rowsKernel{rows: 4, fits: func(int) bool { return true },
+		// One weight row at a time through the multi-row product's
+		// 512-bit decoding (dotQ6_Kx1VNNI), the single-row kernel's
+		// bits. It replaced a kernel of four weight rows a call
+		// (rowsQ6_Kx4, two rows a 512-bit register), which took 29% of
+		// a decode step of a 1.7B Q4_K_M target on one core; on 64 MB of
+		// Q6_K weights (BenchmarkMatMulVerify B=1) 5.7-7.0 ms against
+		// 2.6-2.8 here. Within L2 (BenchmarkRows, 215 KB) rowsQ6_Kx4 was
+		// the faster, 4.6 us against 7.0; but Q6_K holds a Q4_K_M
+		// model's head, which streams from memory (255 MB at 1.7B).
+		return rowsKernel{rows: 1, fits: func(int) bool { return true },
 			run: func(rows []byte, stride, nrows int, v *Vec, nb int, out []float32) {
-				y := v.Q[:nb*q8_KBytes]
-				for r := 0; r < nrows; r += 4 {
-					_ = rows[(r+3)*stride+nb*q6_KBytes-1]
-					rowsQ6_Kx4(&rows[r*stride], stride, &y[0], nb, &out[r:][:4][0])
+				y := &v.Q[:nb*q8_KBytes][0]
+				ys := [dotsWidth]*byte{y, y, y, y}
+				var acc [dotsWidth][8]float32
+				for r := range nrows {
+					dotQ6_Kx1VNNI(rows[r*stride:r*stride+nb*q6_KBytes], &ys, nb, &acc)
+					out[r] = hsum8(&acc[0])
 				}
 			}}, true
 	case (w == Q8_0 || w == Q5_0) && hasVNNI512:
@@ -50,9 +62,6 @@ func fastRowsKernel(w Type) (rowsKernel, bool) {
 
 //go:noescape
 func rowsF16x4(x *byte, stride int, y *float32, n int, out *float32)
-
-//go:noescape
-func rowsQ6_Kx4(x *byte, stride int, y *byte, nb int, out *float32)
 
 //go:noescape
 func rowsQ8_0x4(x *byte, stride int, y *byte, nb int, out *float32)

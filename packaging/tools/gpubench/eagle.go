@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/tandem-run/tandem/engine/device"
 	"github.com/tandem-run/tandem/engine/gguf"
@@ -95,7 +96,7 @@ func eagleRound(ctx context.Context, c config, be kernels.Backend, gpu *cuda.Bac
 		name string
 		fn   func() error
 	}{{"bare pass", bare}, {"capturing pass", verify}, {"draft 1", draftCall(1)}, {"draft 2", draftCall(2)}, {"round", round}} {
-		sec, err := medianCall(20, 3, s.fn)
+		sec, err := medianCall(time.Now, 20, 3, s.fn)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}

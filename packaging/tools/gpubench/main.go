@@ -78,6 +78,9 @@ type config struct {
 	mvxRows   int
 	mvxpRows  int
 	blocking  bool
+	threads   int
+	rowsRuns  int
+	clock     func() time.Time // what -rows times passes on
 }
 
 func run(args []string) error {
@@ -86,6 +89,9 @@ func run(args []string) error {
 	fs.StringVar(&c.path, "model", "", "GGUF model (required)")
 	fs.StringVar(&c.backend, "backend", "cuda", "cuda or cpu")
 	fs.IntVar(&c.gpu, "gpu", 0, "CUDA device")
+	fs.IntVar(&c.threads, "threads", 0, "worker threads (cpu; 0: all cores)")
+	fs.IntVar(&c.rowsRuns, "rows-runs", 20, "timed passes of each -rows count (the median is reported)")
+	clock := fs.String("clock", "wall", "what -rows times passes on: wall, or cpu: the process's CPU time (a CPU run on a machine others load, with -threads 1)")
 	fs.IntVar(&c.pp, "pp", 512, "prompt tokens for the prefill measure")
 	fs.IntVar(&c.tg, "tg", 128, "generated tokens for the decode measure")
 	fs.IntVar(&c.reps, "r", 3, "repetitions (the median is reported)")
@@ -115,6 +121,19 @@ func run(args []string) error {
 	}
 	if c.path == "" {
 		return fmt.Errorf("-model is required")
+	}
+	switch *clock {
+	case "wall":
+		c.clock = time.Now
+	case "cpu":
+		if c.clock = cpuClock(); c.clock == nil {
+			return fmt.Errorf("-clock cpu: no process CPU time on this system")
+		}
+	default:
+		return fmt.Errorf("-clock %q: wall or cpu", *clock)
+	}
+	if c.rowsRuns < 1 {
+		return fmt.Errorf("-rows-runs %d: at least 1", c.rowsRuns)
 	}
 	var err error
 	if c.kvType, err = quant.ParseType(*kv); err != nil {
@@ -164,7 +183,7 @@ func bench(ctx context.Context, c config) error {
 		}
 		be = gpu
 	case "cpu":
-		be = cpu.New(cpu.Options{})
+		be = cpu.New(cpu.Options{Threads: c.threads})
 	default:
 		return fmt.Errorf("unknown backend %q", c.backend)
 	}
@@ -262,28 +281,52 @@ func bench(ctx context.Context, c config) error {
 }
 
 // benchRows times verification-shaped passes: r tokens at the position
-// after the prompt, every row's arg-max read back, the median of 20 runs
-// after 3 (compile, capture, first replay). It prints one line per model:
-// milliseconds per pass and the ratio to one row.
+// after the prompt, every row's arg-max read back, the median of
+// -rows-runs runs after 3 (compile, capture, first replay). It prints one
+// line per model: milliseconds per pass and the ratio to one row. On the
+// CPU the row counts take turns, one pass each a round, so that a shared
+// machine's slow spells fall on every count alike; on a GPU each count's
+// passes run back to back, as they always have.
 func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt []int32, c config) error {
-	line := fmt.Sprintf("| %s rows |", filepath.Base(c.path))
-	var one float64
-	for _, r := range c.rows {
+	pass := func(r int) func() error {
 		out := make([]int, r)
 		for i := range out {
 			out[i] = i
 		}
-		t, err := medianCall(20, 3, func() error {
+		return func() error {
 			_, err := m.ForwardArgmax(ctx, prompt[:r], c.pp, out)
 			return err
-		})
-		if err != nil {
-			return err
 		}
-		if one == 0 {
-			one = t
+	}
+	times := make([]float64, len(c.rows))
+	if c.backend == "cpu" {
+		runs := make([][]float64, len(c.rows))
+		for round := range c.rowsRuns + 3 {
+			for i, r := range c.rows {
+				t, err := medianCall(c.clock, 1, 0, pass(r))
+				if err != nil {
+					return err
+				}
+				if round >= 3 {
+					runs[i] = append(runs[i], t)
+				}
+			}
 		}
-		line += fmt.Sprintf(" r=%d %.3f ms (%.2fx) |", r, t*1e3, t/one)
+		for i := range runs {
+			times[i] = median(runs[i])
+		}
+	} else {
+		for i, r := range c.rows {
+			t, err := medianCall(c.clock, c.rowsRuns, 3, pass(r))
+			if err != nil {
+				return err
+			}
+			times[i] = t
+		}
+	}
+	line := fmt.Sprintf("| %s rows |", filepath.Base(c.path))
+	for i, r := range c.rows {
+		line += fmt.Sprintf(" r=%d %.3f ms (%.2fx) |", r, times[i]*1e3, times[i]/times[0])
 	}
 	fmt.Println(line)
 	return be.Sync()
@@ -395,15 +438,15 @@ func weightBytesPerToken(f *gguf.File) int64 {
 // medianCall is the median wall time of runs calls of fn, in seconds,
 // after warm untimed ones (compile, capture, first replay); the host's
 // read of the result ends each call, as the engine sees it.
-func medianCall(runs, warm int, fn func() error) (float64, error) {
+func medianCall(clock func() time.Time, runs, warm int, fn func() error) (float64, error) {
 	ts := make([]float64, 0, runs)
 	for i := range runs + warm {
-		t0 := time.Now()
+		t0 := clock()
 		if err := fn(); err != nil {
 			return 0, err
 		}
 		if i >= warm {
-			ts = append(ts, time.Since(t0).Seconds())
+			ts = append(ts, clock().Sub(t0).Seconds())
 		}
 	}
 	return median(ts), nil
