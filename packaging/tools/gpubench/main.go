@@ -40,6 +40,7 @@ import (
 	"github.com/tandem-run/tandem/kernels/cpu"
 	"github.com/tandem-run/tandem/kernels/cuda"
 	"github.com/tandem-run/tandem/kernels/quant"
+	"github.com/tandem-run/tandem/packaging/tools/internal/cpuclock"
 )
 
 const copyRoofline = 4.3e12 // bytes/s, read + written, anchors.md
@@ -126,7 +127,7 @@ func run(args []string) error {
 	case "wall":
 		c.clock = time.Now
 	case "cpu":
-		if c.clock = cpuClock(); c.clock == nil {
+		if c.clock = cpuclock.Process(); c.clock == nil {
 			return fmt.Errorf("-clock cpu: no process CPU time on this system")
 		}
 	default:

@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/tandem-run/tandem/engine"
+	"github.com/tandem-run/tandem/packaging/tools/internal/cpuclock"
 )
 
 // The prompt sets.
@@ -148,7 +149,7 @@ func parse(args []string) (options, error) {
 	case "wall":
 		o.clock = time.Now
 	case "cpu":
-		if o.clock = cpuClock(); o.clock == nil {
+		if o.clock = cpuclock.Process(); o.clock == nil {
 			return o, errors.New("-clock cpu: no process CPU time on this system")
 		}
 	default:
