@@ -236,11 +236,6 @@ block4:
 	VPDPWSSD   Z16, Z0, ACC; \
 	VPDPWSSD   Z17, Z1, ACC
 
-// FOLD512 adds the upper 256 bits of Z into its lower half Y (exactly).
-#define FOLD512(Z, Y) \
-	VEXTRACTI64X4 $1, Z, Y0; \
-	VPADDD        Y0, Y, Y
-
 // Q4KVSTART starts a block: scales and mins (Q4KUNPACK), the rows' int32
 // lanes Z8-Z11 cleared.
 #define Q4KVSTART \
@@ -256,10 +251,10 @@ block4:
 // very instructions of dotQ4_Kx4AVX2, so each row's float32 operations
 // are the single-row kernel's (lane r of X12, X13 is row r's).
 #define Q4KVEND \
-	FOLD512(Z8, Y8); \
-	FOLD512(Z9, Y9); \
-	FOLD512(Z10, Y10); \
-	FOLD512(Z11, Y11); \
+	FOLD512(Z8, Y8, Y0); \
+	FOLD512(Z9, Y9, Y0); \
+	FOLD512(Z10, Y10, Y0); \
+	FOLD512(Z11, Y11, Y0); \
 	VPHADDD      Y9, Y8, Y8; \
 	VPHADDD      Y11, Y10, Y10; \
 	VPHADDD      Y10, Y8, Y8; \

@@ -246,7 +246,7 @@ GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
 // Z16, Z17 their scale words) to ACC: Q6KSTEP's int16 pair sums
 // Σ (q+32)·q8 - 32·Σ q8, exact, then VPDPWSSD by the scales. Each 256-bit
 // half is one step as the single-row kernel lays it out, so once the
-// halves are added (FOLDZ) each int32 lane holds the products it holds
+// halves are added (FOLD512) each int32 lane holds the products it holds
 // there.
 #define Q6KROWZ(P, a, ACC) \
 	VPMADDUBSW a(P), Z18, Z22; \
@@ -293,11 +293,6 @@ GLOBL q6kShift<>(SB), RODATA|NOPTR, $128
 	Q6KHALFZ(ql, qh, a, mask); \
 	Q6KROWZ(R10, a, Z9)
 
-// FOLDZ adds the upper 256 bits of Z into its lower half Y (exactly).
-#define FOLDZ(Z, Y) \
-	VEXTRACTI64X4 $1, Z, Y16; \
-	VPADDD        Y16, Y, Y
-
 // Q6KZINIT loads the constants of the 512-bit kernels below.
 #define Q6KZINIT \
 	MOVQ         x_base+0(FP), SI; \
@@ -333,10 +328,10 @@ block4z:
 	VPXORD Z7, Z7, Z7
 	Q6KHALFZ((SI), 128(SI), 4, 0)
 	Q6KHALFZ(64(SI), 160(SI), 132, 64)
-	FOLDZ(Z4, Y4)
-	FOLDZ(Z5, Y5)
-	FOLDZ(Z6, Y6)
-	FOLDZ(Z7, Y7)
+	FOLD512(Z4, Y4, Y16)
+	FOLD512(Z5, Y5, Y16)
+	FOLD512(Z6, Y6, Y16)
+	FOLD512(Z7, Y7, Y16)
 	Q6KSUM(AX, Y4, Y0)
 	Q6KSUM(BX, Y5, Y1)
 	Q6KSUM(DX, Y6, Y2)
@@ -372,11 +367,11 @@ block5z:
 	VPXORD Z9, Z9, Z9
 	Q6KHALFZ5((SI), 128(SI), 4, 0)
 	Q6KHALFZ5(64(SI), 160(SI), 132, 64)
-	FOLDZ(Z4, Y4)
-	FOLDZ(Z5, Y5)
-	FOLDZ(Z6, Y6)
-	FOLDZ(Z7, Y7)
-	FOLDZ(Z9, Y9)
+	FOLD512(Z4, Y4, Y16)
+	FOLD512(Z5, Y5, Y16)
+	FOLD512(Z6, Y6, Y16)
+	FOLD512(Z7, Y7, Y16)
+	FOLD512(Z9, Y9, Y16)
 	Q6KSUM(AX, Y4, Y0)
 	Q6KSUM(BX, Y5, Y1)
 	Q6KSUM(DX, Y6, Y2)
@@ -411,7 +406,7 @@ block1z:
 	Q6KROWZ(AX, 4, Z4)
 	Q6KDECZ(64(SI), 160(SI), 64)
 	Q6KROWZ(AX, 132, Z4)
-	FOLDZ(Z4, Y4)
+	FOLD512(Z4, Y4, Y16)
 	Q6KSUM(AX, Y4, Y0)
 	ADDQ $210, SI
 	ADDQ $292, AX

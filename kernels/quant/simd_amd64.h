@@ -235,3 +235,9 @@
 #define STORE5(A0, A1, A2, A3, A4) \
 	STORE4(A0, A1, A2, A3); \
 	VMOVUPS A4, 128(R9)
+
+// FOLD512 adds the upper 256 bits of Z into its lower half Y (exactly),
+// through the scratch register T (a 256-bit one).
+#define FOLD512(Z, Y, T) \
+	VEXTRACTI64X4 $1, Z, T; \
+	VPADDD        T, Y, Y
