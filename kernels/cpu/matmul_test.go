@@ -62,12 +62,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}
-				X := upload(b, be, quant.F32, batch, n, kernels.F32Bytes(x))
-				Dst := upload(b, be, quant.F32, batch, n, nil)
-				p, err := be.Compile([]kernels.Op{kernels.MatMul{Dst: Dst, W: w, X: X}})
-				if err != nil {
-					b.Fatal(err)
-				}
+				p, _ := matMulProgram(b, be, w, x, batch)
 				defer p.Close()
 				b.SetBytes(int64(len(data)))
 				for b.Loop() {
@@ -147,8 +142,10 @@ func upload(t testing.TB, be *cpu.Backend, typ quant.Type, rows, cols int, data 
 	return x
 }
 
-// matMul is W [out, in] times the batch rows of x, read back.
-func matMul(t *testing.T, be *cpu.Backend, w kernels.Tensor, x []float32, batch int) []float32 {
+// matMulProgram uploads the batch rows of x and compiles W [out, in]
+// times them into Dst, which it returns with the program (the caller
+// closes it).
+func matMulProgram(t testing.TB, be *cpu.Backend, w kernels.Tensor, x []float32, batch int) (kernels.Program, kernels.Tensor) {
 	t.Helper()
 	X := upload(t, be, quant.F32, batch, w.Cols, kernels.F32Bytes(x))
 	Dst := upload(t, be, quant.F32, batch, w.Rows, nil)
@@ -156,6 +153,13 @@ func matMul(t *testing.T, be *cpu.Backend, w kernels.Tensor, x []float32, batch 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, Dst
+}
+
+// matMul is W [out, in] times the batch rows of x, read back.
+func matMul(t *testing.T, be *cpu.Backend, w kernels.Tensor, x []float32, batch int) []float32 {
+	t.Helper()
+	p, Dst := matMulProgram(t, be, w, x, batch)
 	defer p.Close()
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -195,12 +199,7 @@ func BenchmarkMatMulVerify(b *testing.B) {
 					for i := range x {
 						x[i] = float32(rng.NormFloat64())
 					}
-					X := upload(b, be, quant.F32, batch, n, kernels.F32Bytes(x))
-					Dst := upload(b, be, quant.F32, batch, rows, nil)
-					p, err := be.Compile([]kernels.Op{kernels.MatMul{Dst: Dst, W: w, X: X}})
-					if err != nil {
-						b.Fatal(err)
-					}
+					p, _ := matMulProgram(b, be, w, x, batch)
 					defer p.Close()
 					b.SetBytes(int64(len(data)))
 					cpu0 := processCPU()
