@@ -289,12 +289,13 @@ func bench(ctx context.Context, c config) error {
 // machine's slow spells fall on every count alike; on a GPU each count's
 // passes run back to back, as they always have.
 func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt []int32, c config) error {
-	pass := func(r int) func() error {
+	passes := make([]func() error, len(c.rows))
+	for i, r := range c.rows {
 		out := make([]int, r)
-		for i := range out {
-			out[i] = i
+		for j := range out {
+			out[j] = j
 		}
-		return func() error {
+		passes[i] = func() error {
 			_, err := m.ForwardArgmax(ctx, prompt[:r], c.pp, out)
 			return err
 		}
@@ -303,8 +304,8 @@ func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt [
 	if c.backend == "cpu" {
 		runs := make([][]float64, len(c.rows))
 		for round := range c.rowsRuns + 3 {
-			for i, r := range c.rows {
-				t, err := medianCall(c.clock, 1, 0, pass(r))
+			for i, pass := range passes {
+				t, err := medianCall(c.clock, 1, 0, pass)
 				if err != nil {
 					return err
 				}
@@ -317,8 +318,8 @@ func benchRows(ctx context.Context, m *model.Model, be kernels.Backend, prompt [
 			times[i] = median(runs[i])
 		}
 	} else {
-		for i, r := range c.rows {
-			t, err := medianCall(c.clock, c.rowsRuns, 3, pass(r))
+		for i, pass := range passes {
+			t, err := medianCall(c.clock, c.rowsRuns, 3, pass)
 			if err != nil {
 				return err
 			}
@@ -436,7 +437,7 @@ func weightBytesPerToken(f *gguf.File) int64 {
 	return n
 }
 
-// medianCall is the median wall time of runs calls of fn, in seconds,
+// medianCall is the median time on clock of runs calls of fn, in seconds,
 // after warm untimed ones (compile, capture, first replay); the host's
 // read of the result ends each call, as the engine sees it.
 func medianCall(clock func() time.Time, runs, warm int, fn func() error) (float64, error) {
